@@ -1,0 +1,553 @@
+"""Binding: sqlglot ASTs of SELECT statements to logical plans.
+
+Resolves table, view and column names (case-insensitively, as SQL does for
+unquoted names), expands ``*``, splits join and WHERE conditions into
+equi-join keys, pushed-down filters and residual predicates, and pulls
+aggregate calls out of SELECT and HAVING.  Everything the incremental engine
+cannot maintain is rejected here with :class:`UnsupportedError`, pointing at
+the construct in the SQL text.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Dict, List, Optional, Sequence, Tuple
+
+from sqlglot import exp
+from sqlglot.optimizer.annotate_types import annotate_types
+
+from .errors import BindError, UnsupportedError
+from .logical import (AggCall, Aggregate, Distinct, Expr, Field, Filter, Join, Node, Project, Scan,
+                      UnionAll, col)
+from .types import BIGINT, UNKNOWN, SqlType, from_annotation
+
+
+@dataclass(frozen=True)
+class TableDef:
+    name: str
+    fields: Tuple[Field, ...]
+    primary_key: Tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class ViewDef:
+    name: str
+    plan: Node
+    materialized: bool
+    sql: str
+
+
+# Aggregate classes we maintain, with the name the engine uses for them.
+AGGREGATES = {
+    exp.Count: "COUNT", exp.Sum: "SUM", exp.Avg: "AVG", exp.Min: "MIN", exp.Max: "MAX",
+    exp.Stddev: "STDDEV_SAMP", exp.StddevSamp: "STDDEV_SAMP", exp.StddevPop: "STDDEV_POP",
+    exp.Variance: "VAR_SAMP", exp.VariancePop: "VAR_POP",
+}
+# Functions that sqlglot does not know by class but Spark and DuckDB share.
+ANONYMOUS_OK = {"md5", "repeat", "reverse", "strpos", "instr", "lpad", "rpad", "ltrim", "rtrim",
+                "ascii", "chr", "sign", "ln", "log10", "pi", "least", "greatest", "nullif",
+                "char_length", "character_length", "last_day", "dayofweek", "dayofmonth", "dayofyear",
+                "week", "hour", "minute", "second", "year", "month", "day", "quarter"}
+
+
+def position_of(node: exp.Expression) -> Optional[int]:
+    """Character offset of the earliest token under ``node`` (None if unknown)."""
+    best = None
+    for n in node.walk():
+        meta = getattr(n, "_meta", None)
+        if meta and "start" in meta:
+            if best is None or meta["start"] < best:
+                best = meta["start"]
+    return best
+
+
+def name_of(ident) -> str:
+    """Normalized (lower-case unless quoted) name of an identifier or table."""
+    if isinstance(ident, exp.Identifier):
+        return ident.this if ident.quoted else ident.this.lower()
+    if isinstance(ident, exp.Table):
+        return name_of(ident.this)
+    return str(ident).lower()
+
+
+@dataclass
+class Rel:
+    """One relation in a FROM clause: its alias, column names and position in the joined row."""
+
+    alias: Optional[str]
+    names: List[str]
+    types: List[SqlType]
+    offset: int
+
+
+class Scope:
+    """The columns visible to an expression: the relations of one FROM clause."""
+
+    def __init__(self, rels: Sequence[Rel]):
+        self.rels = list(rels)
+
+    @property
+    def width(self) -> int:
+        return sum(len(r.names) for r in self.rels)
+
+    def types(self) -> List[SqlType]:
+        return [t for r in self.rels for t in r.types]
+
+    def visible(self) -> List[str]:
+        return [f"{r.alias}.{n}" if r.alias else n for r in self.rels for n in r.names]
+
+
+def split_and(e: Optional[exp.Expression]) -> List[exp.Expression]:
+    if e is None:
+        return []
+    if isinstance(e, exp.And):
+        return split_and(e.this) + split_and(e.expression)
+    if isinstance(e, exp.Paren):
+        return split_and(e.this)
+    return [e]
+
+
+class Binder:
+    """Binds the SELECT of one view against the tables and views defined before it."""
+
+    def __init__(self, sql: str, tables: Dict[str, TableDef], views: Dict[str, ViewDef]):
+        self.sql = sql
+        self.tables = tables
+        self.views = views
+
+    # ------------------------------------------------------------------ errors
+    def unsupported(self, what: str, node: exp.Expression) -> UnsupportedError:
+        return UnsupportedError(f"{what} is not supported", sql=self.sql, offset=position_of(node))
+
+    def bind_error(self, msg: str, node: exp.Expression) -> BindError:
+        return BindError(msg, sql=self.sql, offset=position_of(node))
+
+    # ------------------------------------------------------------------ queries
+    def bind_query(self, q: exp.Expression, ctes: Dict[str, Node]) -> Tuple[Node, List[str]]:
+        """Bind a query expression; returns its plan and output column names."""
+        if isinstance(q, exp.Subquery):
+            return self.bind_query(q.this, ctes)
+        ctes = dict(ctes)
+        with_ = q.args.get("with") or q.args.get("with_")
+        if with_ is not None:
+            if with_.args.get("recursive"):
+                raise self.unsupported("WITH RECURSIVE", with_)
+            for cte in with_.expressions:
+                plan, names = self.bind_query(cte.this, ctes)
+                alias_cols = cte.args.get("alias") and cte.args["alias"].columns
+                if alias_cols:
+                    names = [name_of(c) for c in alias_cols]
+                    plan = Project(plan, tuple(Expr(col(i), f.type) for i, f in enumerate(plan.fields)),
+                                   tuple(names))
+                ctes[name_of(cte.args["alias"].this)] = plan
+        if isinstance(q, exp.Union):
+            return self.bind_union(q, ctes)
+        if isinstance(q, (exp.Intersect, exp.Except)):
+            raise self.unsupported(f"{type(q).__name__.upper()}", q)
+        if isinstance(q, exp.Select):
+            return self.bind_select(q, ctes)
+        raise self.unsupported(f"{type(q).__name__} as a query", q)
+
+    def check_no_limit(self, q: exp.Expression) -> None:
+        for key, what in (("limit", "LIMIT"), ("offset", "OFFSET"), ("fetch", "FETCH")):
+            if q.args.get(key) is not None:
+                raise UnsupportedError(f"{what} in a view is not supported", sql=self.sql,
+                                       offset=self.keyword_offset(what, q.args[key]))
+
+    def keyword_offset(self, keyword: str, node: exp.Expression) -> Optional[int]:
+        pos = position_of(node)
+        if pos is None:
+            return None
+        found = self.sql.upper().rfind(keyword, 0, pos + 1)
+        return found if found >= 0 else pos
+
+    def bind_union(self, q: exp.Union, ctes) -> Tuple[Node, List[str]]:
+        self.check_no_limit(q)
+        left, names = self.bind_query(q.this, ctes)
+        right, rnames = self.bind_query(q.expression, ctes)
+        if len(left.fields) != len(right.fields):
+            raise self.bind_error(f"UNION branches have {len(left.fields)} and {len(right.fields)} columns",
+                                  q.expression)
+        branches = (left.branches if isinstance(left, UnionAll) else (left,)) + (right,)
+        plan: Node = UnionAll(branches)
+        if q.args.get("distinct"):
+            plan = Distinct(plan)
+        return plan, names
+
+    def bind_from(self, select: exp.Select, ctes) -> Tuple[Node, Scope, List[exp.Expression]]:
+        """FROM, JOINs and WHERE: returns the joined plan, its scope, and leftover conjuncts (none)."""
+        from_ = select.args.get("from") or select.args.get("from_")
+        if from_ is None:
+            raise self.unsupported("SELECT without FROM", select)
+        items = [from_.this] + [j.this for j in select.args.get("joins") or []]
+        rels: List[Rel] = []
+        plans: List[Node] = []
+        offset = 0
+        for item in items:
+            plan, alias, names = self.bind_from_item(item, ctes)
+            rels.append(Rel(alias, names, [f.type for f in plan.fields], offset))
+            plans.append(plan)
+            offset += len(names)
+        scope = Scope(rels)
+        conjuncts = split_and(select.args["where"].this) if select.args.get("where") else []
+        for i, j in enumerate(select.args.get("joins") or [], start=1):
+            side = (j.args.get("side") or "").upper()
+            kind = (j.args.get("kind") or "").upper()
+            if side or kind in ("OUTER", "SEMI", "ANTI", "ASOF", "LATERAL"):
+                raise self.unsupported(f"{(side + ' ' + kind).strip()} JOIN", j)
+            if j.args.get("method"):
+                raise self.unsupported(f"{j.args['method']} JOIN", j)
+            conjuncts += split_and(j.args.get("on"))
+            for u in j.args.get("using") or []:
+                name = name_of(u)
+                left = [r for r in rels[:i] if name in [n.lower() for n in r.names]]
+                if len(left) != 1 or name not in [n.lower() for n in rels[i].names]:
+                    raise self.bind_error(f"USING column {name} must appear in exactly one relation on each side", u)
+                conjuncts.append(exp.EQ(this=self.qualified(left[0], name), expression=self.qualified(rels[i], name)))
+        for c in conjuncts:
+            self.check_scalar(c, allow_agg=False, clause="WHERE or ON")
+        # which relations each conjunct touches
+        touched = [self.rels_of(c, scope) for c in conjuncts]
+        used = [False] * len(conjuncts)
+        # push single-relation conjuncts into their relation
+        for ci, (c, rs) in enumerate(zip(conjuncts, touched)):
+            if len(rs) == 1:
+                (ri,) = rs
+                e = self.bind_scalar(c, scope, base=rels[ri].offset)
+                plans[ri] = Filter(plans[ri], e)
+                used[ci] = True
+        plan = plans[0]
+        for i in range(1, len(plans)):
+            lkeys, rkeys, residual = [], [], []
+            for ci, (c, rs) in enumerate(zip(conjuncts, touched)):
+                if used[ci] or i not in rs or not rs <= set(range(i + 1)):
+                    continue
+                used[ci] = True
+                pair = self.equi_pair(c, scope, i)
+                if pair is not None:
+                    lkeys.append(pair[0])
+                    rkeys.append(pair[1])
+                else:
+                    residual.append(c)
+            res = self.bind_scalar(exp.and_(*residual), scope) if residual else None
+            plan = Join(plan, plans[i], tuple(lkeys), tuple(rkeys), res)
+        rest = [c for c, u in zip(conjuncts, used) if not u]
+        if rest:
+            plan = Filter(plan, self.bind_scalar(exp.and_(*rest), scope))
+        return plan, scope, []
+
+    @staticmethod
+    def qualified(rel: Rel, name: str) -> exp.Column:
+        return exp.column(name, table=rel.alias) if rel.alias else exp.column(name)
+
+    def equi_pair(self, c: exp.Expression, scope: Scope, i: int):
+        """If ``c`` is ``left_expr = right_expr`` with the right side only over relation i, bind both sides."""
+        if not isinstance(c, exp.EQ):
+            return None
+        a, b = c.this, c.expression
+        ra, rb = self.rels_of(a, scope), self.rels_of(b, scope)
+        if rb == {i} and ra and max(ra) < i:
+            pass
+        elif ra == {i} and rb and max(rb) < i:
+            a, b = b, a
+        else:
+            return None
+        return self.bind_scalar(a, scope), self.bind_scalar(b, scope)
+
+    def rels_of(self, e: exp.Expression, scope: Scope) -> set:
+        out = set()
+        for c in e.find_all(exp.Column):
+            pos = self.resolve(c, scope)
+            for ri, r in enumerate(scope.rels):
+                if r.offset <= pos < r.offset + len(r.names):
+                    out.add(ri)
+        return out
+
+    def bind_from_item(self, item: exp.Expression, ctes) -> Tuple[Node, Optional[str], List[str]]:
+        alias_node = item.args.get("alias")
+        alias = name_of(alias_node.this) if alias_node is not None and alias_node.this else None
+        if alias_node is not None and alias_node.columns:
+            raise self.unsupported("column alias list in FROM", alias_node)
+        if isinstance(item, exp.Table):
+            if item.args.get("db") or item.args.get("catalog"):
+                raise self.unsupported("qualified table name " + item.sql(), item)
+            if not isinstance(item.this, exp.Identifier):
+                raise self.unsupported("table function " + item.sql(), item)
+            name = name_of(item.this)
+            if name in ctes:
+                plan = ctes[name]
+                return plan, alias or name, [f.name for f in plan.fields]
+            if name in self.views:
+                plan = self.views[name].plan
+                return plan, alias or name, [f.name for f in plan.fields]
+            if name in self.tables:
+                t = self.tables[name]
+                return Scan(t.name, t.fields), alias or name, [f.name for f in t.fields]
+            known = sorted(set(self.tables) | set(self.views) | set(ctes))
+            raise self.bind_error(f"unknown table or view '{name}'. Known: {', '.join(known) or '(none)'}", item)
+        if isinstance(item, exp.Subquery):
+            plan, names = self.bind_query(item.this, ctes)
+            return plan, alias, names
+        raise self.unsupported(f"{type(item).__name__} in FROM", item)
+
+    def bind_select(self, select: exp.Select, ctes) -> Tuple[Node, List[str]]:
+        self.check_no_limit(select)
+        for key in ("windows", "qualify", "laterals", "pivots", "connect", "prewhere", "sample"):
+            if select.args.get(key):
+                raise self.unsupported(key.upper(), select.args[key] if isinstance(select.args[key], exp.Expression) else select)
+        if isinstance(select.args.get("distinct"), exp.Distinct) and select.args["distinct"].args.get("on"):
+            raise self.unsupported("DISTINCT ON", select.args["distinct"])
+        plan, scope, _ = self.bind_from(select, ctes)
+        items = self.expand_star(select.expressions, scope)
+        group = select.args.get("group")
+        having = select.args.get("having")
+        has_agg = any(self.find_aggs(e) for e, _ in items) or (having is not None)
+        if group is not None or has_agg:
+            plan, exprs = self.bind_aggregate(plan, scope, items, group, having)
+        else:
+            exprs = [self.bind_scalar(e, scope) for e, _ in items]
+        names = unique_names([n for _, n in items])
+        plan = Project(plan, tuple(exprs), tuple(names))
+        if select.args.get("distinct"):
+            plan = Distinct(plan)
+        return plan, names
+
+    def expand_star(self, expressions, scope: Scope) -> List[Tuple[exp.Expression, str]]:
+        out = []
+        for i, e in enumerate(expressions):
+            if isinstance(e, exp.Star) or (isinstance(e, exp.Column) and isinstance(e.this, exp.Star)):
+                table = name_of(e.args["table"]) if isinstance(e, exp.Column) and e.args.get("table") else None
+                rels = [r for r in scope.rels if table is None or r.alias == table]
+                if not rels:
+                    raise self.bind_error(f"unknown relation '{table}' in {table}.*", e)
+                for r in rels:
+                    for n in r.names:
+                        out.append((self.qualified(r, n), n))
+                continue
+            if isinstance(e, exp.Alias):
+                out.append((e.this, e.alias))
+            elif isinstance(e, exp.Column):
+                out.append((e, e.name))
+            else:
+                out.append((e, e.sql()))
+        return out
+
+    # ------------------------------------------------------------------ aggregates
+    def find_aggs(self, e: exp.Expression) -> List[exp.Expression]:
+        found = []
+        for n in e.walk():
+            if isinstance(n, exp.Window):
+                raise self.unsupported("window function " + n.this.sql(), n)
+            if isinstance(n, exp.AggFunc) or (isinstance(n, exp.Filter) and isinstance(n.this, exp.AggFunc)):
+                outer = n.parent
+                while outer is not None and outer is not e:
+                    if isinstance(outer, exp.AggFunc):
+                        raise self.bind_error("aggregate calls cannot be nested", n)
+                    outer = outer.parent
+                if not (isinstance(n, exp.AggFunc) and isinstance(n.parent, exp.Filter)):
+                    found.append(n)
+        return found
+
+    def agg_call(self, n: exp.Expression, scope: Scope) -> Tuple[str, Optional[exp.Expression], bool]:
+        """(function, argument expression or None for COUNT(*), distinct) with FILTER folded into the argument."""
+        filt = None
+        if isinstance(n, exp.Filter):
+            filt = n.expression.this
+            n = n.this
+        func = AGGREGATES.get(type(n))
+        if func is None:
+            raise self.unsupported(f"aggregate function {n.sql_name() if hasattr(n, 'sql_name') else type(n).__name__}", n)
+        arg = n.this
+        distinct = False
+        if isinstance(arg, exp.Distinct):
+            if len(arg.expressions) != 1:
+                raise self.unsupported("DISTINCT over several arguments", arg)
+            distinct = True
+            arg = arg.expressions[0]
+        if isinstance(arg, exp.Star):
+            if func != "COUNT" or distinct:
+                raise self.unsupported(f"{func}(*)", n)
+            arg = None
+            func = "COUNT_STAR"
+        elif arg is None or n.args.get("expressions"):
+            raise self.unsupported(f"{func} with these arguments", n)
+        if filt is not None:
+            if func == "COUNT_STAR":
+                func, arg = "COUNT", exp.Literal.number(1)
+            arg = exp.Case(ifs=[exp.If(this=filt.copy(), true=arg.copy())])
+        return func, arg, distinct
+
+    def bind_aggregate(self, plan: Node, scope: Scope, items, group, having):
+        select_exprs = [e for e, _ in items]
+        # GROUP BY items: expressions, ordinals or select aliases
+        key_nodes: List[exp.Expression] = []
+        if group is not None:
+            if group.args.get("grouping_sets") or group.args.get("cube") or group.args.get("rollup"):
+                raise self.unsupported("GROUPING SETS / ROLLUP / CUBE", group)
+            aliases = {n.lower(): e for e, n in items}
+            for g in group.expressions:
+                if isinstance(g, exp.Literal) and not g.is_string:
+                    k = int(g.this)
+                    if not 1 <= k <= len(select_exprs):
+                        raise self.bind_error(f"GROUP BY position {k} is out of range", g)
+                    g = select_exprs[k - 1]
+                elif isinstance(g, exp.Column) and not g.table and g.name.lower() in aliases \
+                        and not self.try_resolve(g, scope):
+                    g = aliases[g.name.lower()]
+                key_nodes.append(g)
+        keys = [self.bind_scalar(g, scope) for g in key_nodes]
+        key_index: Dict[str, int] = {}
+        for i, k in enumerate(keys):
+            key_index.setdefault(k.sql, i)
+        # aggregate calls, deduplicated by their bound form
+        calls: List[Tuple[str, Optional[Expr], bool]] = []
+        call_index: Dict[Tuple, int] = {}
+
+        def register(n):
+            func, arg, distinct = self.agg_call(n, scope)
+            if arg is not None:
+                self.check_scalar(arg, allow_agg=False, clause="an aggregate argument")
+            barg = self.bind_scalar(arg, scope) if arg is not None else None
+            sig = (func, barg.sql if barg else None, distinct)
+            if sig not in call_index:
+                call_index[sig] = len(calls)
+                calls.append((func, barg, distinct))
+            return call_index[sig]
+
+        for e in select_exprs + ([having.this] if having is not None else []):
+            for n in self.find_aggs(e):
+                register(n)
+        # pre-projection: keys, then each distinct aggregate argument
+        pre: List[Expr] = list(keys)
+        arg_pos: Dict[str, int] = {}
+        for func, barg, _ in calls:
+            if barg is not None and barg.sql not in arg_pos:
+                arg_pos[barg.sql] = len(pre)
+                pre.append(barg)
+        pre_names = tuple(f"k{i}" for i in range(len(keys))) + tuple(f"a{i}" for i in range(len(pre) - len(keys)))
+        proj = Project(plan, tuple(pre), pre_names)
+        pre_types = [e.type for e in pre]
+        aggs = []
+        for func, barg, distinct in calls:
+            args = () if barg is None else (Expr(col(arg_pos[barg.sql]), barg.type),)
+            aggs.append(AggCall(func, args, distinct, None, self.agg_type(func, barg)))
+        names = tuple(f"k{i}" for i in range(len(keys))) + tuple(f"agg{i}" for i in range(len(aggs)))
+        agg_plan: Node = Aggregate(proj, tuple(Expr(col(i), pre_types[i]) for i in range(len(keys))),
+                                   tuple(aggs), names)
+        out_types = [k.type for k in keys] + [a.type for a in aggs]
+
+        def post(e: exp.Expression) -> Expr:
+            def fn(n):
+                if isinstance(n, exp.Filter) and isinstance(n.this, exp.AggFunc) or isinstance(n, exp.AggFunc):
+                    return exp.column(col(len(keys) + register(n)))
+                if not list(n.find_all(exp.Column)):
+                    return n
+                if not self.find_aggs(n):
+                    b = self.bind_scalar(n, scope)
+                    if b.sql in key_index:
+                        return exp.column(col(key_index[b.sql]))
+                    if isinstance(n, exp.Column):
+                        raise self.bind_error(
+                            f"column {n.sql()} must appear in GROUP BY or be used in an aggregate function", n)
+                return n
+
+            out = e.transform(fn)
+            return Expr(out.sql(), self.annotate(out, out_types))
+
+        if having is not None:
+            agg_plan = Filter(agg_plan, post(having.this))
+        n_calls = len(calls)
+        exprs = [post(e) for e in select_exprs]
+        if len(calls) != n_calls:  # pragma: no cover - every call was registered above
+            raise AssertionError("aggregate registered late")
+        return agg_plan, exprs
+
+    def agg_type(self, func: str, arg: Optional[Expr]) -> SqlType:
+        if func in ("COUNT", "COUNT_STAR"):
+            return BIGINT.with_nullable(False)
+        if func.startswith(("STDDEV", "VAR")) or func == "AVG":
+            return SqlType("DOUBLE") if not (arg and arg.type.base == "DECIMAL" and func == "AVG") else arg.type
+        assert arg is not None
+        if func == "SUM":
+            if arg.type.base in ("TINYINT", "SMALLINT", "INT", "BIGINT"):
+                return BIGINT
+            if arg.type.base == "DECIMAL":
+                return SqlType("DECIMAL(38, " + arg.type.sql.split(",")[1].strip(" )") + ")")
+        return arg.type.with_nullable(True)
+
+    # ------------------------------------------------------------------ scalars
+    def check_scalar(self, e: exp.Expression, allow_agg: bool, clause: str) -> None:
+        for n in e.walk():
+            if isinstance(n, (exp.Subquery, exp.Exists, exp.Select)) or (isinstance(n, exp.In) and n.args.get("query")):
+                raise self.unsupported("subquery in an expression", n)
+            if isinstance(n, exp.Window):
+                raise self.unsupported("window function " + n.this.sql(), n)
+            if isinstance(n, exp.AggFunc) and not allow_agg:
+                raise self.bind_error(f"aggregate functions are not allowed in {clause}", n)
+            if isinstance(n, exp.Anonymous) and n.name.lower() not in ANONYMOUS_OK:
+                raise self.unsupported(f"function {n.name}", n)
+            if isinstance(n, exp.Placeholder) or isinstance(n, exp.Parameter):
+                raise self.unsupported("query parameter", n)
+
+    def try_resolve(self, c: exp.Column, scope: Scope) -> Optional[int]:
+        table = name_of(c.args["table"]) if c.args.get("table") else None
+        name = c.name if isinstance(c.this, exp.Identifier) and c.this.quoted else c.name.lower()
+        hits = []
+        for r in scope.rels:
+            if table is not None and r.alias != table:
+                continue
+            for j, n in enumerate(r.names):
+                if n == name or n.lower() == name.lower():
+                    hits.append(r.offset + j)
+        if len(hits) > 1:
+            raise self.bind_error(f"column reference '{c.sql()}' is ambiguous", c)
+        return hits[0] if hits else None
+
+    def resolve(self, c: exp.Column, scope: Scope) -> int:
+        if isinstance(c.this, exp.Star):
+            raise self.unsupported("* in this position", c)
+        if c.args.get("db"):
+            raise self.unsupported("qualified column names with a schema", c)
+        pos = self.try_resolve(c, scope)
+        if pos is None:
+            raise self.bind_error(f"unknown column '{c.sql()}'. Valid columns: {', '.join(scope.visible())}", c)
+        return pos
+
+    def bind_scalar(self, e: exp.Expression, scope: Scope, base: int = 0) -> Expr:
+        """Bind a scalar expression: columns become ``c<pos - base>``; the type is inferred."""
+        self.check_scalar(e, allow_agg=False, clause="this position")
+        cols = list(e.find_all(exp.Column))
+        positions = [self.resolve(c, scope) - base for c in cols]
+        out = e.copy()
+        if isinstance(out, exp.Column):
+            out = exp.column(col(positions[0]))
+        for c, pos in zip(list(out.find_all(exp.Column)), positions):
+            c.replace(exp.column(col(pos)))
+        types = scope.types()[base:]
+        return Expr(out.sql(), self.annotate(out, types))
+
+    @staticmethod
+    def annotate(e: exp.Expression, types: Sequence[SqlType]) -> SqlType:
+        """Best-effort type of an expression over ``c<i>`` columns with the given types."""
+        try:
+            q = exp.select(e.copy().as_("r")).from_("t")
+            for c in q.find_all(exp.Column):
+                c.set("table", exp.to_identifier("t"))
+            schema = {col(i): t.sql for i, t in enumerate(types) if t.sql != "UNKNOWN"}
+            q = annotate_types(q, schema={"t": schema} if schema else None)
+            return from_annotation(q.expressions[0].type)
+        except Exception:  # sqlglot cannot type every expression; types are advisory
+            return UNKNOWN
+
+
+def unique_names(names: Sequence[str]) -> List[str]:
+    out: List[str] = []
+    seen: Dict[str, int] = {}
+    for n in names:
+        key = n.lower()
+        if key in seen:
+            seen[key] += 1
+            n = f"{n}_{seen[key]}"
+        else:
+            seen[key] = 0
+        out.append(n)
+    return out

@@ -1,0 +1,96 @@
+"""The incremental circuit: Z-set operators over change streams.
+
+Each :class:`Op` computes, once per step, the change (a Z-set delta) of one
+logical node, from the changes of its inputs and from state.  ``integrate``
+ops hold state: the running sum of a node's changes, i.e. the node's current
+contents.  Joins read the integrals of both inputs, aggregates either keep
+their own accumulators or read the integral of their input, and DISTINCT reads
+the integral of its input.  Every op reads state *as of the previous step*;
+all state updates of a step commit together.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Dict, List, Optional, Tuple
+
+from .logical import Aggregate, Node
+
+# aggregate functions that can be maintained by adding and subtracting sums
+INVERTIBLE = {"COUNT_STAR", "COUNT", "SUM", "AVG"}
+
+
+@dataclass(frozen=True)
+class Op:
+    """One circuit operator.
+
+    kind:      input | map | union | join | aggregate | distinct | integrate
+    node:      the logical node whose change this op computes (for integrate: the node it sums)
+    inputs:    ids of the ops whose changes it consumes
+    reads:     ids of integrate ops whose state (as of the previous step) it reads
+    mode:      aggregates only: ``accumulate`` (own additive state) or ``recompute`` (touched groups)
+    """
+
+    id: int
+    kind: str
+    node: Node
+    inputs: Tuple[int, ...] = ()
+    reads: Tuple[int, ...] = ()
+    mode: str = ""
+
+    @property
+    def algebra(self) -> str:
+        if self.kind == "integrate":
+            return "state"
+        return self.node.algebra
+
+    @property
+    def owns_state(self) -> bool:
+        return self.kind == "integrate" or (self.kind == "aggregate" and self.mode == "accumulate")
+
+    def describe(self) -> str:
+        extra = []
+        if self.inputs:
+            extra.append("in=" + ",".join(f"#{i}" for i in self.inputs))
+        if self.reads:
+            extra.append("reads=" + ",".join(f"#{i}" for i in self.reads))
+        if self.mode:
+            extra.append(f"mode={self.mode}")
+        what = "integral of #" + str(self.inputs[0]) if self.kind == "integrate" else self.node.describe()
+        return f"#{self.id} {self.kind:<9} [{self.algebra}] {what}  ({'; '.join(extra)})"
+
+
+@dataclass(frozen=True)
+class Output:
+    """A view's change stream and, if materialized, the integrate op that holds its contents."""
+
+    name: str
+    delta: int
+    integral: Optional[int]
+    names: Tuple[str, ...]
+
+
+@dataclass
+class Circuit:
+    ops: List[Op] = field(default_factory=list)
+    tables: Dict[str, Tuple[int, int]] = field(default_factory=dict)   # name -> (input op, integrate op)
+    outputs: Dict[str, Output] = field(default_factory=dict)
+
+    def upstream(self, op_id: int) -> List[Op]:
+        """The ops ``op_id`` depends on (itself included), in id order."""
+        seen = set()
+        stack = [op_id]
+        while stack:
+            i = stack.pop()
+            if i in seen:
+                continue
+            seen.add(i)
+            stack.extend(self.ops[i].inputs)
+            stack.extend(self.ops[i].reads)
+        return [self.ops[i] for i in sorted(seen)]
+
+
+def aggregate_mode(node: Aggregate) -> str:
+    """``accumulate`` when every aggregate is invertible, else ``recompute``."""
+    if all(a.func in INVERTIBLE and not a.distinct for a in node.aggs):
+        return "accumulate"
+    return "recompute"

@@ -1,0 +1,78 @@
+"""Incrementalization: logical plans of all views to one shared circuit.
+
+Reads each node's declared ``algebra``:
+
+* source   -> an ``input`` op (the table's change);
+* linear   -> the same node applied to its inputs' changes (``map`` / ``union``);
+* bilinear -> a ``join`` op reading the integrals of both inputs;
+* stateful -> ``aggregate`` (own accumulators, or the integral of its input) or
+  ``distinct`` (the integral of its input).
+
+Equal subplans are equal values, so they map to the same op: two views that
+share a subquery share its work and its state.
+"""
+from __future__ import annotations
+
+from typing import Dict
+
+from .circuit import Circuit, Op, Output, aggregate_mode
+from .errors import InternalError
+from .logical import Aggregate, Distinct, Join, Node, Scan, UnionAll
+
+
+class _Builder:
+    def __init__(self):
+        self.circuit = Circuit()
+        self.delta_ids: Dict[Node, int] = {}
+        self.integral_ids: Dict[Node, int] = {}
+
+    def add(self, **kw) -> int:
+        op = Op(id=len(self.circuit.ops), **kw)
+        self.circuit.ops.append(op)
+        return op.id
+
+    def delta(self, node: Node) -> int:
+        if node in self.delta_ids:
+            return self.delta_ids[node]
+        if node.algebra == "source":
+            assert isinstance(node, Scan)
+            op = self.add(kind="input", node=node)
+        elif node.algebra == "linear":
+            ins = tuple(self.delta(c) for c in node.inputs)
+            op = self.add(kind="union" if isinstance(node, UnionAll) else "map", node=node, inputs=ins)
+        elif node.algebra == "bilinear":
+            assert isinstance(node, Join)
+            ins = (self.delta(node.left), self.delta(node.right))
+            reads = (self.integral(node.left), self.integral(node.right))
+            op = self.add(kind="join", node=node, inputs=ins, reads=reads)
+        elif isinstance(node, Aggregate):
+            ins = (self.delta(node.input),)
+            mode = aggregate_mode(node)
+            reads = () if mode == "accumulate" else (self.integral(node.input),)
+            op = self.add(kind="aggregate", node=node, inputs=ins, reads=reads, mode=mode)
+        elif isinstance(node, Distinct):
+            ins = (self.delta(node.input),)
+            op = self.add(kind="distinct", node=node, inputs=ins, reads=(self.integral(node.input),))
+        else:
+            raise InternalError(f"no incremental rule for {type(node).__name__}")
+        self.delta_ids[node] = op
+        return op
+
+    def integral(self, node: Node) -> int:
+        if node not in self.integral_ids:
+            d = self.delta(node)
+            self.integral_ids[node] = self.add(kind="integrate", node=node, inputs=(d,))
+        return self.integral_ids[node]
+
+
+def incrementalize(tables, views) -> Circuit:
+    """Build the circuit for ``tables`` (all materialized) and ``views`` (name -> ViewDef)."""
+    b = _Builder()
+    for name, t in tables.items():
+        scan = Scan(t.name, t.fields)
+        b.circuit.tables[name] = (b.delta(scan), b.integral(scan))
+    for name, v in views.items():
+        d = b.delta(v.plan)
+        integral = b.integral(v.plan) if v.materialized else None
+        b.circuit.outputs[name] = Output(name, d, integral, tuple(f.name for f in v.plan.fields))
+    return b.circuit

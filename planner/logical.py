@@ -1,0 +1,260 @@
+"""Logical plan: immutable relational nodes.
+
+Every node is a frozen dataclass whose children sit in tuples, so equal
+subplans compare (and hash) equal; the circuit builder relies on that to share
+work between views.  Scalar expressions are :class:`Expr`: SQL text in
+sqlglot's generic dialect whose column references are positional names
+``c0, c1, ...`` into the node's input row (for a join: the left row followed
+by the right row).
+
+Each node class declares ``algebra``, which incrementalization reads:
+
+* ``source``   - a table's change stream;
+* ``linear``   - apply the node to the change itself, no state;
+* ``bilinear`` - needs the integrated value of both inputs (joins);
+* ``stateful`` - keeps per-key state and emits -old/+new for touched keys.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import ClassVar, Optional, Tuple
+
+from .types import SqlType
+
+
+def col(i: int) -> str:
+    """Positional column name used inside expressions and on the data plane."""
+    return f"c{i}"
+
+
+@dataclass(frozen=True)
+class Field:
+    name: str
+    type: SqlType
+
+    def __str__(self) -> str:
+        return f"{self.name} {self.type}"
+
+
+@dataclass(frozen=True)
+class Expr:
+    """A bound scalar expression over positional columns ``c<i>``."""
+
+    sql: str
+    type: SqlType
+
+    def __str__(self) -> str:
+        return self.sql
+
+
+@dataclass(frozen=True)
+class AggCall:
+    """One aggregate call: ``func(args)`` with optional DISTINCT and FILTER."""
+
+    func: str  # COUNT_STAR, COUNT, SUM, AVG, MIN, MAX, STDDEV_SAMP, ...
+    args: Tuple[Expr, ...]
+    distinct: bool
+    filter: Optional[Expr]
+    type: SqlType
+
+    def __str__(self) -> str:
+        if self.func == "COUNT_STAR":
+            text = "COUNT(*)"
+        else:
+            text = f"{self.func}({'DISTINCT ' if self.distinct else ''}{', '.join(a.sql for a in self.args)})"
+        return text + (f" FILTER (WHERE {self.filter.sql})" if self.filter else "")
+
+
+@dataclass(frozen=True)
+class Node:
+    algebra: ClassVar[str] = ""
+
+    @property
+    def inputs(self) -> Tuple["Node", ...]:
+        return ()
+
+    @property
+    def fields(self) -> Tuple[Field, ...]:  # pragma: no cover - overridden
+        raise NotImplementedError
+
+    def describe(self) -> str:
+        return type(self).__name__
+
+
+@dataclass(frozen=True)
+class Scan(Node):
+    """The rows of a table.  Delta: the table's input change, as is."""
+
+    algebra: ClassVar[str] = "source"
+    table: str
+    table_fields: Tuple[Field, ...]
+
+    @property
+    def fields(self):
+        return self.table_fields
+
+    def describe(self):
+        return f"Scan {self.table}"
+
+
+@dataclass(frozen=True)
+class Filter(Node):
+    """Rows where ``predicate`` is TRUE.  Linear: d(filter(A)) = filter(dA)."""
+
+    algebra: ClassVar[str] = "linear"
+    input: Node
+    predicate: Expr
+
+    @property
+    def inputs(self):
+        return (self.input,)
+
+    @property
+    def fields(self):
+        return self.input.fields
+
+    def describe(self):
+        return f"Filter {self.predicate}"
+
+
+@dataclass(frozen=True)
+class Project(Node):
+    """Computes ``exprs`` per row.  Linear: d(project(A)) = project(dA), weights kept."""
+
+    algebra: ClassVar[str] = "linear"
+    input: Node
+    exprs: Tuple[Expr, ...]
+    names: Tuple[str, ...]
+
+    @property
+    def inputs(self):
+        return (self.input,)
+
+    @property
+    def fields(self):
+        return tuple(Field(n, e.type) for n, e in zip(self.names, self.exprs))
+
+    def describe(self):
+        return "Project " + ", ".join(f"{e} AS {n}" for e, n in zip(self.exprs, self.names))
+
+
+@dataclass(frozen=True)
+class UnionAll(Node):
+    """Bag union.  Linear: d(A + B) = dA + dB."""
+
+    algebra: ClassVar[str] = "linear"
+    branches: Tuple[Node, ...]
+
+    @property
+    def inputs(self):
+        return self.branches
+
+    @property
+    def fields(self):
+        return self.branches[0].fields
+
+    def describe(self):
+        return f"UnionAll ({len(self.branches)} inputs)"
+
+
+@dataclass(frozen=True)
+class Join(Node):
+    """Inner equi-join with an optional residual predicate (keys may be empty: a cross join).
+
+    Bilinear: d(A join B) = dA join B + A join dB + dA join dB
+    = dA join B_new + A_old join dB, where A_old/B_old are the integrated inputs
+    before the step.  NULL keys never match.
+    """
+
+    algebra: ClassVar[str] = "bilinear"
+    left: Node
+    right: Node
+    left_keys: Tuple[Expr, ...]   # over the left row: c0 .. c(L-1)
+    right_keys: Tuple[Expr, ...]  # over the joined row: c(L) .. c(L+R-1)
+    residual: Optional[Expr]      # over the joined row
+
+    @property
+    def inputs(self):
+        return (self.left, self.right)
+
+    @property
+    def fields(self):
+        return self.left.fields + self.right.fields
+
+    def describe(self):
+        keys = " AND ".join(f"{l} = {r}" for l, r in zip(self.left_keys, self.right_keys)) or "TRUE"
+        extra = f" AND {self.residual}" if self.residual else ""
+        return f"Join ON {keys}{extra}"
+
+
+@dataclass(frozen=True)
+class Aggregate(Node):
+    """GROUP BY ``keys`` computing ``aggs``; output row = keys then aggregates.
+
+    Stateful: for the groups a change touches, emit -old row and +new row.
+    With no keys (a global aggregate) there is always exactly one output row.
+    """
+
+    algebra: ClassVar[str] = "stateful"
+    input: Node
+    keys: Tuple[Expr, ...]
+    aggs: Tuple[AggCall, ...]
+    names: Tuple[str, ...]
+
+    @property
+    def inputs(self):
+        return (self.input,)
+
+    @property
+    def fields(self):
+        types = [k.type for k in self.keys] + [a.type for a in self.aggs]
+        return tuple(Field(n, t) for n, t in zip(self.names, types))
+
+    def describe(self):
+        keys = ", ".join(map(str, self.keys)) or "()"
+        return f"Aggregate keys=[{keys}] aggs=[{', '.join(map(str, self.aggs))}]"
+
+
+@dataclass(frozen=True)
+class Distinct(Node):
+    """Set semantics: a row appears once if its weight is positive.
+
+    Stateful: emits +1 when a row's integrated weight becomes positive and -1
+    when it drops to zero or below.
+    """
+
+    algebra: ClassVar[str] = "stateful"
+    input: Node
+
+    @property
+    def inputs(self):
+        return (self.input,)
+
+    @property
+    def fields(self):
+        return self.input.fields
+
+
+def walk(node: Node):
+    """Yield ``node`` and its descendants, children first, each once."""
+    seen = set()
+    order = []
+
+    def visit(n):
+        if id(n) in seen:
+            return
+        seen.add(id(n))
+        for c in n.inputs:
+            visit(c)
+        order.append(n)
+
+    visit(node)
+    return order
+
+
+def format_plan(node: Node, indent: int = 0) -> str:
+    """Indented tree text of a plan, one node per line."""
+    lines = ["  " * indent + node.describe() + "  -> (" + ", ".join(str(f) for f in node.fields) + ")"]
+    for child in node.inputs:
+        lines.append(format_plan(child, indent + 1))
+    return "\n".join(lines)

@@ -1,0 +1,202 @@
+"""Lowering circuit operators to Spark DataFrame plans.
+
+``Lowerer.lower_<kind>(op, ins, reads)`` builds the lazy Spark plan of one
+op's change for one step, from the changes of its inputs (``ins``) and the
+state it reads (``reads``: integrals as of the previous step, as unconsolidated
+unions of runs - every consumer is linear or bilinear in them, or
+consolidates them first).  Frames are positional: ``c0..c(n-1)`` plus the
+weight :data:`W`.  An op kind without a handler raises ``UnsupportedError``.
+"""
+from __future__ import annotations
+
+from functools import lru_cache
+from functools import reduce
+from typing import List, Sequence
+
+import sqlglot
+from pyspark.sql import DataFrame, functions as F
+
+from planner.circuit import Op
+from planner.errors import UnsupportedError
+from planner.logical import Aggregate, Distinct, Filter, Join, Project, col
+
+from .zset import W
+
+
+@lru_cache(maxsize=4096)
+def spark_sql(expr_sql: str) -> str:
+    """Transpile a bound expression from the planner's dialect to Spark SQL."""
+    return sqlglot.transpile(expr_sql, write="spark")[0]
+
+
+def sexpr(expr_sql: str):
+    return F.expr(spark_sql(expr_sql))
+
+
+def data_cols(n: int) -> List[str]:
+    return [col(i) for i in range(n)]
+
+
+def union_all(frames: Sequence[DataFrame]) -> DataFrame:
+    return reduce(lambda a, b: a.union(b), frames)
+
+
+def null_safe_semi(state: DataFrame, probe: DataFrame, cols: List[str]) -> DataFrame:
+    """Rows of ``state`` whose ``cols`` equal (NULL-safely) some row of ``probe``."""
+    p = probe.select(*[F.col(c).alias("__p" + c) for c in cols]).distinct()
+    if not cols:
+        return state
+    cond = reduce(lambda a, b: a & b, [state[c].eqNullSafe(p["__p" + c]) for c in cols])
+    return state.join(p, cond, "left_semi")
+
+
+AGG_SQL = {"COUNT": "count", "SUM": "sum", "AVG": "avg", "MIN": "min", "MAX": "max",
+           "STDDEV_SAMP": "stddev_samp", "STDDEV_POP": "stddev_pop", "VAR_SAMP": "var_samp", "VAR_POP": "var_pop"}
+
+
+class Lowerer:
+    """Builds per-op Spark plans; stateless apart from the SparkSession."""
+
+    def __init__(self, spark):
+        self.spark = spark
+
+    def lower(self, op: Op, ins: List[DataFrame], reads: List[DataFrame]) -> DataFrame:
+        handler = getattr(self, f"lower_{op.kind}", None)
+        if handler is None:
+            raise UnsupportedError(f"operator {op.kind} has no Spark lowering")
+        return handler(op, ins, reads)
+
+    # ------------------------------------------------------------ linear
+    def lower_map(self, op: Op, ins, reads) -> DataFrame:
+        (d,) = ins
+        node = op.node
+        if isinstance(node, Filter):
+            return d.filter(sexpr(node.predicate.sql))
+        if isinstance(node, Project):
+            return d.select(*[sexpr(e.sql).alias(col(i)) for i, e in enumerate(node.exprs)], F.col(W))
+        raise UnsupportedError(f"linear node {type(node).__name__} has no Spark lowering")
+
+    def lower_union(self, op: Op, ins, reads) -> DataFrame:
+        return union_all(ins)
+
+    # ------------------------------------------------------------ bilinear
+    def lower_join(self, op: Op, ins, reads) -> DataFrame:
+        """d(A join B) = dA join (B_old + dB) + A_old join dB."""
+        node: Join = op.node
+        dl, dr = ins
+        lold, rold = reads
+        return self._join(node, dl, rold.union(dr)).union(self._join(node, lold, dr))
+
+    def _join(self, node: Join, left: DataFrame, right: DataFrame) -> DataFrame:
+        nl, nr = len(node.left.fields), len(node.right.fields)
+        right = right.select(*[F.col(col(j)).alias(col(nl + j)) for j in range(nr)], F.col(W).alias("__w2"))
+        if node.left_keys:
+            left = left.select("*", *[sexpr(k.sql).alias(f"__lk{i}") for i, k in enumerate(node.left_keys)])
+            right = right.select("*", *[sexpr(k.sql).alias(f"__rk{i}") for i, k in enumerate(node.right_keys)])
+            cond = reduce(lambda a, b: a & b, [left[f"__lk{i}"] == right[f"__rk{i}"]
+                                               for i in range(len(node.left_keys))])
+            joined = left.join(right, cond, "inner")
+        else:
+            joined = left.crossJoin(right)
+        if node.residual is not None:
+            joined = joined.filter(sexpr(node.residual.sql))
+        return joined.select(*data_cols(nl + nr), (F.col(W) * F.col("__w2")).alias(W))
+
+    # ------------------------------------------------------------ stateful
+    def lower_distinct(self, op: Op, ins, reads) -> DataFrame:
+        """+1 for rows whose weight turns positive, -1 for rows whose weight stops being positive."""
+        (d,) = ins
+        (state,) = reads
+        n = len(op.node.fields)
+        cols = data_cols(n)
+        old = null_safe_semi(state, d, cols).withColumn("__old", F.col(W))
+        new = d.withColumn("__old", F.lit(0).cast("long"))
+        g = old.union(new).groupBy(*cols).agg(F.sum("__old").alias("o"), F.sum(W).alias("n"))
+        w = F.when(F.col("n") > 0, 1).otherwise(0) - F.when(F.col("o") > 0, 1).otherwise(0)
+        return g.select(*cols, w.cast("long").alias(W)).filter(F.col(W) != 0)
+
+    def lower_aggregate(self, op: Op, ins, reads) -> DataFrame:
+        if op.mode == "accumulate":
+            raise UnsupportedError("accumulating aggregates are lowered in two phases (partial, output)")
+        return self.aggregate_recompute(op, ins[0], reads[0])
+
+    def aggregate_recompute(self, op: Op, d: DataFrame, state: DataFrame) -> DataFrame:
+        """Recompute the touched groups from the integrated input: -agg(old) + agg(old + d)."""
+        node: Aggregate = op.node
+        k = len(node.keys)
+        n_in = len(node.input.fields)
+        keys = data_cols(k)
+        old = null_safe_semi(state, d, keys) if k else state
+        aggs = []
+        for i, a in enumerate(node.aggs):
+            if a.func == "COUNT_STAR":
+                e = F.count(F.lit(1))
+            else:
+                e = F.expr(f"{AGG_SQL[a.func]}({'DISTINCT ' if a.distinct else ''}{a.args[0].sql})")
+            aggs.append(e.alias(col(k + i)))
+
+        def agg(z: DataFrame, weight: int) -> DataFrame:
+            cols = data_cols(n_in)
+            z = z.groupBy(*cols).agg(F.sum(W).alias(W)).filter(F.col(W) > 0)
+            z = z.select(*cols, F.explode(F.array_repeat(F.lit(1), F.col(W).cast("int"))).alias("__rep"))
+            out = z.groupBy(*keys).agg(*aggs) if k else z.agg(*aggs)
+            return out.withColumn(W, F.lit(weight).cast("long"))
+
+        return agg(old.union(d), 1).union(agg(old, -1))
+
+    # accumulate mode: state rows are (keys, __cnt, per-aggregate sums), added up on read
+    @staticmethod
+    def acc_columns(node: Aggregate) -> List[str]:
+        out = ["__cnt"]
+        for i, a in enumerate(node.aggs):
+            if a.func == "COUNT":
+                out.append(f"__n{i}")
+            elif a.func in ("SUM", "AVG"):
+                out += [f"__s{i}", f"__n{i}"]
+        return out
+
+    def aggregate_partial(self, op: Op, d: DataFrame) -> DataFrame:
+        """Per-group additive summary of a change: weight sum, and per aggregate sum(x*w), sum(w if x not null)."""
+        node: Aggregate = op.node
+        k = len(node.keys)
+        parts = [F.sum(W).alias("__cnt")]
+        for i, a in enumerate(node.aggs):
+            if a.func == "COUNT_STAR":
+                continue
+            x = F.col(a.args[0].sql)
+            nn = F.sum(F.when(x.isNotNull(), F.col(W)).otherwise(F.lit(0))).alias(f"__n{i}")
+            if a.func == "COUNT":
+                parts.append(nn)
+            else:
+                parts += [F.sum(x * F.col(W)).alias(f"__s{i}"), nn]
+        keys = data_cols(k)
+        return d.groupBy(*keys).agg(*parts) if k else d.agg(*parts)
+
+    def aggregate_output(self, op: Op, partial: DataFrame, state: DataFrame) -> DataFrame:
+        """-final(old) + final(old + partial) for the touched groups."""
+        node: Aggregate = op.node
+        k = len(node.keys)
+        keys = data_cols(k)
+        accs = self.acc_columns(node)
+        old = null_safe_semi(state, partial, keys) if k else state
+
+        def total(z: DataFrame, weight: int) -> DataFrame:
+            sums = [F.coalesce(F.sum(c), F.lit(0)).alias(c) if c.startswith(("__cnt", "__n")) else F.sum(c).alias(c)
+                    for c in accs]
+            g = z.groupBy(*keys).agg(*sums) if k else z.agg(*sums)
+            if k:
+                g = g.filter(F.col("__cnt") != 0)
+            outs = []
+            for i, a in enumerate(node.aggs):
+                if a.func == "COUNT_STAR":
+                    e = F.col("__cnt")
+                elif a.func == "COUNT":
+                    e = F.col(f"__n{i}")
+                elif a.func == "SUM":
+                    e = F.when(F.col(f"__n{i}") > 0, F.col(f"__s{i}"))
+                else:  # AVG
+                    e = F.when(F.col(f"__n{i}") > 0, F.col(f"__s{i}") / F.col(f"__n{i}"))
+                outs.append(e.alias(col(k + i)))
+            return g.select(*keys, *outs, F.lit(weight).cast("long").alias(W))
+
+        return total(old.unionByName(partial), 1).union(total(old, -1))

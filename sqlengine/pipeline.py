@@ -1,0 +1,506 @@
+"""The public Pipeline API (modelled on Feldera's Python SDK)."""
+from __future__ import annotations
+
+import io
+import os
+import tempfile
+import threading
+import time
+from typing import Callable, Dict, Iterator, List, Optional
+
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+import sqlglot
+from sqlglot import exp
+
+from planner import compile_program
+from planner.bind import name_of, position_of
+from planner.errors import BindError, EngineError, InputError, PipelineError, UnsupportedError
+
+from . import inputs
+from .inputlog import InputLog
+from .output import Dispatcher, OutputHandler
+from .query import Snapshot, check_query, load_relation
+from .state import StateStore
+from .zset import W, WEIGHT, WEIGHT_TYPE, with_weight
+
+MAX_STEP_ROWS = 1_000_000
+
+
+class Pipeline:
+    """A SQL program kept up to date incrementally on Spark.
+
+    Create one with :meth:`from_sql`, then :meth:`start` it, push changes with
+    ``input_*`` / :meth:`execute`, and read results with ``query*``, :meth:`listen`
+    or :meth:`foreach_chunk`.
+    """
+
+    def __init__(self, sql: str, name: str = "pipeline", storage_dir: Optional[str] = None,
+                 spark=None, spark_conf: Optional[Dict[str, str]] = None):
+        self.program = compile_program(sql)
+        self.name = name
+        self._tmp = None
+        if storage_dir is None:
+            self._tmp = tempfile.TemporaryDirectory(prefix=f"sqlengine-{name}-")
+            storage_dir = self._tmp.name
+        self.storage_dir = os.path.abspath(storage_dir)
+        try:
+            os.makedirs(self.storage_dir, exist_ok=True)
+        except OSError as e:
+            raise PipelineError(f"cannot create storage directory {self.storage_dir}: {e}") from e
+        self._spark = spark
+        self._spark_conf = dict(spark_conf or {})
+        self.log = InputLog(os.path.join(self.storage_dir, "log"))
+        self.store: Optional[StateStore] = None
+        self.engine = None
+        self._state = "created"
+        self._cv = threading.Condition()
+        self._commit_lock = threading.RLock()
+        self._thread: Optional[threading.Thread] = None
+        self._stop_requested = False
+        self._stepping = False
+        self._error: Optional[BaseException] = None
+        self._error_raised = False
+        self._snapshot: Optional[Snapshot] = None
+        self._dispatcher = Dispatcher(self._callback_failed)
+        self._latencies: List[float] = []
+        self._rows_in: Dict[str, int] = {t: 0 for t in self.program.tables}
+        self._rows_out: Dict[str, int] = {v: 0 for v in self.program.views}
+        self._last_step_jobs = 0
+
+    @classmethod
+    def from_sql(cls, sql: str, name: str = "pipeline", storage_dir: Optional[str] = None, spark=None,
+                 spark_conf: Optional[Dict[str, str]] = None) -> "Pipeline":
+        """Compile ``sql`` (CREATE TABLE / CREATE [MATERIALIZED] VIEW statements) into a pipeline.
+
+        Errors in the program raise ``ParseError``, ``BindError`` or ``UnsupportedError`` here,
+        with the line and column of the offending construct.
+        """
+        return cls(sql, name=name, storage_dir=storage_dir, spark=spark, spark_conf=spark_conf)
+
+    # ------------------------------------------------------------------ lifecycle
+    def start(self) -> None:
+        """Start (or restart from ``storage_dir``) the pipeline; pending logged input is processed."""
+        self._check()
+        if self._state in ("running", "paused"):
+            return
+        if self._state == "stopped":
+            raise PipelineError(f"pipeline {self.name} was stopped; create a new Pipeline to start again")
+        from .runtime import Engine
+        from .session import get_spark
+        spark = self._spark or get_spark(self._spark_conf)
+        self._spark = spark
+        self.store = StateStore(os.path.join(self.storage_dir, "state"))
+        self.engine = Engine(self.program, spark, self.store)
+        self._check_program_unchanged()
+        self._dispatcher.start()
+        self._stop_requested = False
+        self._state = "running"
+        self._thread = threading.Thread(target=self._loop, name=f"sqlengine-{self.name}", daemon=True)
+        self._thread.start()
+
+    def _check_program_unchanged(self) -> None:
+        m = self.store.current
+        if m.step == 0 and not m.runs:
+            return
+        old = m.meta.get("objects", {})
+        new = self._objects()
+        changed = sorted(k for k in set(old) | set(new) if old.get(k) != new.get(k))
+        if changed:
+            raise PipelineError(f"the program differs from the one that wrote {self.storage_dir}: changed "
+                                f"objects: {', '.join(changed)}. Use a new storage_dir or the original program.")
+
+    def _objects(self) -> Dict[str, str]:
+        out = {f"table {t}": repr(d.fields) for t, d in self.program.tables.items()}
+        out.update({f"view {v}": f"{d.materialized}|{d.plan!r}" for v, d in self.program.views.items()})
+        import hashlib
+        return {k: hashlib.sha1(v.encode()).hexdigest()[:16] for k, v in out.items()}
+
+    def pause(self) -> None:
+        """Stop taking steps; input is still accepted and logged."""
+        self._check()
+        self._require_started()
+        with self._cv:
+            self._state = "paused"
+            self._cv.notify_all()
+
+    def resume(self) -> None:
+        self._check()
+        self._require_started()
+        with self._cv:
+            self._state = "running"
+            self._cv.notify_all()
+
+    def stop(self, force: bool = False) -> None:
+        """Stop the pipeline.  Unless ``force``, first processes all acknowledged input (a checkpoint)."""
+        if self._state in ("created", "stopped"):
+            self._state = "stopped"
+            return
+        if not force and self._error is None:
+            if self._state == "paused":
+                self.resume()
+            self.wait_for_idle()
+        with self._cv:
+            self._stop_requested = True
+            self._cv.notify_all()
+        if self._thread is not None:
+            self._thread.join()
+        self._dispatcher.drain(timeout=None if not force else 5)
+        self._dispatcher.stop()
+        self._state = "stopped"
+        self._snapshot = None
+
+    def checkpoint(self) -> int:
+        """Process all acknowledged input and return the id (step number) of the committed state."""
+        self.wait_for_idle()
+        return self.store.current.step
+
+    def status(self) -> dict:
+        """State, step, per-table and per-view row counters, latency, backlog, state size and last error."""
+        lat = sorted(self._latencies[-1000:])
+        pct = (lambda q: round(lat[min(len(lat) - 1, int(q * len(lat)))], 1)) if lat else (lambda q: None)
+        m = self.store.current if self.store else None
+        state_sizes = {}
+        if self.engine is not None:
+            for op_id, key in self.engine.keys.items():
+                state_sizes[key] = self.store.size(key)
+        return {
+            "name": self.name,
+            "state": "failed" if self._error is not None else self._state,
+            "step": m.step if m else 0,
+            "rows_in": dict(self._rows_in),
+            "rows_out": dict(self._rows_out),
+            "step_latency_ms": {"last": round(self._latencies[-1], 1) if self._latencies else None,
+                                "p50": pct(0.5), "p99": pct(0.99)},
+            "spark_jobs_last_step": self._last_step_jobs,
+            "backlog_batches": len(self.log.pending(m.log_position[0])) if m else len(self.log.pending(0)),
+            "state_size": state_sizes,
+            "error": None if self._error is None else str(self._error),
+        }
+
+    def metrics(self) -> dict:
+        return self.status()
+
+    # ------------------------------------------------------------------ errors
+    def _callback_failed(self, view: str, e: BaseException) -> None:
+        self._fail(PipelineError(f"callback for view {view} raised {type(e).__name__}: {e}"))
+
+    def _fail(self, e: BaseException) -> None:
+        with self._cv:
+            if self._error is None:
+                self._error = e
+                self._error_raised = False
+            self._cv.notify_all()
+
+    def _check(self) -> None:
+        """Raise the pipeline's recorded failure (once per failure) on the next API call."""
+        if self._error is not None and not self._error_raised:
+            self._error_raised = True
+            err = self._error
+            if isinstance(err, EngineError):
+                raise type(err)(err.message, sql=err.sql, offset=err.offset) from err
+            raise PipelineError(f"pipeline failed: {type(err).__name__}: {err}") from err
+
+    def _require_started(self) -> None:
+        if self._state == "created":
+            raise PipelineError(f"pipeline {self.name} is not started; call start() first")
+        if self._state == "stopped":
+            raise PipelineError(f"pipeline {self.name} is stopped")
+
+    # ------------------------------------------------------------------ input
+    def _table(self, table: str):
+        t = self.program.tables.get(table.lower())
+        if t is None:
+            raise InputError(f"unknown table '{table}'. Tables: {', '.join(self.program.tables) or '(none)'}")
+        return t
+
+    def _push(self, table: str, rows: pa.Table, weights) -> int:
+        if rows.num_rows == 0:
+            return -1
+        if isinstance(weights, int):
+            data = with_weight(rows, weights)
+        else:
+            data = rows.append_column(W, pa.array(weights, WEIGHT_TYPE))
+        seq = self.log.append(table, data)
+        with self._cv:
+            self._cv.notify_all()
+        return seq
+
+    def input_pandas(self, table: str, df: pd.DataFrame, delete: bool = False) -> None:
+        """Insert (or with ``delete=True`` delete, one copy per row) the rows of ``df`` into ``table``.
+
+        Returns once the batch is durable in the input log.  A bad batch raises
+        ``InputError`` naming the table, column and row, and nothing of it is applied.
+        """
+        self._check()
+        t = self._table(table)
+        rows = inputs.from_pandas(t, df)
+        self._push(t.name, rows, -1 if delete else 1)
+
+    def input_json(self, table: str, data, update_format: str = "raw") -> None:
+        """Push JSON records: ``raw`` rows are inserts; ``insert_delete`` wraps each row in
+        ``{"insert": row}`` or ``{"delete": row}``.  ``data`` is a list, a dict or JSON text."""
+        self._check()
+        t = self._table(table)
+        rows, weights = inputs.from_json(t, data, update_format)
+        self._push(t.name, rows, weights)
+
+    def execute(self, sql: str) -> int:
+        """Run ``INSERT INTO t VALUES ...``, ``INSERT INTO t SELECT ...`` or ``DELETE FROM t WHERE ...``.
+
+        Waits until all earlier input is processed, so the statement sees it.
+        Returns the number of rows inserted or deleted.
+        """
+        self._check()
+        try:
+            stmts = [s for s in sqlglot.parse(sql) if s is not None]
+        except sqlglot.errors.ParseError as e:
+            raise InputError(f"syntax error: {str(e).splitlines()[0]}") from None
+        if len(stmts) != 1:
+            raise UnsupportedError("execute() takes exactly one statement")
+        stmt = stmts[0]
+        if isinstance(stmt, exp.Insert):
+            return self._execute_insert(stmt, sql)
+        if isinstance(stmt, exp.Delete):
+            return self._execute_delete(stmt, sql)
+        raise UnsupportedError(f"execute() supports INSERT and DELETE, not {stmt.key.upper()}", sql=sql,
+                               offset=position_of(stmt))
+
+    def _execute_insert(self, stmt: exp.Insert, sql: str) -> int:
+        target = stmt.this
+        cols = None
+        if isinstance(target, exp.Schema):
+            cols = [name_of(c) for c in target.expressions]
+            target = target.this
+        t = self._table(name_of(target))
+        src = stmt.expression
+        if isinstance(src, exp.Values):
+            import duckdb
+            con = duckdb.connect(":memory:")
+            con.execute("SET enable_external_access = false")
+            try:
+                result = con.sql(exp.select("*").from_(src.copy()).sql(dialect="duckdb")).to_arrow_table()
+            except duckdb.Error as e:
+                raise InputError(f"table {t.name}: bad VALUES: {str(e).splitlines()[0]}") from None
+        else:
+            self.wait_for_idle()
+            result = self._run_query(src.sql())
+        names = cols or [f.name for f in t.fields]
+        if result.num_columns != len(names):
+            raise InputError(f"table {t.name}: INSERT supplies {result.num_columns} values per row for "
+                             f"{len(names)} columns ({', '.join(names)})")
+        df = result.rename_columns(names).to_pandas(types_mapper=None)
+        rows = inputs.from_pandas(t, df)
+        self._push(t.name, rows, 1)
+        return rows.num_rows
+
+    def _execute_delete(self, stmt: exp.Delete, sql: str) -> int:
+        t = self._table(name_of(stmt.this))
+        self.wait_for_idle()
+        q = exp.select("*").from_(t.name)
+        where = stmt.args.get("where")
+        if where is not None:
+            q = q.where(where.this.copy())
+        result = self._run_query(q.sql())
+        df = result.rename_columns([f.name for f in t.fields]).to_pandas()
+        rows = inputs.from_pandas(t, df)
+        self._push(t.name, rows, -1)
+        return rows.num_rows
+
+    # ------------------------------------------------------------------ output
+    def _view(self, view: str) -> str:
+        v = view.lower()
+        if v not in self.program.views:
+            raise BindError(f"unknown view '{view}'. Views: {', '.join(self.program.views) or '(none)'}")
+        return v
+
+    def listen(self, view: str) -> OutputHandler:
+        """A handler collecting the view's changes from now on (``to_pandas()``, ``to_dict()``)."""
+        self._check()
+        v = self._view(view)
+        h = OutputHandler(v, list(self.program.circuit.outputs[v].names))
+        self._dispatcher.add(v, h._push)
+        return h
+
+    def foreach_chunk(self, view: str, callback: Callable[[pd.DataFrame, int], None]) -> None:
+        """Call ``callback(chunk, seq_no)`` on a separate thread once per step that changed ``view``.
+
+        ``chunk`` holds the view's columns plus ``__weight`` (+1 insert, -1 delete);
+        ``seq_no`` is the step number.
+        """
+        self._check()
+        self._dispatcher.add(self._view(view), callback)
+
+    # ------------------------------------------------------------------ waiting
+    def _idle(self) -> bool:
+        m = self.store.current if self.store else None
+        pos = m.log_position if m else [0, 0]
+        return not self._stepping and pos[0] >= self.log.next_seq
+
+    def wait_for_idle(self, timeout_s: Optional[float] = None) -> None:
+        """Block until all acknowledged input is processed and its changes delivered."""
+        self._check()
+        self._require_started()
+        end = None if timeout_s is None else time.monotonic() + timeout_s
+        with self._cv:
+            while not self._idle() and self._error is None:
+                if self._state == "paused":
+                    raise PipelineError(f"pipeline {self.name} is paused with unprocessed input; resume() it")
+                left = None if end is None else end - time.monotonic()
+                if left is not None and left <= 0:
+                    raise TimeoutError(f"pipeline {self.name} not idle after {timeout_s} s")
+                self._cv.wait(timeout=0.05 if left is None else min(0.05, left))
+        self._check()
+        left = None if end is None else max(0.0, end - time.monotonic())
+        if not self._dispatcher.drain(left):
+            raise TimeoutError(f"pipeline {self.name}: callbacks still running after {timeout_s} s")
+        self._check()
+
+    def wait_for_completion(self, timeout_s: Optional[float] = None) -> None:
+        """Wait until every input source is exhausted and processed (push input: same as idle)."""
+        self.wait_for_idle(timeout_s=timeout_s)
+
+    # ------------------------------------------------------------------ the step loop
+    def _loop(self) -> None:
+        while True:
+            with self._cv:
+                while not self._stop_requested and (self._state == "paused" or self._idle()):
+                    self._cv.wait(timeout=0.2)
+                if self._stop_requested:
+                    return
+                self._stepping = True
+            try:
+                self._step()
+            except BaseException as e:  # noqa: BLE001 - surfaced through status() and the next call
+                self._fail(e)
+                with self._cv:
+                    self._stepping = False
+                    self._cv.notify_all()
+                return
+            with self._cv:
+                self._stepping = False
+                self._cv.notify_all()
+
+    def _take_batch(self):
+        """Entries for the next step: everything pending, except that a batch with deletes for a table
+        starts a new step if that table already has changes in this one (deletes see earlier inserts)."""
+        m = self.store.current
+        seq, offset = m.log_position
+        per_table: Dict[str, List[pa.Table]] = {}
+        rows = 0
+        while seq < self.log.next_seq and rows < MAX_STEP_ROWS:
+            e = self.log.read(seq)
+            data = e.data.slice(offset) if offset else e.data
+            if e.table in per_table and e.has_deletes:
+                break
+            take = min(data.num_rows, MAX_STEP_ROWS - rows)
+            if take < data.num_rows:
+                per_table.setdefault(e.table, []).append(data.slice(0, take))
+                offset += take
+                rows += take
+                break
+            per_table.setdefault(e.table, []).append(data)
+            rows += data.num_rows
+            seq, offset = seq + 1, 0
+        return per_table, [seq, offset]
+
+    def _step(self) -> None:
+        t0 = time.perf_counter()
+        per_table, new_pos = self._take_batch()
+        deltas = {}
+        for table, parts in per_table.items():
+            d = pa.concat_tables(parts) if len(parts) > 1 else parts[0]
+            deltas[table] = self.engine.clamp_deletes(table, d)
+            self._rows_in[table] += int(pa.compute.sum(pa.compute.abs(deltas[table].column(W))).as_py() or 0)
+        listened = self._dispatcher.views()
+        step = self.store.current.step + 1
+        result = self.engine.run_step(step, deltas, listened)
+        result.manifest.log_position = new_pos
+        result.manifest.meta["objects"] = self._objects()
+        with self._commit_lock:
+            self.store.commit(result.manifest)
+            self._snapshot = None
+        self.log.truncate_before(new_pos[0])
+        for v, t in result.outputs.items():
+            if t is None:
+                continue
+            names = list(self.program.circuit.outputs[v].names)
+            chunk = t.rename_columns(names + [WEIGHT]).to_pandas()
+            self._rows_out[v] += len(chunk)
+            self._dispatcher.put(v, chunk, step)
+        self._last_step_jobs = result.jobs
+        self._latencies.append((time.perf_counter() - t0) * 1000)
+        merged = self.engine.compact(step)
+        if merged is not None:
+            with self._commit_lock:
+                self.store.commit(merged)
+                self._snapshot = None
+
+    # ------------------------------------------------------------------ queries
+    def _relations(self) -> Dict[str, bool]:
+        rel = {t: True for t in self.program.tables}
+        rel.update({v: d.materialized for v, d in self.program.views.items()})
+        return rel
+
+    def _get_snapshot(self) -> Snapshot:
+        with self._commit_lock:
+            m = self.store.current
+            if self._snapshot is not None and self._snapshot.step == m.step:
+                return self._snapshot
+            tables = {}
+            eng = self.engine
+            for t, tdef in self.program.tables.items():
+                op = eng.table_integral(t)
+                tables[t] = load_relation(self.store.paths(eng.keys[op]), eng.state_arrow[op],
+                                          [f.name for f in tdef.fields])
+            for v, vdef in self.program.views.items():
+                out = self.program.circuit.outputs[v]
+                if out.integral is None:
+                    continue
+                tables[v] = load_relation(self.store.paths(eng.keys[out.integral]), eng.state_arrow[out.integral],
+                                          list(out.names))
+            self._snapshot = Snapshot(m.step, tables)
+            return self._snapshot
+
+    def _run_query(self, sql: str) -> pa.Table:
+        self._check()
+        self._require_started()
+        q = check_query(sql, self._relations())
+        return self._get_snapshot().run(q)
+
+    def query_arrow(self, sql: str) -> pa.Table:
+        """Run a read-only SELECT over the materialized tables and views of the last committed step."""
+        return self._run_query(sql)
+
+    def query_pandas(self, sql: str) -> pd.DataFrame:
+        return self._run_query(sql).to_pandas()
+
+    def query(self, sql: str) -> Iterator[dict]:
+        """Rows of a SELECT as dicts."""
+        t = self._run_query(sql)
+        for batch in t.to_batches():
+            yield from batch.to_pylist()
+
+    def query_tabular(self, sql: str) -> Iterator[str]:
+        """The result as lines of a text table."""
+        t = self._run_query(sql)
+        names = t.column_names
+        rows = [["NULL" if v is None else str(v) for v in r.values()] for r in t.to_pylist()]
+        widths = [max([len(n)] + [len(r[i]) for r in rows]) for i, n in enumerate(names)]
+        sep = "+" + "+".join("-" * (w + 2) for w in widths) + "+\n"
+        yield sep
+        yield "| " + " | ".join(n.ljust(w) for n, w in zip(names, widths)) + " |\n"
+        yield sep
+        for r in rows:
+            yield "| " + " | ".join(v.ljust(w) for v, w in zip(r, widths)) + " |\n"
+        yield sep
+
+    def query_parquet(self, sql: str, path: str) -> None:
+        """Write the result of a SELECT to a parquet file."""
+        t = self._run_query(sql)
+        pq.write_table(t, path)
+
+    def explain(self, view: str) -> str:
+        """The view's logical plan and its incremental circuit, as text."""
+        return self.program.explain(self._view(view))

@@ -1,0 +1,100 @@
+"""Ad-hoc queries over the last committed step, run by DuckDB.
+
+A snapshot loads the materialized tables and views of one committed step
+into a private in-memory DuckDB (consolidated, rows repeated by weight), then
+locks it down: no file or network access, no configuration changes.  Queries
+are checked before they run: one read-only SELECT over the pipeline's own
+materialized relations, nothing else.
+"""
+from __future__ import annotations
+
+import logging
+import threading
+from typing import Dict, List, Optional
+
+import duckdb
+import pyarrow as pa
+import pyarrow.parquet as pq
+import sqlglot
+from sqlglot import exp
+
+from planner.bind import name_of, position_of
+from planner.errors import BindError, ParseError, UnsupportedError
+
+from .zset import W, consolidate_arrow, expand_arrow
+
+QUERY_ROOTS = (exp.Select, exp.Union, exp.Intersect, exp.Except, exp.Subquery)
+FORBIDDEN = (exp.Insert, exp.Update, exp.Delete, exp.Create, exp.Drop, exp.Command, exp.Alter, exp.Set,
+             exp.Pragma, exp.Copy, exp.Attach, exp.Detach, exp.Use, exp.Merge, exp.TruncateTable,
+             exp.Install, exp.Into)
+
+
+def check_query(sql: str, relations: Dict[str, bool]) -> exp.Expression:
+    """Parse and vet an ad-hoc query.  ``relations``: name -> materialized?"""
+    logging.getLogger("sqlglot").setLevel(logging.ERROR)
+    try:
+        stmts = [s for s in sqlglot.parse(sql) if s is not None]
+    except sqlglot.errors.ParseError as e:
+        raise ParseError(f"syntax error in query: {str(e).splitlines()[0]}") from None
+    if len(stmts) != 1:
+        raise UnsupportedError(f"an ad-hoc query must be exactly one SELECT statement, got {len(stmts)}")
+    q = stmts[0]
+    if not isinstance(q, QUERY_ROOTS):
+        raise UnsupportedError(f"only SELECT queries are allowed here, not {q.key.upper()} "
+                               "(use input_* or execute() to change tables)", sql=sql, offset=position_of(q))
+    ctes = {name_of(c.args["alias"].this) for c in q.find_all(exp.CTE)}
+    for n in q.walk():
+        if isinstance(n, FORBIDDEN):
+            raise UnsupportedError(f"{n.key.upper()} is not allowed in an ad-hoc query", sql=sql,
+                                   offset=position_of(n))
+        if isinstance(n, exp.Table):
+            if not isinstance(n.this, exp.Identifier) or n.args.get("db") or n.args.get("catalog"):
+                raise UnsupportedError(f"table function or external source {n.sql()} is not allowed in an "
+                                       "ad-hoc query", sql=sql, offset=position_of(n))
+            name = name_of(n.this)
+            if name in ctes:
+                continue
+            if name not in relations:
+                raise BindError(f"unknown table or view '{name}'. Queryable: "
+                                f"{', '.join(sorted(k for k, m in relations.items() if m)) or '(none)'}",
+                                sql=sql, offset=position_of(n))
+            if not relations[name]:
+                raise BindError(f"view '{name}' is not materialized; declare it CREATE MATERIALIZED VIEW "
+                                "to query it", sql=sql, offset=position_of(n))
+        if isinstance(n, exp.Anonymous) and n.name.lower().startswith(("read_", "glob", "getenv", "sniff")):
+            raise UnsupportedError(f"function {n.name} is not allowed in an ad-hoc query", sql=sql,
+                                   offset=position_of(n))
+    return q
+
+
+class Snapshot:
+    """The materialized relations of one committed step, loaded into DuckDB."""
+
+    def __init__(self, step: int, tables: Dict[str, pa.Table]):
+        self.step = step
+        self.con = duckdb.connect(":memory:")
+        self.con.execute("SET TimeZone = 'UTC'")
+        self.lock = threading.Lock()
+        for name, t in tables.items():
+            self.con.register("__load", t)
+            self.con.execute(f'CREATE TABLE "{name}" AS SELECT * FROM __load')
+            self.con.unregister("__load")
+        self.con.execute("SET enable_external_access = false")
+        self.con.execute("SET lock_configuration = true")
+
+    def run(self, q: exp.Expression) -> pa.Table:
+        text = q.sql(dialect="duckdb")
+        with self.lock:
+            try:
+                return self.con.sql(text).to_arrow_table()
+            except duckdb.Error as e:
+                raise BindError(f"query failed: {str(e).splitlines()[0]}") from None
+
+
+def load_relation(paths: List[str], schema: pa.Schema, names: List[str]) -> pa.Table:
+    """Consolidated contents of a relation from its runs, rows repeated by weight, SQL column names."""
+    parts = [pq.read_table(p).cast(schema) for p in paths]
+    t = pa.concat_tables(parts) if parts else schema.empty_table()
+    t = consolidate_arrow(t) if t.num_rows else t
+    t = expand_arrow(t.filter(pa.compute.greater(t.column(W), 0))) if t.num_rows else t.drop_columns([W])
+    return t.rename_columns(names)

@@ -1,0 +1,243 @@
+"""The step executor: runs the circuit once per step on Spark and prepares its commit.
+
+A step turns the input changes of every table into the changes of every
+operator, in circuit order.  Linear operators stay lazy and fuse into their
+consumer's Spark job; an op's change is *cut* (collected as Arrow on the
+driver, consolidated there) only where it is stored as state, delivered to a
+listener, or consumed more than once.  So a step costs one Spark job per cut
+plus one per accumulating aggregate, and an op none of whose inputs changed
+costs nothing.
+"""
+from __future__ import annotations
+
+import hashlib
+import time
+from dataclasses import dataclass, field
+from typing import Dict, List, Optional, Set
+
+import pyarrow as pa
+from pyspark.sql import DataFrame, functions as F
+
+from planner.circuit import Op
+from planner.program import Program
+
+from .lower import Lowerer, null_safe_semi
+from .schema import arrow_schema_of, table_spark_schema
+from .state import Manifest, Run, StateStore
+from .zset import W, consolidate_arrow, consolidate_spark
+
+EMPTY = None  # an op whose change is empty in this step
+
+
+def state_key(op: Op) -> str:
+    digest = hashlib.sha1(f"{op.kind}|{op.mode}|{op.node!r}".encode()).hexdigest()[:16]
+    if op.kind == "integrate" and op.node.algebra == "source":
+        return f"table-{op.node.table}-{digest[:8]}"
+    return f"{'acc' if op.kind == 'aggregate' else 'int'}-{digest}"
+
+
+@dataclass
+class StepResult:
+    manifest: Manifest
+    outputs: Dict[str, Optional[pa.Table]]
+    op_ms: Dict[int, float] = field(default_factory=dict)
+    jobs: int = 0
+
+
+class Engine:
+    def __init__(self, program: Program, spark, store: StateStore):
+        self.program = program
+        self.circuit = program.circuit
+        self.spark = spark
+        self.store = store
+        self.lowerer = Lowerer(spark)
+        self.ops = self.circuit.ops
+        self.keys = {op.id: state_key(op) for op in self.ops if op.owns_state}
+        self.consumers: Dict[int, List[int]] = {op.id: [] for op in self.ops}
+        for op in self.ops:
+            for i in op.inputs:
+                self.consumers[i].append(op.id)
+        self._empty: Dict[int, DataFrame] = {}
+        self.schemas: Dict[int, object] = {}        # op id -> Spark schema of its change
+        self.state_schemas: Dict[int, object] = {}  # state-owning op id -> Spark schema of its runs
+        self._derive_schemas()
+        self.arrow_schemas = {i: arrow_schema_of(s) for i, s in self.schemas.items()}
+        self.state_arrow = {i: arrow_schema_of(s) for i, s in self.state_schemas.items()}
+
+    # ------------------------------------------------------------ schemas
+    def _empty_df(self, schema) -> DataFrame:
+        return self.spark.createDataFrame([], schema)
+
+    def _derive_schemas(self) -> None:
+        """Lower every op over empty frames once: Spark's analyzer gives each change's exact schema."""
+        for op in self.ops:
+            if op.kind == "input":
+                self.schemas[op.id] = table_spark_schema(op.node.fields)
+                continue
+            if op.kind == "integrate":
+                self.schemas[op.id] = self.schemas[op.inputs[0]]
+                self.state_schemas[op.id] = self.schemas[op.inputs[0]]
+                continue
+            ins = [self._empty_df(self.schemas[i]) for i in op.inputs]
+            reads = [self._empty_df(self.state_schemas[r]) for r in op.reads]
+            if op.kind == "aggregate" and op.mode == "accumulate":
+                partial = self.lowerer.aggregate_partial(op, ins[0])
+                self.state_schemas[op.id] = partial.schema
+                df = self.lowerer.aggregate_output(op, partial, self._empty_df(partial.schema))
+            else:
+                df = self.lowerer.lower(op, ins, reads)
+            self.schemas[op.id] = df.schema
+
+    # ------------------------------------------------------------ state access
+    def read_state(self, op_id: int, manifest: Optional[Manifest] = None) -> DataFrame:
+        paths = self.store.paths(self.keys[op_id], manifest)
+        schema = self.state_schemas[op_id]
+        if not paths:
+            return self._cached_empty(op_id, schema)
+        return self.spark.read.schema(schema).parquet(*paths)
+
+    def _cached_empty(self, op_id: int, schema) -> DataFrame:
+        if op_id not in self._empty:
+            self._empty[op_id] = self._empty_df(schema)
+        return self._empty[op_id]
+
+    def table_integral(self, table: str) -> int:
+        return self.circuit.tables[table][1]
+
+    def table_input(self, table: str) -> int:
+        return self.circuit.tables[table][0]
+
+    # ------------------------------------------------------------ helpers
+    def to_df(self, op_id: int, x, schema=None) -> DataFrame:
+        if x is EMPTY:
+            return self._cached_empty(-op_id - 1, schema or self.schemas[op_id])
+        if isinstance(x, pa.Table):
+            return self.spark.createDataFrame(x, schema=schema or self.schemas[op_id])
+        return x
+
+    def collect(self, df: DataFrame, arrow_schema: pa.Schema, consolidate: bool = True) -> Optional[pa.Table]:
+        """Run ``df`` (one Spark job) and bring its rows to the driver as Arrow."""
+        t = df.toArrow().cast(arrow_schema)
+        if consolidate and t.num_rows:
+            t = consolidate_arrow(t)
+        return t if t.num_rows else EMPTY
+
+    def clamp_deletes(self, table: str, delta: pa.Table) -> pa.Table:
+        """Bag semantics: a delete removes at most the copies that exist (one Spark job if any delete)."""
+        op = self.table_integral(table)
+        net = consolidate_arrow(delta.cast(self.state_arrow[op]))
+        is_neg = pa.compute.less(net.column(W), 0)
+        neg = net.filter(is_neg)
+        if neg.num_rows == 0:
+            return net
+        cols = [c for c in net.column_names if c != W]
+        probe = self.spark.createDataFrame(neg, schema=self.state_schemas[op])
+        have = consolidate_spark(null_safe_semi(self.read_state(op), probe, cols))
+        have = have.select(*[F.col(c).alias("__h" + c) for c in cols], F.col(W).alias("__have"))
+        cond = [probe[c].eqNullSafe(have["__h" + c]) for c in cols]
+        j = probe.join(have, cond, "left") if cols else probe.crossJoin(have)
+        eff = j.select(*cols, (-F.least(-F.col(W), F.coalesce(F.col("__have"), F.lit(0)))).alias(W))
+        clamped = eff.filter(F.col(W) != 0).toArrow().cast(self.state_arrow[op])
+        return pa.concat_tables([net.filter(pa.compute.invert(is_neg)), clamped])
+
+    # ------------------------------------------------------------ the step
+    def needed_ops(self, listened: Set[str]) -> Set[int]:
+        roots = [op.id for op in self.ops if op.owns_state]
+        roots += [self.circuit.outputs[v].delta for v in listened]
+        need: Set[int] = set()
+        for r in roots:
+            need |= {o.id for o in self.circuit.upstream(r)}
+        return need
+
+    def run_step(self, step: int, table_deltas: Dict[str, pa.Table], listened: Set[str]) -> StepResult:
+        old = self.store.current
+        need = self.needed_ops(listened)
+        out_ids = {self.circuit.outputs[v].delta for v in listened}
+        deltas: Dict[int, object] = {}
+        new_runs: Dict[str, List[Run]] = {k: list(v) for k, v in old.runs.items()}
+        op_ms: Dict[int, float] = {}
+        jobs = 0
+        for op in self.ops:
+            if op.id not in need:
+                continue
+            t0 = time.perf_counter()
+            if op.kind == "input":
+                d = table_deltas.get(op.node.table)
+                deltas[op.id] = d if d is not None and d.num_rows else EMPTY
+                continue
+            if op.kind == "integrate":
+                d = deltas[op.inputs[0]]
+                if d is not EMPTY:
+                    if not isinstance(d, pa.Table):  # pragma: no cover - integrate inputs are always cut
+                        d = self.collect(d, self.arrow_schemas[op.inputs[0]])
+                    if d is not EMPTY:
+                        run = self.store.write_run(self.keys[op.id], d.cast(self.state_arrow[op.id]), step)
+                        new_runs.setdefault(self.keys[op.id], []).append(run)
+                continue
+            ins = [deltas[i] for i in op.inputs]
+            if all(x is EMPTY for x in ins):
+                deltas[op.id] = EMPTY
+                continue
+            ins_df = [self.to_df(i, x) for i, x in zip(op.inputs, ins)]
+            reads = [self.read_state(r, old) for r in op.reads]
+            if op.kind == "aggregate" and op.mode == "accumulate":
+                partial = self.collect(self.lowerer.aggregate_partial(op, ins_df[0]), self.state_arrow[op.id],
+                                       consolidate=False)
+                jobs += 1
+                if partial is EMPTY:
+                    deltas[op.id] = EMPTY
+                    continue
+                run = self.store.write_run(self.keys[op.id], partial, step)
+                new_runs.setdefault(self.keys[op.id], []).append(run)
+                pdf = self.spark.createDataFrame(partial, schema=self.state_schemas[op.id])
+                df = self.lowerer.aggregate_output(op, pdf, self.read_state(op.id, old))
+            else:
+                df = self.lowerer.lower(op, ins_df, reads)
+            cons = [c for c in self.consumers[op.id] if c in need]
+            must_cut = (op.id in out_ids or len(cons) > 1
+                        or any(self.ops[c].kind == "integrate" for c in cons))
+            if must_cut:
+                deltas[op.id] = self.collect(df, self.arrow_schemas[op.id])
+                jobs += 1
+            else:
+                deltas[op.id] = df
+            op_ms[op.id] = (time.perf_counter() - t0) * 1000
+        outputs = {}
+        for v in listened:
+            d = deltas.get(self.circuit.outputs[v].delta, EMPTY)
+            outputs[v] = d if d is EMPTY or isinstance(d, pa.Table) else self.collect(d, self.arrow_schemas[self.circuit.outputs[v].delta])
+        m = Manifest(step=step, log_position=list(old.log_position), runs=new_runs, meta=dict(old.meta))
+        return StepResult(m, outputs, op_ms, jobs)
+
+    # ------------------------------------------------------------ compaction
+    def compact(self, step: int) -> Optional[Manifest]:
+        """Merge runs of operators that have too many; returns a new manifest if anything changed."""
+        m = self.store.current
+        changed = False
+        runs = {k: list(v) for k, v in m.runs.items()}
+        by_key = {self.keys[i]: i for i in self.keys}
+        for key, rs in m.runs.items():
+            if not self.store.needs_merge(rs) or key not in by_key:
+                continue
+            op_id = by_key[key]
+            start = self.store.merge_plan(rs)
+            part = rs[start:]
+            schema = self.state_schemas[op_id]
+            df = self.spark.read.schema(schema).parquet(*[f"{self.store.root}/{r.path}" for r in part])
+            op = self.ops[op_id]
+            if op.kind == "aggregate":
+                k = len(op.node.keys)
+                accs = [c for c in df.columns if c.startswith("__")]
+                keys = [c for c in df.columns if not c.startswith("__")]
+                merged = (df.groupBy(*keys).agg(*[F.sum(c).alias(c) for c in accs]) if k
+                          else df.agg(*[F.sum(c).alias(c) for c in accs]))
+                merged = merged.filter(F.col("__cnt") != 0)
+            else:
+                merged = consolidate_spark(df)
+            t = merged.toArrow().cast(self.state_arrow[op_id])
+            run = self.store.write_run(key, t, step, tag=f"m{len(rs)}")
+            runs[key] = rs[:start] + [run]
+            changed = True
+        if not changed:
+            return None
+        return Manifest(step=m.step, log_position=m.log_position, runs=runs, meta=m.meta)

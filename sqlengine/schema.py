@@ -1,0 +1,43 @@
+"""Mapping SQL column types to Spark and Arrow types."""
+from __future__ import annotations
+
+import pyarrow as pa
+from pyspark.sql import types as T
+
+from planner.logical import col
+from planner.types import SqlType
+
+from .zset import W
+
+
+def spark_type(t: SqlType):
+    b = t.base
+    if b == "DECIMAL":
+        p, s = (int(x) for x in t.sql[len("DECIMAL("):-1].split(","))
+        return T.DecimalType(p, s)
+    return {"BOOLEAN": T.BooleanType(), "TINYINT": T.ByteType(), "SMALLINT": T.ShortType(),
+            "INT": T.IntegerType(), "BIGINT": T.LongType(), "REAL": T.FloatType(), "DOUBLE": T.DoubleType(),
+            "VARCHAR": T.StringType(), "DATE": T.DateType(), "TIMESTAMP": T.TimestampNTZType()}[b]
+
+
+def arrow_type(t: SqlType) -> pa.DataType:
+    b = t.base
+    if b == "DECIMAL":
+        p, s = (int(x) for x in t.sql[len("DECIMAL("):-1].split(","))
+        return pa.decimal128(p, s)
+    return {"BOOLEAN": pa.bool_(), "TINYINT": pa.int8(), "SMALLINT": pa.int16(), "INT": pa.int32(),
+            "BIGINT": pa.int64(), "REAL": pa.float32(), "DOUBLE": pa.float64(), "VARCHAR": pa.string(),
+            "DATE": pa.date32(), "TIMESTAMP": pa.timestamp("us")}[b]
+
+
+def table_spark_schema(fields) -> T.StructType:
+    """Positional data-plane schema of a table: c0.. plus the weight."""
+    return T.StructType([T.StructField(col(i), spark_type(f.type), True) for i, f in enumerate(fields)]
+                        + [T.StructField(W, T.LongType(), True)])
+
+
+def arrow_schema_of(spark_schema: T.StructType) -> pa.Schema:
+    """Arrow schema for a Spark schema, every field nullable."""
+    from pyspark.sql.pandas.types import to_arrow_schema
+    s = to_arrow_schema(spark_schema)
+    return pa.schema([pa.field(f.name, f.type, True) for f in s])

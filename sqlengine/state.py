@@ -1,0 +1,182 @@
+"""State on disk: per-operator LSM runs of parquet plus one manifest per committed step.
+
+Layout under ``<storage>/state``::
+
+    <op key>/run-<step>-<n>.parquet   a consolidated run written by one step (or a merge)
+    manifest-<step>.json              the commit record of a step
+
+A step writes new run files first, then the manifest; the manifest's atomic
+rename is the commit point.  Readers of step *n* see exactly the runs listed in
+``manifest-<n>.json``.  Runs never change after they are written: a step adds a
+small run per operator it touched, and a merge (``compact``) folds small runs
+together when they outnumber a bound, so no step rewrites an operator's whole
+state except a merge, whose cost is amortized over the steps that filled it.
+"""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from dataclasses import dataclass, field
+from typing import Dict, List, Optional
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from planner.errors import InternalError, PipelineError
+
+
+@dataclass
+class Run:
+    path: str   # relative to the state dir
+    rows: int
+    bytes: int
+
+    def to_json(self):
+        return {"path": self.path, "rows": self.rows, "bytes": self.bytes}
+
+
+@dataclass
+class Manifest:
+    step: int = 0
+    log_position: List[int] = field(default_factory=lambda: [0, 0])   # [next entry seq, row offset in it]
+    runs: Dict[str, List[Run]] = field(default_factory=dict)
+    meta: Dict[str, object] = field(default_factory=dict)
+
+    def to_json(self) -> str:
+        return json.dumps({"step": self.step, "log_position": self.log_position,
+                           "runs": {k: [r.to_json() for r in v] for k, v in self.runs.items()},
+                           "meta": self.meta}, indent=1)
+
+    @staticmethod
+    def from_json(text: str) -> "Manifest":
+        d = json.loads(text)
+        return Manifest(d["step"], d["log_position"],
+                        {k: [Run(**r) for r in v] for k, v in d["runs"].items()}, d.get("meta", {}))
+
+
+def fsync_dir(path: str) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def atomic_write_bytes(path: str, data: bytes) -> None:
+    tmp = path + ".tmp"
+    with open(tmp, "wb") as f:
+        f.write(data)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+    fsync_dir(os.path.dirname(path))
+
+
+class StateStore:
+    """Runs and manifests of one pipeline."""
+
+    MAX_RUNS = 8
+
+    def __init__(self, root: str):
+        self.root = root
+        os.makedirs(root, exist_ok=True)
+        self.current = self._load_latest()
+
+    # ------------------------------------------------------------ manifests
+    def _manifest_steps(self) -> List[int]:
+        out = []
+        for n in os.listdir(self.root):
+            if n.startswith("manifest-") and n.endswith(".json"):
+                out.append(int(n[len("manifest-"):-len(".json")]))
+        return sorted(out)
+
+    def _load_latest(self) -> Manifest:
+        for step in reversed(self._manifest_steps()):
+            try:
+                with open(os.path.join(self.root, f"manifest-{step}.json")) as f:
+                    return Manifest.from_json(f.read())
+            except (ValueError, KeyError, OSError):
+                continue  # a torn manifest cannot exist (atomic rename), but be defensive
+        return Manifest()
+
+    def commit(self, m: Manifest) -> None:
+        """Make ``m`` the current manifest (the step's commit point), then drop garbage."""
+        if m.step < self.current.step:
+            raise InternalError(f"commit of step {m.step} after step {self.current.step}")
+        atomic_write_bytes(os.path.join(self.root, f"manifest-{m.step}.json"), m.to_json().encode())
+        self.current = m
+        self.collect_garbage()
+
+    def collect_garbage(self) -> None:
+        """Remove manifests older than the last two and run files no kept manifest lists."""
+        steps = self._manifest_steps()
+        keep = set(steps[-2:])
+        live = set()
+        for s in keep:
+            try:
+                with open(os.path.join(self.root, f"manifest-{s}.json")) as f:
+                    live |= {r.path for runs in Manifest.from_json(f.read()).runs.values() for r in runs}
+            except (OSError, ValueError):
+                pass
+        for s in steps:
+            if s not in keep:
+                os.remove(os.path.join(self.root, f"manifest-{s}.json"))
+        for d in os.listdir(self.root):
+            full = os.path.join(self.root, d)
+            if os.path.isdir(full):
+                for n in os.listdir(full):
+                    rel = f"{d}/{n}"
+                    if rel not in live and not n.endswith(".tmp"):
+                        os.remove(os.path.join(full, n))
+                    elif n.endswith(".tmp"):
+                        os.remove(os.path.join(full, n))
+
+    # ------------------------------------------------------------ runs
+    def runs(self, key: str, m: Optional[Manifest] = None) -> List[Run]:
+        return list((m or self.current).runs.get(key, []))
+
+    def paths(self, key: str, m: Optional[Manifest] = None) -> List[str]:
+        return [os.path.join(self.root, r.path) for r in self.runs(key, m)]
+
+    def write_run(self, key: str, table: pa.Table, step: int, tag: str = "d") -> Run:
+        """Write one immutable run file (not yet visible: the manifest lists it at commit)."""
+        d = os.path.join(self.root, key)
+        os.makedirs(d, exist_ok=True)
+        name = f"run-{step:010d}-{tag}.parquet"
+        full = os.path.join(d, name)
+        tmp = full + ".tmp"
+        try:
+            pq.write_table(table, tmp, compression="zstd")
+            with open(tmp, "rb") as f:
+                os.fsync(f.fileno())
+            os.replace(tmp, full)
+        except OSError as e:
+            raise PipelineError(f"cannot write state under {self.root}: {e}") from e
+        return Run(f"{key}/{name}", table.num_rows, os.path.getsize(full))
+
+    def needs_merge(self, runs: List[Run]) -> bool:
+        return len(runs) > self.MAX_RUNS
+
+    @staticmethod
+    def merge_plan(runs: List[Run]) -> int:
+        """Index from which to merge: recent runs, up to one more than twice their total size.
+
+        Merging only small recent runs keeps every row's number of rewrites
+        logarithmic in the state size (size-tiered compaction).
+        """
+        start = len(runs) - 1
+        total = runs[start].rows
+        while start > 0 and runs[start - 1].rows <= 2 * total:
+            start -= 1
+            total += runs[start].rows
+        return min(start, len(runs) - 2)
+
+    def size(self, key: str) -> Dict[str, int]:
+        runs = self.runs(key)
+        return {"runs": len(runs), "rows": sum(r.rows for r in runs), "bytes": sum(r.bytes for r in runs)}
+
+    def wipe(self) -> None:
+        shutil.rmtree(self.root, ignore_errors=True)
+        os.makedirs(self.root, exist_ok=True)
+        self.current = Manifest()
