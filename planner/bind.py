@@ -36,6 +36,9 @@ class ViewDef:
     sql: str
 
 
+# The SQL dialect of programs (and of bound expressions): DuckDB's, which follows PostgreSQL.
+DIALECT = "duckdb"
+
 # Aggregate classes we maintain, with the name the engine uses for them.
 AGGREGATES = {
     exp.Count: "COUNT", exp.Sum: "SUM", exp.Avg: "AVG", exp.Min: "MIN", exp.Max: "MAX",
@@ -328,7 +331,7 @@ class Binder:
             elif isinstance(e, exp.Column):
                 out.append((e, e.name))
             else:
-                out.append((e, e.sql()))
+                out.append((e, e.sql(dialect=DIALECT)))
         return out
 
     # ------------------------------------------------------------------ aggregates
@@ -451,7 +454,7 @@ class Binder:
                 return n
 
             out = e.transform(fn)
-            return Expr(out.sql(), self.annotate(out, out_types))
+            return Expr(out.sql(dialect=DIALECT), self.annotate(out, out_types))
 
         if having is not None:
             agg_plan = Filter(agg_plan, post(having.this))
@@ -523,7 +526,7 @@ class Binder:
         for c, pos in zip(list(out.find_all(exp.Column)), positions):
             c.replace(exp.column(col(pos)))
         types = scope.types()[base:]
-        return Expr(out.sql(), self.annotate(out, types))
+        return Expr(out.sql(dialect=DIALECT), self.annotate(out, types))
 
     @staticmethod
     def annotate(e: exp.Expression, types: Sequence[SqlType]) -> SqlType:
@@ -533,7 +536,7 @@ class Binder:
             for c in q.find_all(exp.Column):
                 c.set("table", exp.to_identifier("t"))
             schema = {col(i): t.sql for i, t in enumerate(types) if t.sql != "UNKNOWN"}
-            q = annotate_types(q, schema={"t": schema} if schema else None)
+            q = annotate_types(q, schema={"t": schema} if schema else None, dialect=DIALECT)
             return from_annotation(q.expressions[0].type)
         except Exception:  # sqlglot cannot type every expression; types are advisory
             return UNKNOWN

@@ -9,7 +9,7 @@ import sqlglot
 from sqlglot import exp
 from sqlglot.errors import ParseError as SqlglotParseError, TokenError
 
-from .bind import Binder, TableDef, ViewDef, name_of, position_of
+from .bind import DIALECT, Binder, TableDef, ViewDef, name_of, position_of
 from .circuit import Circuit
 from .errors import BindError, ParseError, UnsupportedError
 from .incrementalize import incrementalize
@@ -46,7 +46,7 @@ class Program:
 def parse_statements(sql: str) -> List[exp.Expression]:
     try:
         logging.getLogger("sqlglot").setLevel(logging.ERROR)
-        stmts = [s for s in sqlglot.parse(sql) if s is not None]
+        stmts = [s for s in sqlglot.parse(sql, read=DIALECT) if s is not None]
     except SqlglotParseError as e:
         info = e.errors[0] if e.errors else {}
         line, col = info.get("line"), info.get("col")
@@ -145,4 +145,4 @@ def view_def(stmt: exp.Create, sql: str, prog: Program) -> ViewDef:
     binder = Binder(sql, prog.tables, prog.views)
     plan, names = binder.bind_query(q, {})
     plan = optimize(plan)
-    return ViewDef(name, plan, materialized, q.sql())
+    return ViewDef(name, plan, materialized, q.sql(dialect=DIALECT))

@@ -30,6 +30,7 @@ _CANONICAL = {
     exp.DataType.Type.DATE: "DATE",
     exp.DataType.Type.TIMESTAMP: "TIMESTAMP",
     exp.DataType.Type.DATETIME: "TIMESTAMP",
+    exp.DataType.Type.TIMESTAMPNTZ: "TIMESTAMP",
 }
 
 SUPPORTED_COLUMN_TYPES = ("BOOLEAN", "TINYINT", "SMALLINT", "INT", "BIGINT", "DECIMAL(p, s)",

@@ -16,6 +16,7 @@ from typing import List, Sequence
 import sqlglot
 from pyspark.sql import DataFrame, functions as F
 
+from planner.bind import DIALECT
 from planner.circuit import Op
 from planner.errors import UnsupportedError
 from planner.logical import Aggregate, Distinct, Filter, Join, Project, col
@@ -26,7 +27,7 @@ from .zset import W
 @lru_cache(maxsize=4096)
 def spark_sql(expr_sql: str) -> str:
     """Transpile a bound expression from the planner's dialect to Spark SQL."""
-    return sqlglot.transpile(expr_sql, write="spark")[0]
+    return sqlglot.transpile(expr_sql, read=DIALECT, write="spark")[0]
 
 
 def sexpr(expr_sql: str):
@@ -60,10 +61,12 @@ class Lowerer:
     def __init__(self, spark):
         self.spark = spark
 
-    def lower(self, op: Op, ins: List[DataFrame], reads: List[DataFrame]) -> DataFrame:
+    def lower(self, op: Op, ins: List[DataFrame], reads: List[DataFrame], initial: bool = False) -> DataFrame:
         handler = getattr(self, f"lower_{op.kind}", None)
         if handler is None:
             raise UnsupportedError(f"operator {op.kind} has no Spark lowering")
+        if op.kind == "aggregate":
+            return handler(op, ins, reads, initial)
         return handler(op, ins, reads)
 
     # ------------------------------------------------------------ linear
@@ -115,13 +118,16 @@ class Lowerer:
         w = F.when(F.col("n") > 0, 1).otherwise(0) - F.when(F.col("o") > 0, 1).otherwise(0)
         return g.select(*cols, w.cast("long").alias(W)).filter(F.col(W) != 0)
 
-    def lower_aggregate(self, op: Op, ins, reads) -> DataFrame:
+    def lower_aggregate(self, op: Op, ins, reads, initial: bool = False) -> DataFrame:
         if op.mode == "accumulate":
             raise UnsupportedError("accumulating aggregates are lowered in two phases (partial, output)")
-        return self.aggregate_recompute(op, ins[0], reads[0])
+        return self.aggregate_recompute(op, ins[0], reads[0], initial)
 
-    def aggregate_recompute(self, op: Op, d: DataFrame, state: DataFrame) -> DataFrame:
-        """Recompute the touched groups from the integrated input: -agg(old) + agg(old + d)."""
+    def aggregate_recompute(self, op: Op, d: DataFrame, state: DataFrame, initial: bool = False) -> DataFrame:
+        """Recompute the touched groups from the integrated input: -agg(old) + agg(old + d).
+
+        ``initial``: the pipeline's first step, where a global aggregate emits its row for the empty input.
+        """
         node: Aggregate = op.node
         k = len(node.keys)
         n_in = len(node.input.fields)
@@ -142,6 +148,8 @@ class Lowerer:
             out = z.groupBy(*keys).agg(*aggs) if k else z.agg(*aggs)
             return out.withColumn(W, F.lit(weight).cast("long"))
 
+        if initial:
+            return agg(d, 1)
         return agg(old.union(d), 1).union(agg(old, -1))
 
     # accumulate mode: state rows are (keys, __cnt, per-aggregate sums), added up on read
@@ -172,7 +180,7 @@ class Lowerer:
         keys = data_cols(k)
         return d.groupBy(*keys).agg(*parts) if k else d.agg(*parts)
 
-    def aggregate_output(self, op: Op, partial: DataFrame, state: DataFrame) -> DataFrame:
+    def aggregate_output(self, op: Op, partial: DataFrame, state: DataFrame, initial: bool = False) -> DataFrame:
         """-final(old) + final(old + partial) for the touched groups."""
         node: Aggregate = op.node
         k = len(node.keys)
@@ -199,4 +207,6 @@ class Lowerer:
                 outs.append(e.alias(col(k + i)))
             return g.select(*keys, *outs, F.lit(weight).cast("long").alias(W))
 
+        if initial:
+            return total(partial, 1)
         return total(old.unionByName(partial), 1).union(total(old, -1))

@@ -15,7 +15,7 @@ import sqlglot
 from sqlglot import exp
 
 from planner import compile_program
-from planner.bind import name_of, position_of
+from planner.bind import DIALECT, name_of, position_of
 from planner.errors import BindError, EngineError, InputError, PipelineError, UnsupportedError
 
 from . import inputs
@@ -254,7 +254,7 @@ class Pipeline:
         """
         self._check()
         try:
-            stmts = [s for s in sqlglot.parse(sql) if s is not None]
+            stmts = [s for s in sqlglot.parse(sql, read=DIALECT) if s is not None]
         except sqlglot.errors.ParseError as e:
             raise InputError(f"syntax error: {str(e).splitlines()[0]}") from None
         if len(stmts) != 1:
@@ -285,7 +285,7 @@ class Pipeline:
                 raise InputError(f"table {t.name}: bad VALUES: {str(e).splitlines()[0]}") from None
         else:
             self.wait_for_idle()
-            result = self._run_query(src.sql())
+            result = self._run_query(src.sql(dialect=DIALECT))
         names = cols or [f.name for f in t.fields]
         if result.num_columns != len(names):
             raise InputError(f"table {t.name}: INSERT supplies {result.num_columns} values per row for "
@@ -302,7 +302,7 @@ class Pipeline:
         where = stmt.args.get("where")
         if where is not None:
             q = q.where(where.this.copy())
-        result = self._run_query(q.sql())
+        result = self._run_query(q.sql(dialect=DIALECT))
         df = result.rename_columns([f.name for f in t.fields]).to_pandas()
         rows = inputs.from_pandas(t, df)
         self._push(t.name, rows, -1)
@@ -336,7 +336,7 @@ class Pipeline:
     def _idle(self) -> bool:
         m = self.store.current if self.store else None
         pos = m.log_position if m else [0, 0]
-        return not self._stepping and pos[0] >= self.log.next_seq
+        return not self._stepping and pos[0] >= self.log.next_seq and (m is None or m.step > 0)
 
     def wait_for_idle(self, timeout_s: Optional[float] = None) -> None:
         """Block until all acknowledged input is processed and its changes delivered."""
@@ -365,7 +365,8 @@ class Pipeline:
     def _loop(self) -> None:
         while True:
             with self._cv:
-                while not self._stop_requested and (self._state == "paused" or self._idle()):
+                while not self._stop_requested and (self._state == "paused" or
+                                                    (self._idle() and self.store.current.step > 0)):
                     self._cv.wait(timeout=0.2)
                 if self._stop_requested:
                     return
@@ -415,7 +416,7 @@ class Pipeline:
             self._rows_in[table] += int(pa.compute.sum(pa.compute.abs(deltas[table].column(W))).as_py() or 0)
         listened = self._dispatcher.views()
         step = self.store.current.step + 1
-        result = self.engine.run_step(step, deltas, listened)
+        result = self.engine.run_step(step, deltas, listened, initial=(step == 1))
         result.manifest.log_position = new_pos
         result.manifest.meta["objects"] = self._objects()
         with self._commit_lock:

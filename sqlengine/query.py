@@ -18,7 +18,7 @@ import pyarrow.parquet as pq
 import sqlglot
 from sqlglot import exp
 
-from planner.bind import name_of, position_of
+from planner.bind import DIALECT, name_of, position_of
 from planner.errors import BindError, ParseError, UnsupportedError
 
 from .zset import W, consolidate_arrow, expand_arrow
@@ -33,7 +33,7 @@ def check_query(sql: str, relations: Dict[str, bool]) -> exp.Expression:
     """Parse and vet an ad-hoc query.  ``relations``: name -> materialized?"""
     logging.getLogger("sqlglot").setLevel(logging.ERROR)
     try:
-        stmts = [s for s in sqlglot.parse(sql) if s is not None]
+        stmts = [s for s in sqlglot.parse(sql, read=DIALECT) if s is not None]
     except sqlglot.errors.ParseError as e:
         raise ParseError(f"syntax error in query: {str(e).splitlines()[0]}") from None
     if len(stmts) != 1:

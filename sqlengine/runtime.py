@@ -149,7 +149,10 @@ class Engine:
             need |= {o.id for o in self.circuit.upstream(r)}
         return need
 
-    def run_step(self, step: int, table_deltas: Dict[str, pa.Table], listened: Set[str]) -> StepResult:
+    def run_step(self, step: int, table_deltas: Dict[str, pa.Table], listened: Set[str],
+                 initial: bool = False) -> StepResult:
+        """Run one step.  ``initial`` marks the first step of a new pipeline: global aggregates
+        (no GROUP BY) then emit their row for empty input, even with no input change."""
         old = self.store.current
         need = self.needed_ops(listened)
         out_ids = {self.circuit.outputs[v].delta for v in listened}
@@ -175,7 +178,8 @@ class Engine:
                         new_runs.setdefault(self.keys[op.id], []).append(run)
                 continue
             ins = [deltas[i] for i in op.inputs]
-            if all(x is EMPTY for x in ins):
+            seeds = initial and op.kind == "aggregate" and not op.node.keys
+            if all(x is EMPTY for x in ins) and not seeds:
                 deltas[op.id] = EMPTY
                 continue
             ins_df = [self.to_df(i, x) for i, x in zip(op.inputs, ins)]
@@ -184,15 +188,19 @@ class Engine:
                 partial = self.collect(self.lowerer.aggregate_partial(op, ins_df[0]), self.state_arrow[op.id],
                                        consolidate=False)
                 jobs += 1
-                if partial is EMPTY:
+                if seeds and partial is EMPTY:
+                    df = self.lowerer.aggregate_output(op, self._cached_empty(op.id, self.state_schemas[op.id]),
+                                                       self.read_state(op.id, old), initial=True)
+                elif partial is EMPTY:
                     deltas[op.id] = EMPTY
                     continue
-                run = self.store.write_run(self.keys[op.id], partial, step)
-                new_runs.setdefault(self.keys[op.id], []).append(run)
-                pdf = self.spark.createDataFrame(partial, schema=self.state_schemas[op.id])
-                df = self.lowerer.aggregate_output(op, pdf, self.read_state(op.id, old))
+                else:
+                    run = self.store.write_run(self.keys[op.id], partial, step)
+                    new_runs.setdefault(self.keys[op.id], []).append(run)
+                    pdf = self.spark.createDataFrame(partial, schema=self.state_schemas[op.id])
+                    df = self.lowerer.aggregate_output(op, pdf, self.read_state(op.id, old), initial=initial)
             else:
-                df = self.lowerer.lower(op, ins_df, reads)
+                df = self.lowerer.lower(op, ins_df, reads, initial=initial)
             cons = [c for c in self.consumers[op.id] if c in need]
             must_cut = (op.id in out_ids or len(cons) > 1
                         or any(self.ops[c].kind == "integrate" for c in cons))

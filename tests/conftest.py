@@ -1,0 +1,44 @@
+import os
+import sys
+
+import pytest
+from hypothesis import HealthCheck, Phase, settings
+
+os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+
+# Deterministic by default (CI); HYPOTHESIS_PROFILE=thorough explores more, with fresh randomness.
+settings.register_profile("ci", max_examples=4, deadline=None, derandomize=True, print_blob=True,
+                          phases=[Phase.explicit, Phase.reuse, Phase.generate],
+                          suppress_health_check=list(HealthCheck))
+settings.register_profile("thorough", max_examples=40, deadline=None, print_blob=True,
+                          suppress_health_check=list(HealthCheck))
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
+
+
+@pytest.fixture(scope="session")
+def spark():
+    from sqlengine.session import get_spark
+    s = get_spark({"spark.sql.shuffle.partitions": "1", "spark.driver.memory": "2g"})
+    yield s
+
+
+@pytest.fixture
+def make_pipeline(spark, tmp_path):
+    """Factory: make_pipeline(sql, **kw) -> started Pipeline on the shared session; stopped at teardown."""
+    from sqlengine import Pipeline
+    made = []
+
+    def make(sql, start=True, **kw):
+        kw.setdefault("storage_dir", str(tmp_path / f"p{len(made)}"))
+        p = Pipeline.from_sql(sql, name=f"t{len(made)}", spark=spark, **kw)
+        made.append(p)
+        if start:
+            p.start()
+        return p
+
+    yield make
+    for p in made:
+        try:
+            p.stop(force=True)
+        except Exception:
+            pass

@@ -1,0 +1,102 @@
+"""The test oracle: DuckDB recomputes each view from scratch over the tables' current contents.
+
+Also a bag model of the tables (inserts add a copy, deletes remove at most
+one existing copy per row) and a multiset comparison with float tolerance.
+"""
+from __future__ import annotations
+
+import datetime as dt
+import decimal
+import math
+from collections import Counter
+from typing import Dict, List, Sequence, Tuple
+
+import duckdb
+import pandas as pd
+
+
+def canon(v):
+    """A hashable, comparable form of one value; floats and decimals are rounded for tolerance."""
+    if v is None:
+        return None
+    try:
+        if pd.isna(v):
+            return None
+    except (TypeError, ValueError):
+        pass
+    if isinstance(v, bool):
+        return v
+    if isinstance(v, (decimal.Decimal, float)) or type(v).__name__.startswith("float"):
+        f = float(v)
+        if math.isnan(f):
+            return None
+        if f == int(f) and abs(f) < 2 ** 53:
+            return int(f)
+        return float(f"{f:.6g}")
+    if hasattr(v, "item") and not isinstance(v, (pd.Timestamp,)):
+        return canon(v.item())
+    if isinstance(v, pd.Timestamp):
+        return v.to_pydatetime().replace(tzinfo=None)
+    if isinstance(v, dt.datetime):
+        return v.replace(tzinfo=None)
+    return v
+
+
+def bag(rows: Sequence[Sequence]) -> Counter:
+    return Counter(tuple(canon(x) for x in r) for r in rows)
+
+
+def bag_from_changes(df: pd.DataFrame, weight: str = "__weight") -> Counter:
+    """Integrate a stream of weighted changes into a bag."""
+    c: Counter = Counter()
+    cols = [x for x in df.columns if x != weight]
+    for r, w in zip(df[cols].itertuples(index=False, name=None), df[weight]):
+        c[tuple(canon(x) for x in r)] += int(w)
+    return +c if all(v >= 0 for v in c.values()) else Counter({k: v for k, v in c.items() if v != 0})
+
+
+def diff(actual: Counter, expected: Counter) -> str:
+    if actual == expected:
+        return ""
+    extra = actual - expected
+    missing = expected - actual
+    neg = {k: v for k, v in actual.items() if v < 0}
+    return (f"extra rows {list(extra.items())[:5]}; missing rows {list(missing.items())[:5]}"
+            + (f"; negative weights {list(neg.items())[:5]}" if neg else ""))
+
+
+class Model:
+    """Table contents under bag semantics, and DuckDB recomputation of views over them."""
+
+    def __init__(self, schema_sql: str, tables: Dict[str, List[str]]):
+        self.schema_sql = schema_sql
+        self.columns = tables
+        self.rows: Dict[str, Counter] = {t: Counter() for t in tables}
+
+    def insert(self, table: str, rows: Sequence[tuple]) -> None:
+        for r in rows:
+            self.rows[table][tuple(r)] += 1
+
+    def delete(self, table: str, rows: Sequence[tuple]) -> None:
+        for r in rows:
+            r = tuple(r)
+            if self.rows[table][r] > 0:
+                self.rows[table][r] -= 1
+        self.rows[table] = +self.rows[table]
+
+    def duck(self, views=()) -> duckdb.DuckDBPyConnection:
+        """A DuckDB with the current table contents and the given (name, select, _) views defined."""
+        con = duckdb.connect()
+        con.execute("SET TimeZone = 'UTC'")
+        con.execute(self.schema_sql)
+        for t, cols in self.columns.items():
+            rows = list(self.rows[t].elements())
+            if rows:
+                ph = ", ".join("?" for _ in cols)
+                con.executemany(f"INSERT INTO {t} VALUES ({ph})", [list(r) for r in rows])
+        for name, select, *_ in views:
+            con.execute(f"CREATE VIEW {name} AS {select}")
+        return con
+
+    def view(self, con, select_sql: str) -> Counter:
+        return bag(con.execute(select_sql).fetchall())
