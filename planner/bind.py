@@ -480,7 +480,10 @@ class Binder:
     # ------------------------------------------------------------------ scalars
     def check_scalar(self, e: exp.Expression, allow_agg: bool, clause: str) -> None:
         for n in e.walk():
-            if isinstance(n, (exp.Subquery, exp.Exists, exp.Select)) or (isinstance(n, exp.In) and n.args.get("query")):
+            if isinstance(n, exp.In) and n.args.get("query"):
+                raise UnsupportedError("subquery in an expression is not supported", sql=self.sql,
+                                       offset=self.keyword_offset("SELECT", n.args["query"]))
+            if isinstance(n, (exp.Subquery, exp.Exists, exp.Select)):
                 raise self.unsupported("subquery in an expression", n)
             if isinstance(n, exp.Window):
                 raise self.unsupported("window function " + n.this.sql(), n)

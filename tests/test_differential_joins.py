@@ -1,0 +1,49 @@
+"""Differential tests for inner joins: equi-joins, residual non-equi conditions, joins on expressions,
+three-way and comma joins, cross joins, joins feeding aggregates and DISTINCT, and views over joins."""
+from hypothesis import given
+from hypothesis import strategies as st
+
+from .differential import run_program, steps_strategy
+
+SCHEMA = """CREATE TABLE a (k INT, x INT, v VARCHAR);
+CREATE TABLE b (k INT, y INT, w VARCHAR);
+CREATE TABLE c (k INT, z INT);"""
+COLUMNS = {"a": ["k", "x", "v"], "b": ["k", "y", "w"], "c": ["k", "z"]}
+
+
+def maybe(values):
+    return st.sampled_from([None] + list(values))
+
+
+TABLES = {
+    "a": st.tuples(maybe(range(3)), maybe(range(-2, 3)), maybe(["p", "q", "r"])),
+    "b": st.tuples(maybe(range(4)), maybe(range(-2, 3)), maybe(["p", "s"])),
+    "c": st.tuples(maybe(range(-1, 3)), maybe(range(-1, 2))),
+}
+
+JOINS = [
+    ("j_eq", "SELECT a.k, a.x, b.y FROM a JOIN b ON a.k = b.k", True),
+    ("j_res", "SELECT a.x, b.y, a.v FROM a JOIN b ON a.k = b.k AND a.x < b.y", False),
+    ("j_two_keys", "SELECT a.v, b.w FROM a INNER JOIN b ON a.k = b.k AND a.v = b.w", False),
+    ("j_expr", "SELECT a.v, b.w, b.k FROM a JOIN b ON a.k + 1 = b.k", False),
+    ("j_comma3", "SELECT a.x, b.y, c.z FROM a, b, c WHERE a.k = b.k AND b.y = c.k AND c.z >= 0", True),
+    ("j_cross", "SELECT a.x, c.z FROM a CROSS JOIN c WHERE a.x > c.z", False),
+]
+
+JOIN_AGGS = [
+    ("j_agg", "SELECT a.k, COUNT(*) AS n, SUM(b.y) AS s, MAX(b.w) AS mw FROM a JOIN b ON a.k = b.k GROUP BY a.k", True),
+    ("j_acc", "SELECT b.w, COUNT(a.x) AS n, AVG(a.x) AS av FROM a JOIN b ON a.k = b.k GROUP BY b.w", False),
+    ("j_dist", "SELECT DISTINCT a.k, b.w FROM a JOIN b ON a.k = b.k", True),
+    ("j_view_join", "SELECT ja.k, ja.n, c.z FROM j_agg ja JOIN c ON ja.k = c.k", True),
+    ("j_having", "SELECT c.k, SUM(c.z) AS sz FROM c JOIN a ON c.k = a.k GROUP BY c.k HAVING SUM(c.z) > 0", False),
+]
+
+
+@given(steps_strategy(TABLES))
+def test_joins(make_pipeline, steps):
+    run_program(make_pipeline, SCHEMA, COLUMNS, JOINS, steps)
+
+
+@given(steps_strategy(TABLES))
+def test_joins_with_aggregates(make_pipeline, steps):
+    run_program(make_pipeline, SCHEMA, COLUMNS, JOIN_AGGS, steps)
