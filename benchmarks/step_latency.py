@@ -229,6 +229,16 @@ def _fmt(x, nd=1, suffix="") -> str:
     return f"{x}{suffix}"
 
 
+def _fmt_ratio(x: Optional[float]) -> str:
+    if x is None:
+        return "-"
+    if x >= 10:
+        return f"{x:,.0f}×"
+    if x >= 0.1:
+        return f"{x:.2f}×"
+    return f"{x:.2g}×"
+
+
 def _fmt_counts(xs) -> str:
     r = [x for x in xs if x is not None]
     if not r:
@@ -459,7 +469,7 @@ def summary_row(r: Result) -> List[str]:
     return [r.workload, f"{r.n:,}", _rows_text(r), _fmt(r.load_s), _fmt(r.step_median),
             _fmt_counts(r._rest(r.engine_steps)), _fmt_counts(r._rest(r.jobs_last_step)),
             _fmt(r.duckdb_median), _fmt(r.spark_median),
-            _fmt(_ratio(r.duckdb_median, r.step_median), 2, "×"), _fmt(_ratio(r.spark_median, r.step_median), 2, "×"),
+            _fmt_ratio(_ratio(r.duckdb_median, r.step_median)), _fmt_ratio(_ratio(r.spark_median, r.step_median)),
             r.check + (" (error)" if r.error else "")]
 
 
@@ -498,7 +508,7 @@ def scaling_rows(results: List[Result], sizes: List[int]) -> List[List[str]]:
         meds = [by_n[n].step_median if n in by_n else None for n in sizes]
         ratio = _ratio(meds[-1], meds[0]) if len(sizes) > 1 else None
         rows.append([wname] + [_fmt(m) for m in meds] +
-                    ([_fmt(ratio, 2, "×"), f"{sizes[-1] / sizes[0]:g}×"] if len(sizes) > 1 else []))
+                    ([_fmt_ratio(ratio), f"{sizes[-1] / sizes[0]:g}×"] if len(sizes) > 1 else []))
     return rows
 
 
@@ -510,7 +520,7 @@ def render_markdown(results: List[Result], args, cmdline: str, started: str, ela
            f"- Date: {started} (run took {elapsed_s / 60:.1f} min)",
            f"- Machine: {machine['nproc']} CPUs (`nproc`), {machine['memory']} RAM, {machine['cpu']}; "
            f"{machine['os']}",
-           f"- Load average at start / end: {loadavg[0]} / {loadavg[1]} (other work was running on the "
+           f"- Load average (1/5/15 min) at start / end: {loadavg[0]} / {loadavg[1]} (other work was running on the "
            "machine; compare figures within this run, as ratios)",
            "- Versions: " + ", ".join(f"{k} {v}" for k, v in vers.items()),
            f"- Spark: {spark_desc}",
@@ -533,8 +543,8 @@ def render_markdown(results: List[Result], args, cmdline: str, started: str, ela
             f"{args.change} rows, from the first `input_pandas` call to `wait_for_idle()` returning (median "
             "of the timed changes after the warm-up). If the latency follows the size of the change rather "
             "than the size of the table, the step median at the largest N is close to the one at the "
-            "smallest N (the scaling table above shows the ratio; the table grew by the factor in its last "
-            "column). The *÷ step* columns are recompute time divided by step time: how many times faster "
+            "smallest N" + (" (the scaling table above shows the ratio; the table grew by the factor in its "
+                           "last column)" if len(args.sizes) > 1 else "") + ". The *÷ step* columns are recompute time divided by step time: how many times faster "
             "the incremental step is than recomputing the view from scratch over the same final tables "
             "(DuckDB over in-memory tables; Spark batch reading parquet and writing to a `noop` sink). "
             "A ratio below 1× means recomputation is faster than the incremental step. *engine steps / "

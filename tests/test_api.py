@@ -1,0 +1,172 @@
+"""The public API: its surface, lifecycle, inputs and their errors, ad-hoc queries, callbacks."""
+import json
+import os
+
+import pandas as pd
+import pyarrow.parquet as pq
+import pytest
+
+import sqlengine
+from sqlengine import BindError, InputError, Pipeline, PipelineError, UnsupportedError
+
+SQL = """CREATE TABLE bid (auction BIGINT NOT NULL, bidder BIGINT, price DECIMAL(10,2), date_time TIMESTAMP);
+CREATE TABLE auction (id BIGINT NOT NULL, seller BIGINT, category INT);
+CREATE VIEW hot AS SELECT auction, COUNT(*) AS n FROM bid GROUP BY auction HAVING COUNT(*) > 1;
+CREATE MATERIALIZED VIEW by_cat AS SELECT a.category, SUM(h.n) AS bids FROM hot h JOIN auction a ON h.auction = a.id
+  GROUP BY a.category;
+"""
+
+
+def test_public_api_is_pinned():
+    assert sorted(sqlengine.__all__) == sorted([
+        "Pipeline", "OutputHandler", "WEIGHT", "EngineError", "ParseError", "BindError", "UnsupportedError",
+        "InputError", "ConnectorError", "PipelineError", "InternalError"])
+    public = sorted(m for m in dir(Pipeline) if not m.startswith("_"))
+    assert public == sorted([
+        "from_sql", "start", "pause", "resume", "stop", "status", "metrics", "checkpoint", "input_pandas",
+        "input_json", "execute", "listen", "foreach_chunk", "wait_for_idle", "wait_for_completion", "query",
+        "query_tabular", "query_parquet", "query_arrow", "query_pandas", "explain"])
+
+
+def bids(rows):
+    return pd.DataFrame(rows, columns=["auction", "bidder", "price", "date_time"])
+
+
+@pytest.fixture
+def p(make_pipeline):
+    pipe = make_pipeline(SQL)
+    pipe.input_pandas("bid", bids([(1, 1, 1.5, "2024-01-01"), (1, 2, 2.5, "2024-01-02"), (2, 3, 1.0, None)]))
+    pipe.input_json("auction", [{"insert": {"id": 1, "seller": 7, "category": 3}},
+                                {"insert": {"id": 2, "seller": 8, "category": 4}}], update_format="insert_delete")
+    pipe.wait_for_idle()
+    return pipe
+
+
+def table_rows(p, t):
+    return list(p.query(f"SELECT COUNT(*) AS n FROM {t}"))[0]["n"]
+
+
+def test_queries_in_every_format(p, tmp_path):
+    assert list(p.query("SELECT * FROM by_cat")) == [{"category": 3, "bids": 2}]
+    text = "".join(p.query_tabular("SELECT category, bids FROM by_cat"))
+    assert "| category | bids |" in text and "| 3        | 2    |" in text
+    assert p.query_arrow("SELECT bids FROM by_cat").column("bids").to_pylist() == [2]
+    assert p.query_pandas("SELECT COUNT(*) AS n FROM bid")["n"][0] == 3
+    out = tmp_path / "x.parquet"
+    p.query_parquet("SELECT * FROM by_cat", str(out))
+    assert pq.read_table(out).to_pylist() == [{"category": 3, "bids": 2}]
+    assert "incremental circuit" in p.explain("by_cat")
+
+
+def test_execute_insert_and_delete(p):
+    assert p.execute("INSERT INTO auction VALUES (3, 9, 5)") == 1
+    assert p.execute("INSERT INTO bid (auction, price) SELECT id, 9.99 FROM auction WHERE id = 2") == 1
+    p.wait_for_idle()
+    assert sorted((r["category"], r["bids"]) for r in p.query("SELECT * FROM by_cat")) == [(3, 2), (4, 2)]
+    assert p.execute("DELETE FROM bid WHERE auction = 1") == 2
+    p.wait_for_idle()
+    assert list(p.query("SELECT * FROM by_cat")) == [{"category": 4, "bids": 2}]
+    with pytest.raises(UnsupportedError, match="INSERT and DELETE"):
+        p.execute("UPDATE bid SET price = 1")
+
+
+@pytest.mark.parametrize("sql, error, message", [
+    ("SELECT * FROM hot", BindError, "view 'hot' is not materialized"),
+    ("SELECT * FROM nope", BindError, "unknown table or view 'nope'"),
+    ("DROP TABLE bid", UnsupportedError, "only SELECT queries"),
+    ("DELETE FROM bid", UnsupportedError, "only SELECT queries"),
+    ("CREATE TABLE x (a INT)", UnsupportedError, "only SELECT queries"),
+    ("SELECT * FROM read_csv('/etc/passwd')", UnsupportedError, "not allowed"),
+    ("SELECT * FROM '/etc/passwd'", BindError, "unknown table or view '/etc/passwd'"),
+    ("COPY bid TO '/tmp/x.csv'", UnsupportedError, "only SELECT"),
+    ("ATTACH '/tmp/x.db'", UnsupportedError, "only SELECT"),
+    ("SELECT 1; SELECT 2", UnsupportedError, "exactly one"),
+])
+def test_ad_hoc_queries_are_read_only_and_confined(p, sql, error, message):
+    with pytest.raises(error, match=message):
+        list(p.query(sql))
+    assert table_rows(p, "bid") == 3
+
+
+def test_bad_input_names_table_column_row_and_changes_nothing(p):
+    log_before = p.log.next_seq
+    cases = [
+        (lambda: p.input_pandas("nope", bids([])), "unknown table 'nope'"),
+        (lambda: p.input_pandas("bid", pd.DataFrame({"auction": [1], "colour": ["x"]})), "unknown column 'colour'"),
+        (lambda: p.input_pandas("bid", bids([(1, 1, 1.0, None), (2, "x", 1.0, None)])),
+         "table bid, column bidder, row 1: cannot convert 'x'"),
+        (lambda: p.input_pandas("bid", bids([(1, 1, 1.0, None), (None, 1, 1.0, None)])),
+         "table bid, column auction, row 1: NULL in a NOT NULL column"),
+        (lambda: p.input_pandas("bid", pd.DataFrame({"bidder": [1]})), "missing value for NOT NULL column 'auction'"),
+        (lambda: p.input_pandas("bid", bids([(1, 1, "12.345", None)])), "column price, row 0"),
+        (lambda: p.input_json("auction", '{"id": 1, "seller": '), "malformed JSON"),
+        (lambda: p.input_json("auction", [{"id": 5}, {"id": "five"}]), "table auction, column id, row 1"),
+        (lambda: p.input_json("auction", [{"upsert": {"id": 1}}], update_format="insert_delete"), "row 0"),
+        (lambda: p.input_json("auction", [{"id": 1, "price": 3}]), "row 0: unknown column 'price'"),
+        (lambda: p.input_json("bid", [{"auction": 1, "date_time": "yesterday"}]), "column date_time, row 0"),
+    ]
+    for call, message in cases:
+        with pytest.raises(InputError) as e:
+            call()
+        assert message in str(e.value)
+    assert p.log.next_seq == log_before
+    p.wait_for_idle()
+    assert table_rows(p, "bid") == 3 and table_rows(p, "auction") == 2
+
+
+def test_json_inputs_in_several_shapes(p):
+    p.input_json("auction", json.dumps([{"id": 10, "seller": 1, "category": 1}]))
+    p.input_json("auction", '{"id": 11, "seller": 1, "category": 1}\n{"id": 12, "seller": 1, "category": 1}')
+    p.input_json("auction", {"id": 13})
+    p.input_json("auction", [{"delete": {"id": 13, "seller": None, "category": None}}], update_format="insert_delete")
+    p.input_json("bid", [{"auction": 10, "price": "3.25", "date_time": "2024-05-01T10:00:00"}])
+    p.wait_for_idle()
+    assert table_rows(p, "auction") == 5
+    assert list(p.query("SELECT price, date_time FROM bid WHERE auction = 10")) == [
+        {"price": pd.Series(["3.25"]).astype(object).map(__import__("decimal").Decimal)[0],
+         "date_time": pd.Timestamp("2024-05-01 10:00:00").to_pydatetime()}]
+
+
+def test_failing_callback_surfaces_in_status_and_next_call(make_pipeline):
+    p = make_pipeline(SQL, start=False)
+
+    def bad(chunk, seq):
+        raise ValueError("boom")
+
+    p.foreach_chunk("hot", bad)
+    p.start()
+    p.input_pandas("bid", bids([(1, 1, 1.0, None), (1, 2, 1.0, None)]))
+    with pytest.raises(PipelineError, match="callback for view hot raised ValueError: boom"):
+        p.wait_for_idle()
+    assert p.status()["state"] == "failed" and "boom" in p.status()["error"]
+
+
+def test_lifecycle_pause_resume_stop(make_pipeline):
+    p = make_pipeline(SQL, start=False)
+    with pytest.raises(PipelineError, match="not started"):
+        p.wait_for_idle()
+    h = p.listen("by_cat")
+    p.input_json("auction", [{"id": 1, "seller": 1, "category": 1}])   # accepted before start
+    p.start()
+    p.wait_for_idle()
+    p.pause()
+    p.input_pandas("bid", bids([(1, 1, 1.0, None), (1, 2, 1.0, None)]))
+    with pytest.raises(PipelineError, match="paused"):
+        p.wait_for_idle()
+    assert h.to_pandas().empty and p.status()["state"] == "paused"
+    p.resume()
+    p.wait_for_idle(timeout_s=120)
+    assert h.to_dict() == [{"category": 1, "bids": 2, "__weight": 1}]
+    st = p.status()
+    assert st["rows_in"] == {"bid": 2, "auction": 1} and st["step"] >= 2 and st["step_latency_ms"]["p50"] > 0
+    p.stop()
+    assert p.status()["state"] == "stopped"
+    with pytest.raises(PipelineError, match="stopped"):
+        list(p.query("SELECT * FROM by_cat"))
+
+
+def test_storage_dir_that_cannot_be_written(tmp_path):
+    blocker = tmp_path / "file"
+    blocker.write_text("x")
+    with pytest.raises(PipelineError, match="cannot create storage directory"):
+        Pipeline.from_sql(SQL, storage_dir=str(blocker / "sub"))
