@@ -87,6 +87,7 @@ class Scope:
 
     def __init__(self, rels: Sequence[Rel]):
         self.rels = list(rels)
+        self.hidden: set = set()   # (relation index, column name) merged away by JOIN ... USING
 
     @property
     def width(self) -> int:
@@ -206,6 +207,7 @@ class Binder:
                 if len(left) != 1 or name not in [n.lower() for n in rels[i].names]:
                     raise self.bind_error(f"USING column {name} must appear in exactly one relation on each side", u)
                 conjuncts.append(exp.EQ(this=self.qualified(left[0], name), expression=self.qualified(rels[i], name)))
+                scope.hidden.add((i, name))
         for c in conjuncts:
             self.check_scalar(c, allow_agg=False, clause="WHERE or ON")
         # which relations each conjunct touches
@@ -323,7 +325,10 @@ class Binder:
                 if not rels:
                     raise self.bind_error(f"unknown relation '{table}' in {table}.*", e)
                 for r in rels:
+                    ri = scope.rels.index(r)
                     for n in r.names:
+                        if table is None and (ri, n.lower()) in scope.hidden:
+                            continue
                         out.append((self.qualified(r, n), n))
                 continue
             if isinstance(e, exp.Alias):
@@ -498,11 +503,12 @@ class Binder:
         table = name_of(c.args["table"]) if c.args.get("table") else None
         name = c.name if isinstance(c.this, exp.Identifier) and c.this.quoted else c.name.lower()
         hits = []
-        for r in scope.rels:
+        for ri, r in enumerate(scope.rels):
             if table is not None and r.alias != table:
                 continue
             for j, n in enumerate(r.names):
-                if n == name or n.lower() == name.lower():
+                if (n == name or n.lower() == name.lower()) and \
+                        (table is not None or (ri, n.lower()) not in scope.hidden):
                     hits.append(r.offset + j)
         if len(hits) > 1:
             raise self.bind_error(f"column reference '{c.sql()}' is ambiguous", c)

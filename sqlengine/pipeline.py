@@ -428,8 +428,9 @@ class Pipeline:
                 continue
             names = list(self.program.circuit.outputs[v].names)
             chunk = t.rename_columns(names + [WEIGHT]).to_pandas()
-            self._rows_out[v] += len(chunk)
             self._dispatcher.put(v, chunk, step)
+        for v, n in result.changed_rows.items():
+            self._rows_out[v] += n
         self._last_step_jobs = result.jobs
         self._latencies.append((time.perf_counter() - t0) * 1000)
         merged = self.engine.compact(step)

@@ -42,6 +42,7 @@ class StepResult:
     outputs: Dict[str, Optional[pa.Table]]
     op_ms: Dict[int, float] = field(default_factory=dict)
     jobs: int = 0
+    changed_rows: Dict[str, int] = field(default_factory=dict)   # view -> rows in its change, where computed
 
 
 class Engine:
@@ -214,8 +215,13 @@ class Engine:
         for v in listened:
             d = deltas.get(self.circuit.outputs[v].delta, EMPTY)
             outputs[v] = d if d is EMPTY or isinstance(d, pa.Table) else self.collect(d, self.arrow_schemas[self.circuit.outputs[v].delta])
+        changed = {}
+        for v, out in self.circuit.outputs.items():
+            d = outputs.get(v, deltas.get(out.delta, EMPTY))
+            if isinstance(d, pa.Table):
+                changed[v] = d.num_rows
         m = Manifest(step=step, log_position=list(old.log_position), runs=new_runs, meta=dict(old.meta))
-        return StepResult(m, outputs, op_ms, jobs)
+        return StepResult(m, outputs, op_ms, jobs, changed)
 
     # ------------------------------------------------------------ compaction
     def compact(self, step: int) -> Optional[Manifest]:
