@@ -3,7 +3,8 @@
     python -m benchmarks.run [--sizes 100000,1000000] [--change 100] [--steps 7]
                              [--out benchmarks/RESULTS.md] [--quick]
 
-``--quick`` is a smoke run: sizes=10000 and steps=3.
+``--quick`` is a smoke run: sizes=10000 and steps=3.  Before measuring, every workload runs
+once untimed at N=10,000 (JVM/JIT and Spark code-generation warm-up) unless ``--no-warmup``.
 """
 from __future__ import annotations
 
@@ -27,6 +28,8 @@ def parse_args(argv=None) -> argparse.Namespace:
     ap.add_argument("--quick", action="store_true", help="smoke run: sizes=10000, steps=3")
     ap.add_argument("--workloads", default="groupby,minmax,join",
                     help="comma-separated subset of groupby,minmax,join (default all)")
+    ap.add_argument("--no-warmup", dest="warmup", action="store_false",
+                    help="skip the untimed process warm-up (every workload once at N=10,000) before measuring")
     ap.add_argument("--seed", type=int, default=42, help="seed of the generated data (default 42)")
     args = ap.parse_args(argv)
     if args.quick:

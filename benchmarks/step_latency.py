@@ -43,6 +43,8 @@ import pyarrow as pa
 CHUNK = 500_000
 SPARK_CONF = {"spark.driver.memory": "8g"}
 RECOMPUTE_REPEATS = 3
+WARMUP_N = 10_000
+WARMUP_STEPS = 3
 
 
 # --------------------------------------------------------------------------- workloads
@@ -126,20 +128,50 @@ WORKLOADS: Dict[str, Workload] = {
 
 # --------------------------------------------------------------------------- instrumentation
 class EngineProbe:
-    """Wall time spent in the engine's phases, by wrapping methods of one Engine instance.
+    """Wall time spent in the engine's phases, by wrapping methods of one pipeline's objects.
 
-    Read-only instrumentation (nothing in sqlengine/ is changed): ``clamp_deletes`` (turning a
-    delete batch into existing copies: a Spark job over the table's state), ``run_step`` (the
-    circuit) and ``compact`` (merging state runs).  These run on the pipeline's step thread.
+    Read-only instrumentation (nothing in sqlengine/ is changed).  Top-level phases of a step
+    (disjoint): ``clamp_deletes`` (turning a delete batch into deletes of existing copies),
+    ``run_step`` (the circuit), ``compact`` (merging state runs) and ``commit`` (writing the
+    manifest).  Nested in them: ``spark_actions`` (every ``DataFrame.toArrow`` call, i.e. every
+    Spark action the engine runs; ``actions`` counts them) and ``write_run`` (state files).
+    All of these run on the pipeline's step thread.
     """
 
-    PHASES = ("clamp_deletes", "run_step", "compact")
+    TOP = ("clamp_deletes", "run_step", "compact", "commit")
+    NESTED = ("spark_actions", "write_run")
+    _df_class = None
+    _active: Optional["EngineProbe"] = None
 
-    def __init__(self, engine):
+    def __init__(self, engine, store, spark):
         self.ms: Dict[str, float] = defaultdict(float)
         self.calls: Dict[str, int] = defaultdict(int)
-        for name in self.PHASES:
+        for name in ("clamp_deletes", "run_step", "compact"):
             setattr(engine, name, self._wrap(name, getattr(engine, name)))
+        setattr(store, "write_run", self._wrap("write_run", store.write_run))
+        setattr(store, "commit", self._wrap("commit", store.commit))
+        self._patch_to_arrow(spark)
+        EngineProbe._active = self
+
+    @classmethod
+    def _patch_to_arrow(cls, spark) -> None:
+        if cls._df_class is not None:
+            return
+        klass = type(spark.range(1))
+        orig = klass.toArrow
+
+        def to_arrow(df, *a, **kw):
+            probe = cls._active
+            t0 = time.perf_counter()
+            try:
+                return orig(df, *a, **kw)
+            finally:
+                if probe is not None:
+                    probe.ms["spark_actions"] += (time.perf_counter() - t0) * 1000
+                    probe.calls["spark_actions"] += 1
+
+        klass.toArrow = to_arrow
+        cls._df_class = klass
 
     def _wrap(self, name, fn):
         def wrapped(*a, **kw):
@@ -156,7 +188,9 @@ class EngineProbe:
         self.calls.clear()
 
     def snapshot(self) -> Dict[str, float]:
-        return {p: self.ms.get(p, 0.0) for p in self.PHASES}
+        out = {p: self.ms.get(p, 0.0) for p in self.TOP + self.NESTED}
+        out["actions"] = self.calls.get("spark_actions", 0)
+        return out
 
 
 def spark_jobs_so_far(spark) -> Optional[int]:
@@ -337,7 +371,7 @@ def run_one(w: Workload, n: int, args, seed: int) -> Result:
                               spark_conf=SPARK_CONF)
         p.start()
         spark = get_spark()
-        probe = EngineProbe(p.engine)
+        probe = EngineProbe(p.engine, p.store, spark)
 
         log(f"{w.name} N={n:,}: loading {_rows_text(res)}")
         t0 = time.perf_counter()
@@ -375,7 +409,9 @@ def run_one(w: Workload, n: int, args, seed: int) -> Result:
             ph = res.phases[-1]
             log(f"{w.name} N={n:,}: change {s + 1}/{args.steps}{' (warm-up)' if s == 0 else ''}: {ms:,.0f} ms, "
                 f"{res.engine_steps[-1]} engine steps, {res.spark_jobs[-1]} Spark jobs; clamp_deletes "
-                f"{ph['clamp_deletes']:,.0f} ms, run_step {ph['run_step']:,.0f} ms, compact {ph['compact']:,.0f} ms")
+                f"{ph['clamp_deletes']:,.0f} ms, run_step {ph['run_step']:,.0f} ms, compact {ph['compact']:,.0f} ms, "
+                f"commit {ph['commit']:,.0f} ms; {ph['actions']} Spark actions {ph['spark_actions']:,.0f} ms, "
+                f"state writes {ph['write_run']:,.0f} ms")
         tables[w.changed] = current
         res.rows = {t: len(df) for t, df in tables.items()}
         actual = p.query_arrow(f"SELECT * FROM {w.view}")
@@ -474,17 +510,20 @@ def summary_row(r: Result) -> List[str]:
 
 
 PHASE_HEADER = ["workload", "N", "step median (ms)", "clamp_deletes (ms)", "run_step (ms)", "compact (ms)",
-                "outside engine (ms)", "Spark jobs / change (all)", "per-change wall times (ms, first = warm-up)"]
+                "commit (ms)", "outside these (ms)", "Spark actions: count / ms", "state writes (ms)",
+                "Spark jobs / change (all)", "per-change wall times (ms, first = warm-up)"]
 
 
 def phase_row(r: Result) -> List[str]:
     if not r.step_ms:
         return [r.workload, f"{r.n:,}"] + ["-"] * (len(PHASE_HEADER) - 2)
     rest = r._rest(list(zip(r.step_ms, r.phases)))
-    outside = statistics.median(ms - sum(ph.values()) for ms, ph in rest)
+    outside = statistics.median(ms - sum(ph[k] for k in EngineProbe.TOP) for ms, ph in rest)
     return [r.workload, f"{r.n:,}", _fmt(r.step_median), _fmt(r.phase_median("clamp_deletes")),
-            _fmt(r.phase_median("run_step")), _fmt(r.phase_median("compact")), _fmt(outside),
-            _fmt_counts(r._rest(r.spark_jobs)), ", ".join(f"{x:,.0f}" for x in r.step_ms)]
+            _fmt(r.phase_median("run_step")), _fmt(r.phase_median("compact")), _fmt(r.phase_median("commit")),
+            _fmt(outside), f"{_fmt_counts([ph['actions'] for _, ph in rest])} / {_fmt(r.phase_median('spark_actions'))}",
+            _fmt(r.phase_median("write_run")), _fmt_counts(r._rest(r.spark_jobs)),
+            ", ".join(f"{x:,.0f}" for x in r.step_ms)]
 
 
 def text_table(header: List[str], rows: List[List[str]]) -> str:
@@ -528,6 +567,10 @@ def render_markdown(results: List[Result], args, cmdline: str, started: str, ela
            f"- Each change: {n_ins} inserts + {n_del} deletes of existing rows ({args.change} rows), "
            f"{args.steps} timed changes per workload and size, the first discarded as warm-up; "
            f"recomputations: median of {RECOMPUTE_REPEATS}.",
+           ("- Process warm-up: before the measurements, every workload ran once untimed at "
+            f"N={WARMUP_N:,} with {WARMUP_STEPS} changes, so the JVM's JIT and Spark's code generation are "
+            "warm for all workloads (the first timed change of each measurement is still discarded)."
+            if args.warmup else "- Process warm-up: none (`--no-warmup`)."),
            "",
            "## Workloads", ""]
     for w in (WORKLOADS[x] for x in args.workloads):
@@ -557,12 +600,20 @@ def render_markdown(results: List[Result], args, cmdline: str, started: str, ela
             "",
             "## Where the step time goes", "",
             "Medians over the timed changes after the warm-up, measured by wrapping methods of the "
-            "pipeline's `Engine` instance (no engine code changed): `clamp_deletes` (turning a delete "
-            "batch into deletes of existing copies), `run_step` (the circuit), `compact` (merging state "
-            "runs); *outside engine* is the rest of the wall time (input validation and the durable "
-            "input log, commits, waiting). *Spark jobs / change (all)* counts every Spark job the process "
-            "started during the change (from Spark's status tracker), including `clamp_deletes` and "
-            "`compact`, which `spark_jobs_last_step` does not count.", "",
+            "pipeline's `Engine` and `StateStore` instances and `DataFrame.toArrow` (read-only "
+            "instrumentation, no engine code changed). The top-level phases of a step are disjoint: "
+            "`clamp_deletes` (turning a delete batch into deletes of existing copies, a Spark query over the "
+            "table's stored state), `run_step` (the circuit), `compact` (merging state runs, every few "
+            "steps) and `commit` (the manifest); *outside these* is the rest of the wall time (input "
+            "validation, the durable input log, taking the batch, waiting/wake-ups). Nested inside them: "
+            "*Spark actions* are the engine's `toArrow` calls (each runs one or more Spark jobs; the time "
+            "includes Spark's planning of that query) and *state writes* the parquet runs written. "
+            "Whatever of `clamp_deletes` + `run_step` + `compact` is not Spark actions or state writes is "
+            "driver-side work: building and analyzing the DataFrame plans over py4j, "
+            "`createDataFrame` from Arrow, Arrow consolidation. *Spark jobs / change (all)* counts every "
+            "Spark job the process started during the change (Spark's status tracker), including "
+            "broadcast jobs and those of `clamp_deletes` and `compact`, which `spark_jobs_last_step` "
+            "does not count.", "",
             md_table(PHASE_HEADER, [phase_row(r) for r in results]), ""]
     checks = [r for r in results if r.check_detail]
     if checks:
@@ -600,6 +651,15 @@ def main(args, argv: List[str]) -> int:
             f.write(text + "\n")
         return text
 
+    if args.warmup:
+        import copy
+        wargs = copy.copy(args)
+        wargs.steps = WARMUP_STEPS
+        for wname in args.workloads:
+            log(f"process warm-up (untimed, not reported): {wname} N={WARMUP_N:,}")
+            r = run_one(WORKLOADS[wname], WARMUP_N, wargs, args.seed + 1)
+            if r.error or r.check != "OK":
+                log(f"warm-up of {wname}: check {r.check} {r.check_detail} {r.error or ''}")
     for n in args.sizes:
         for wname in args.workloads:
             r = run_one(WORKLOADS[wname], n, args, args.seed)

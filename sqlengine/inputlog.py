@@ -34,13 +34,13 @@ class Entry:
 
 
 class InputLog:
-    def __init__(self, root: str):
+    def __init__(self, root: str, first_seq: int = 0):
         self.root = root
         os.makedirs(root, exist_ok=True)
         self.lock = threading.Lock()
         self.cache: Dict[int, Entry] = {}
         seqs = self._seqs()
-        self.next_seq = (seqs[-1] + 1) if seqs else 0
+        self.next_seq = max((seqs[-1] + 1) if seqs else 0, first_seq)
 
     def _seqs(self) -> List[int]:
         return sorted(int(n.split(".")[0]) for n in os.listdir(self.root) if n.endswith(".arrow"))

@@ -19,6 +19,7 @@ from planner.bind import DIALECT, name_of, position_of
 from planner.errors import BindError, EngineError, InputError, PipelineError, UnsupportedError
 
 from . import inputs
+from .faults import crash_point, set_base
 from .inputlog import InputLog
 from .output import Dispatcher, OutputHandler
 from .query import Snapshot, check_query, load_relation
@@ -51,8 +52,12 @@ class Pipeline:
             raise PipelineError(f"cannot create storage directory {self.storage_dir}: {e}") from e
         self._spark = spark
         self._spark_conf = dict(spark_conf or {})
-        self.log = InputLog(os.path.join(self.storage_dir, "log"))
-        self.store: Optional[StateStore] = None
+        try:
+            self.store = StateStore(os.path.join(self.storage_dir, "state"))
+            # entries before the committed position were trimmed; new ones must number after it
+            self.log = InputLog(os.path.join(self.storage_dir, "log"), first_seq=self.store.current.log_position[0])
+        except OSError as e:
+            raise PipelineError(f"cannot use storage directory {self.storage_dir}: {e}") from e
         self.engine = None
         self._state = "created"
         self._cv = threading.Condition()
@@ -68,6 +73,7 @@ class Pipeline:
         self._rows_in: Dict[str, int] = {t: 0 for t in self.program.tables}
         self._rows_out: Dict[str, int] = {v: 0 for v in self.program.views}
         self._last_step_jobs = 0
+        self._sinks: Dict[str, list] = {}
 
     @classmethod
     def from_sql(cls, sql: str, name: str = "pipeline", storage_dir: Optional[str] = None, spark=None,
@@ -91,9 +97,12 @@ class Pipeline:
         from .session import get_spark
         spark = self._spark or get_spark(self._spark_conf)
         self._spark = spark
-        self.store = StateStore(os.path.join(self.storage_dir, "state"))
         self.engine = Engine(self.program, spark, self.store)
         self._check_program_unchanged()
+        for sinks in self._sinks.values():
+            for s in sinks:
+                s.recover(self.store.current.step)
+        set_base(self.store.current.step)
         self._dispatcher.start()
         self._stop_requested = False
         self._state = "running"
@@ -332,6 +341,19 @@ class Pipeline:
         self._check()
         self._dispatcher.add(self._view(view), callback)
 
+    def output_parquet(self, view: str, directory: str) -> None:
+        """Write the view's changes exactly once to ``directory``: one ``step-<n>.parquet`` per changed step.
+
+        Each file has the view's columns plus ``__weight``; a file is written before its step commits,
+        and files of steps that did not commit are removed on (re)start.  Attach before ``start()``.
+        """
+        self._check()
+        from connectors import ParquetSink
+        v = self._view(view)
+        if self._state != "created":
+            raise PipelineError("attach output_parquet sinks before start()")
+        self._sinks.setdefault(v, []).append(ParquetSink(directory))
+
     # ------------------------------------------------------------------ waiting
     def _idle(self) -> bool:
         m = self.store.current if self.store else None
@@ -414,23 +436,33 @@ class Pipeline:
             d = pa.concat_tables(parts) if len(parts) > 1 else parts[0]
             deltas[table] = self.engine.clamp_deletes(table, d)
             self._rows_in[table] += int(pa.compute.sum(pa.compute.abs(deltas[table].column(W))).as_py() or 0)
-        listened = self._dispatcher.views()
+        listened = self._dispatcher.views() | set(self._sinks)
         step = self.store.current.step + 1
+        crash_point("step_start", step)
         result = self.engine.run_step(step, deltas, listened, initial=(step == 1))
         result.manifest.log_position = new_pos
         result.manifest.meta["objects"] = self._objects()
+        for v, sinks in self._sinks.items():
+            t = result.outputs.get(v)
+            if t is not None:
+                chunk = t.rename_columns(list(self.program.circuit.outputs[v].names) + [WEIGHT])
+                for s in sinks:
+                    s.write(step, chunk)
+        crash_point("runs_written", step)
         with self._commit_lock:
             self.store.commit(result.manifest)
             self._snapshot = None
+        crash_point("committed", step)
         self.log.truncate_before(new_pos[0])
         for v, t in result.outputs.items():
-            if t is None:
+            if t is None or v not in self._dispatcher.views():
                 continue
             names = list(self.program.circuit.outputs[v].names)
             chunk = t.rename_columns(names + [WEIGHT]).to_pandas()
             self._dispatcher.put(v, chunk, step)
         for v, n in result.changed_rows.items():
             self._rows_out[v] += n
+        crash_point("delivered", step)
         self._last_step_jobs = result.jobs
         self._latencies.append((time.perf_counter() - t0) * 1000)
         merged = self.engine.compact(step)

@@ -1,0 +1,80 @@
+"""A pipeline fed continuously, to be killed at random moments by tests/test_durability.py.
+
+Usage: python -m tests.crash_child STORAGE SINK ACKS BATCHES
+
+Batch k is one ``input_json`` call (one atomic log entry): it inserts ids
+k*100+0..9 and deletes three rows inserted by batch k-2.  After a call
+returns, ``k`` is appended (and fsynced) to ACKS.  On restart the child
+replays the log, finds out whether the batch after the last acknowledged
+one landed before the kill (its row k*100+1 is never deleted), and goes on.
+"""
+from __future__ import annotations
+
+import os
+import sys
+
+SQL = """CREATE TABLE t (id BIGINT NOT NULL, g INT, v BIGINT);
+CREATE MATERIALIZED VIEW agg AS SELECT g, COUNT(*) AS n, SUM(v) AS s, MAX(v) AS mx FROM t GROUP BY g;"""
+AGG_SQL = "SELECT g, COUNT(*) AS n, SUM(v) AS s, MAX(v) AS mx FROM t GROUP BY g"
+
+
+def row(i: int) -> dict:
+    return {"id": i, "g": (i * 7) % 5, "v": (i * 13) % 101}
+
+
+def batch(k: int) -> list:
+    out = [{"insert": row(k * 100 + j)} for j in range(10)]
+    if k >= 2:
+        out += [{"delete": row((k - 2) * 100 + j)} for j in (0, 3, 6)]
+    return out
+
+
+def final_rows(n: int) -> list:
+    """Table contents after batches 0..n-1, each applied once."""
+    alive = {}
+    for k in range(n):
+        for rec in batch(k):
+            kind, r = next(iter(rec.items()))
+            if kind == "insert":
+                alive[r["id"]] = r
+            else:
+                alive.pop(r["id"], None)
+    return sorted(alive.values(), key=lambda r: r["id"])
+
+
+def read_acks(path: str) -> list:
+    if not os.path.exists(path):
+        return []
+    with open(path) as f:
+        return [int(x) for x in f.read().split()]
+
+
+def main(storage: str, sink: str, acks_path: str, batches: int) -> None:
+    from sqlengine import Pipeline
+    p = Pipeline.from_sql(SQL, name="crash", storage_dir=storage,
+                          spark_conf={"spark.sql.shuffle.partitions": "1", "spark.driver.memory": "1g"})
+    p.output_parquet("agg", sink)
+    p.start()
+    p.wait_for_idle()
+    acks = read_acks(acks_path)
+    k = (max(acks) + 1) if acks else 0
+    with open(acks_path, "a") as ack:
+        def acknowledge(i):
+            ack.write(f"{i}\n")
+            ack.flush()
+            os.fsync(ack.fileno())
+
+        if k < batches and list(p.query(f"SELECT id FROM t WHERE id = {k * 100 + 1}")):
+            acknowledge(k)   # landed before the kill, acknowledgement lost
+            k += 1
+        print("ready", k, flush=True)
+        while k < batches:
+            p.input_json("t", batch(k), update_format="insert_delete")
+            acknowledge(k)
+            k += 1
+    p.stop()
+    print("done", flush=True)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]))

@@ -1,0 +1,140 @@
+"""Durability: restart from storage_dir, and crash recovery with the process killed at random
+moments and at fixed points inside a step (mid-step, between state runs and commit, after commit)."""
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+from collections import Counter
+
+import pandas as pd
+import pyarrow.parquet as pq
+import pytest
+
+from sqlengine import Pipeline, PipelineError
+
+from . import crash_child
+from .oracle import Model, bag, bag_from_changes, diff
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+SQL = ("CREATE TABLE t (g INT, x INT);"
+       "CREATE MATERIALIZED VIEW v AS SELECT g, SUM(x) AS s, MAX(x) AS m FROM t GROUP BY g;")
+
+
+def test_restart_resumes_state_and_step_numbers(spark, tmp_path):
+    store = str(tmp_path / "s")
+    p = Pipeline.from_sql(SQL, storage_dir=store, spark=spark)
+    seen = []
+    p.foreach_chunk("v", lambda c, seq: seen.append(seq))
+    p.start()
+    p.input_pandas("t", pd.DataFrame({"g": [1, 1, 2], "x": [5, 7, 1]}))
+    p.wait_for_idle()
+    cp = p.checkpoint()
+    p.stop()
+    assert cp == p.store.current.step and seen and max(seen) <= cp
+
+    q = Pipeline.from_sql(SQL, storage_dir=store, spark=spark)
+    later = []
+    q.foreach_chunk("v", lambda c, seq: later.append((seq, c.to_dict("records"))))
+    q.start()
+    assert sorted(map(tuple, (r.values() for r in q.query("SELECT * FROM v")))) == [(1, 12, 7), (2, 1, 1)]
+    q.input_pandas("t", pd.DataFrame({"g": [1], "x": [7]}), delete=True)
+    q.wait_for_idle()
+    assert later and min(s for s, _ in later) > cp
+    assert later[-1][1] == [{"g": 1, "s": 12, "m": 7, "__weight": -1}, {"g": 1, "s": 5, "m": 5, "__weight": 1}] or \
+        sorted(later[-1][1], key=lambda r: r["__weight"]) == [
+            {"g": 1, "s": 12, "m": 7, "__weight": -1}, {"g": 1, "s": 5, "m": 5, "__weight": 1}]
+    q.stop()
+
+
+def test_unprocessed_input_is_replayed_after_forced_stop(spark, tmp_path):
+    store = str(tmp_path / "s")
+    p = Pipeline.from_sql(SQL, storage_dir=store, spark=spark)
+    p.start()
+    p.wait_for_idle()
+    p.pause()
+    p.input_pandas("t", pd.DataFrame({"g": [3], "x": [9]}))      # acknowledged, not yet processed
+    p.stop(force=True)
+    q = Pipeline.from_sql(SQL, storage_dir=store, spark=spark)
+    q.start()
+    q.wait_for_idle()
+    assert list(q.query("SELECT * FROM v")) == [{"g": 3, "s": 9, "m": 9}]
+    q.stop()
+
+
+def test_changed_program_is_rejected_with_the_changed_objects(spark, tmp_path):
+    store = str(tmp_path / "s")
+    p = Pipeline.from_sql(SQL, storage_dir=store, spark=spark)
+    p.start()
+    p.input_pandas("t", pd.DataFrame({"g": [1], "x": [1]}))
+    p.stop()
+    changed = SQL.replace("MAX(x)", "MIN(x)") + "CREATE VIEW w AS SELECT g FROM t;"
+    q = Pipeline.from_sql(changed, storage_dir=store, spark=spark)
+    with pytest.raises(PipelineError, match="changed objects: view v, view w"):
+        q.start()
+
+
+def run_child(store, sink, acks, batches, crash_at=None, kill_after=None, timeout=240):
+    env = dict(os.environ, PYTHONPATH=ROOT)
+    env.pop("SQLENGINE_CRASH_AT", None)
+    if crash_at:
+        env["SQLENGINE_CRASH_AT"] = crash_at
+    proc = subprocess.Popen([sys.executable, "-m", "tests.crash_child", store, sink, acks, str(batches)],
+                            cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    start = time.monotonic()
+    line = proc.stdout.readline()   # "ready k", or EOF if a crash point fired during replay
+    if kill_after is not None and line.startswith("ready"):
+        time.sleep(kill_after)
+        proc.send_signal(signal.SIGKILL)
+    try:
+        proc.wait(timeout=max(1, timeout - (time.monotonic() - start)))
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        raise
+    return proc.returncode, line
+
+
+# (crash point, steps after start) pairs and random SIGKILL delays: 20 kills in all.
+CRASH_POINTS = [("step_start", "+1"), ("runs_written", "+1"), ("committed", "+1"), ("delivered", "+1"),
+                ("step_start", "+2"), ("runs_written", "+3"), ("committed", "+2"), ("runs_written", "+1"),
+                ("committed", "+3"), ("delivered", "+2")]
+N_RANDOM_KILLS = 10
+
+
+def test_crash_recovery_exactly_once(spark, tmp_path):
+    store, sink, acks = str(tmp_path / "store"), str(tmp_path / "sink"), str(tmp_path / "acks")
+    batches = 60
+    rng = random.Random(7)
+    kills = [("point", cp) for cp in CRASH_POINTS] + [("random", None)] * N_RANDOM_KILLS
+    rng.shuffle(kills)
+    outcomes = Counter()
+    for kind, cp in kills:
+        if kind == "point":
+            code, _ = run_child(store, sink, acks, batches, crash_at=f"{cp[0]}:{cp[1]}")
+        else:
+            code, _ = run_child(store, sink, acks, batches, kill_after=rng.uniform(0.0, 3.0))
+        outcomes["killed" if code in (137, -9) else f"exit {code}"] += 1
+    code, line = run_child(store, sink, acks, batches)
+    assert code == 0, f"final run failed: {line}"
+    assert outcomes["killed"] >= 15, outcomes   # most runs must really have died mid-flight
+
+    acked = crash_child.read_acks(acks)
+    assert sorted(acked) == list(range(batches)), "every batch acknowledged exactly once"
+    expected_rows = crash_child.final_rows(batches)
+    p = Pipeline.from_sql(crash_child.SQL, storage_dir=store, spark=spark)
+    p.output_parquet("agg", sink)
+    p.start()
+    p.wait_for_idle()
+    got_t = bag([tuple(r.values()) for r in p.query("SELECT id, g, v FROM t")])
+    want_t = bag([(r["id"], r["g"], r["v"]) for r in expected_rows])
+    assert not diff(got_t, want_t), "table t: " + diff(got_t, want_t)          # (b) nothing lost or doubled
+    model = Model("CREATE TABLE t (id BIGINT NOT NULL, g INT, v BIGINT);", {"t": ["id", "g", "v"]})
+    model.insert("t", [(r["id"], r["g"], r["v"]) for r in expected_rows])
+    want_v = model.view(model.duck(), crash_child.AGG_SQL)
+    got_v = bag([tuple(r.values()) for r in p.query("SELECT * FROM agg")])
+    assert not diff(got_v, want_v), "view agg: " + diff(got_v, want_v)         # (a) equals recomputation
+    chunks = pd.concat([pq.read_table(f).to_pandas() for f in p._sinks["agg"][0].files()], ignore_index=True)
+    got_sink = bag_from_changes(chunks)
+    assert not diff(got_sink, want_v), "parquet sink: " + diff(got_sink, want_v)  # (c) sink integrates to view
+    p.stop()
