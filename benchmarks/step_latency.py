@@ -446,6 +446,14 @@ def _sh(cmd: List[str]) -> str:
         return "?"
 
 
+def code_version() -> str:
+    """The git commit measured, and whether the engine's sources differ from it."""
+    sha = _sh(["git", "rev-parse", "--short", "HEAD"]) or "?"
+    dirty = _sh(["git", "status", "--porcelain", "--", "planner", "sqlengine", "connectors"])
+    return f"`{sha}`" + (" with uncommitted changes in planner/, sqlengine/ or connectors/" if dirty else
+                         " (planner/, sqlengine/, connectors/ as committed)")
+
+
 def machine_info() -> Dict[str, str]:
     mem = cpu = "?"
     try:
@@ -551,7 +559,7 @@ def scaling_rows(results: List[Result], sizes: List[int]) -> List[List[str]]:
     return rows
 
 
-def render_markdown(results: List[Result], args, cmdline: str, started: str, elapsed_s: float,
+def render_markdown(results: List[Result], args, cmdline: str, code: str, started: str, elapsed_s: float,
                     machine: Dict[str, str], vers: Dict[str, str], spark_desc: str, loadavg) -> str:
     n_ins = args.change - args.change // 2
     n_del = args.change // 2
@@ -564,6 +572,7 @@ def render_markdown(results: List[Result], args, cmdline: str, started: str, ela
            "- Versions: " + ", ".join(f"{k} {v}" for k, v in vers.items()),
            f"- Spark: {spark_desc}",
            f"- Command: `{cmdline}`",
+           f"- Code: git commit {code}",
            f"- Each change: {n_ins} inserts + {n_del} deletes of existing rows ({args.change} rows), "
            f"{args.steps} timed changes per workload and size, the first discarded as warm-up; "
            f"recomputations: median of {RECOMPUTE_REPEATS}.",
@@ -637,6 +646,9 @@ def main(args, argv: List[str]) -> int:
     load0 = " ".join(f"{x:.2f}" for x in os.getloadavg())
     t_start = time.perf_counter()
     machine = machine_info()
+    # import the engine now, so the commit recorded below is the code that runs
+    import sqlengine.pipeline, sqlengine.runtime, sqlengine.lower, sqlengine.state, sqlengine.query  # noqa: F401,E401
+    code = code_version()
     log(f"step-latency benchmark: sizes {args.sizes}, change {args.change}, steps {args.steps}, "
         f"workloads {args.workloads}")
     results: List[Result] = []
@@ -644,7 +656,7 @@ def main(args, argv: List[str]) -> int:
 
     def write_report() -> str:
         vers = versions(spark)
-        text = render_markdown(results, args, cmdline, started, time.perf_counter() - t_start, machine, vers,
+        text = render_markdown(results, args, cmdline, code, started, time.perf_counter() - t_start, machine, vers,
                                spark_info(spark), (load0, " ".join(f"{x:.2f}" for x in os.getloadavg())))
         os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
         with open(args.out, "w") as f:

@@ -7,8 +7,8 @@ with a caret under the position.
 >>> err = UnsupportedError("window functions are not supported", sql="SELECT\\n  RANK() OVER ()", offset=9)
 >>> print(err)
 window functions are not supported (line 2, column 3)
-  RANK() OVER ()
-  ^
+    RANK() OVER ()
+    ^
 """
 from __future__ import annotations
 

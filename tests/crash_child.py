@@ -72,6 +72,8 @@ def main(storage: str, sink: str, acks_path: str, batches: int) -> None:
             p.input_json("t", batch(k), update_format="insert_delete")
             acknowledge(k)
             k += 1
+            if k % 2 == 0:
+                p.wait_for_idle()   # feed at the pace of the steps, so kills land mid-stream
     p.stop()
     print("done", flush=True)
 
