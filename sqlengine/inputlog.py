@@ -27,11 +27,6 @@ class Entry:
     table: str
     data: pa.Table
 
-    @property
-    def has_deletes(self) -> bool:
-        from .zset import W
-        return self.data.num_rows > 0 and pa.compute.min(self.data.column(W)).as_py() < 0
-
 
 class InputLog:
     def __init__(self, root: str, first_seq: int = 0):

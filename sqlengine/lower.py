@@ -2,7 +2,8 @@
 
 ``Lowerer.lower_<kind>(op, ins, reads)`` builds the lazy Spark plan of one
 op's change for one step, from the changes of its inputs (``ins``) and the
-state it reads (``reads``: integrals as of the previous step, as unconsolidated
+state it reads (``reads``: integrals as of the previous step; a join or union input whose change is empty this step is
+``None``, as unconsolidated
 unions of runs - every consumer is linear or bilinear in them, or
 consolidates them first).  Frames are positional: ``c0..c(n-1)`` plus the
 weight :data:`W`.  An op kind without a handler raises ``UnsupportedError``.
@@ -80,14 +81,18 @@ class Lowerer:
         raise UnsupportedError(f"linear node {type(node).__name__} has no Spark lowering")
 
     def lower_union(self, op: Op, ins, reads) -> DataFrame:
-        return union_all(ins)
+        return union_all([d for d in ins if d is not None])
 
     # ------------------------------------------------------------ bilinear
     def lower_join(self, op: Op, ins, reads) -> DataFrame:
-        """d(A join B) = dA join (B_old + dB) + A_old join dB."""
+        """d(A join B) = dA join (B_old + dB) + A_old join dB; a side whose change is empty (None) drops its term."""
         node: Join = op.node
         dl, dr = ins
         lold, rold = reads
+        if dr is None:
+            return self._join(node, dl, rold)
+        if dl is None:
+            return self._join(node, lold, dr)
         return self._join(node, dl, rold.union(dr)).union(self._join(node, lold, dr))
 
     def _join(self, node: Join, left: DataFrame, right: DataFrame) -> DataFrame:

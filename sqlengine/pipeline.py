@@ -406,8 +406,8 @@ class Pipeline:
                 self._cv.notify_all()
 
     def _take_batch(self):
-        """Entries for the next step: everything pending, except that a batch with deletes for a table
-        starts a new step if that table already has changes in this one (deletes see earlier inserts)."""
+        """Entries for the next step: everything pending, up to ``MAX_STEP_ROWS`` rows (a bigger batch is
+        split across steps).  Per table, the batches stay in order: deletes see earlier inserts."""
         m = self.store.current
         seq, offset = m.log_position
         per_table: Dict[str, List[pa.Table]] = {}
@@ -415,8 +415,6 @@ class Pipeline:
         while seq < self.log.next_seq and rows < MAX_STEP_ROWS:
             e = self.log.read(seq)
             data = e.data.slice(offset) if offset else e.data
-            if e.table in per_table and e.has_deletes:
-                break
             take = min(data.num_rows, MAX_STEP_ROWS - rows)
             if take < data.num_rows:
                 per_table.setdefault(e.table, []).append(data.slice(0, take))
@@ -430,11 +428,13 @@ class Pipeline:
 
     def _step(self) -> None:
         t0 = time.perf_counter()
+        sc = self._spark.sparkContext
+        group = f"sqlengine-{self.name}-{id(self)}-step-{self.store.current.step + 1}"
+        sc.setJobGroup(group, f"pipeline {self.name} step {self.store.current.step + 1}")
         per_table, new_pos = self._take_batch()
         deltas = {}
         for table, parts in per_table.items():
-            d = pa.concat_tables(parts) if len(parts) > 1 else parts[0]
-            deltas[table] = self.engine.clamp_deletes(table, d)
+            deltas[table] = self.engine.clamp_deletes(table, parts)
             self._rows_in[table] += int(pa.compute.sum(pa.compute.abs(deltas[table].column(W))).as_py() or 0)
         listened = self._dispatcher.views() | set(self._sinks)
         step = self.store.current.step + 1
@@ -463,7 +463,7 @@ class Pipeline:
         for v, n in result.changed_rows.items():
             self._rows_out[v] += n
         crash_point("delivered", step)
-        self._last_step_jobs = result.jobs
+        self._last_step_jobs = len(sc.statusTracker().getJobIdsForGroup(group))
         self._latencies.append((time.perf_counter() - t0) * 1000)
         merged = self.engine.compact(step)
         if merged is not None:

@@ -123,23 +123,46 @@ class Engine:
             t = consolidate_arrow(t)
         return t if t.num_rows else EMPTY
 
-    def clamp_deletes(self, table: str, delta: pa.Table) -> pa.Table:
-        """Bag semantics: a delete removes at most the copies that exist (one Spark job if any delete)."""
+    def clamp_deletes(self, table: str, parts: List[pa.Table]) -> pa.Table:
+        """Apply a step's input batches for ``table`` in order, with bag semantics: a delete removes at
+        most the copies that exist at that point (in the committed state or added by earlier batches).
+
+        Looks up the existing copies of every deleted row in one Spark job (none without deletes).
+        """
         op = self.table_integral(table)
-        net = consolidate_arrow(delta.cast(self.state_arrow[op]))
-        is_neg = pa.compute.less(net.column(W), 0)
-        neg = net.filter(is_neg)
-        if neg.num_rows == 0:
-            return net
-        cols = [c for c in net.column_names if c != W]
-        probe = self.spark.createDataFrame(neg, schema=self.state_schemas[op])
-        have = consolidate_spark(null_safe_semi(self.read_state(op), probe, cols))
-        have = have.select(*[F.col(c).alias("__h" + c) for c in cols], F.col(W).alias("__have"))
-        cond = [probe[c].eqNullSafe(have["__h" + c]) for c in cols]
-        j = probe.join(have, cond, "left") if cols else probe.crossJoin(have)
-        eff = j.select(*cols, (-F.least(-F.col(W), F.coalesce(F.col("__have"), F.lit(0)))).alias(W))
-        clamped = eff.filter(F.col(W) != 0).toArrow().cast(self.state_arrow[op])
-        return pa.concat_tables([net.filter(pa.compute.invert(is_neg)), clamped])
+        schema = self.state_arrow[op]
+        parts = [consolidate_arrow(p.cast(schema)) for p in parts]
+        negs = [p.filter(pa.compute.less(p.column(W), 0)) for p in parts]
+        if not any(n.num_rows for n in negs):
+            return consolidate_arrow(pa.concat_tables(parts))
+        cols = [c for c in schema.names if c != W]
+        probe_rows = pa.concat_tables(negs)
+        probe = self.spark.createDataFrame(probe_rows, schema=self.state_schemas[op])
+        have_t = consolidate_spark(null_safe_semi(self.read_state(op), probe, cols)).toArrow()
+        count: Dict[tuple, int] = {}
+        for r in have_t.to_pylist():
+            count[tuple(r[c] for c in cols)] = r[W]
+        tracked = {tuple(r[c] for c in cols) for r in probe_rows.to_pylist()}
+        out = []
+        for part in parts:
+            rows = part.to_pylist() if len(parts) > 1 or part.num_rows <= 100_000 else None
+            if rows is None:   # one big batch: only its deletes need clamping
+                pos = part.filter(pa.compute.greater(part.column(W), 0))
+                rows = part.filter(pa.compute.less(part.column(W), 0)).to_pylist()
+                out.append(pos)
+            weights = []
+            for r in rows:
+                key = tuple(r[c] for c in cols)
+                w = r[W]
+                if w < 0:
+                    w = max(w, -count.get(key, 0))
+                if key in tracked:
+                    count[key] = count.get(key, 0) + w
+                weights.append(w)
+            if rows:
+                t = pa.Table.from_pylist(rows, schema=schema)
+                out.append(t.set_column(t.column_names.index(W), W, pa.array(weights, pa.int64())))
+        return consolidate_arrow(pa.concat_tables(out))
 
     # ------------------------------------------------------------ the step
     def needed_ops(self, listened: Set[str]) -> Set[int]:
@@ -183,7 +206,10 @@ class Engine:
             if all(x is EMPTY for x in ins) and not seeds:
                 deltas[op.id] = EMPTY
                 continue
-            ins_df = [self.to_df(i, x) for i, x in zip(op.inputs, ins)]
+            if op.kind in ("join", "union"):   # these skip the terms of unchanged inputs
+                ins_df = [None if x is EMPTY else self.to_df(i, x) for i, x in zip(op.inputs, ins)]
+            else:
+                ins_df = [self.to_df(i, x) for i, x in zip(op.inputs, ins)]
             reads = [self.read_state(r, old) for r in op.reads]
             if op.kind == "aggregate" and op.mode == "accumulate":
                 partial = self.collect(self.lowerer.aggregate_partial(op, ins_df[0]), self.state_arrow[op.id],

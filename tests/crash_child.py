@@ -49,12 +49,9 @@ def read_acks(path: str) -> list:
         return [int(x) for x in f.read().split()]
 
 
-def main(storage: str, sink: str, acks_path: str, batches: int) -> None:
-    from sqlengine import Pipeline
-    p = Pipeline.from_sql(SQL, name="crash", storage_dir=storage,
-                          spark_conf={"spark.sql.shuffle.partitions": "1", "spark.driver.memory": "1g"})
-    p.output_parquet("agg", sink)
-    p.start()
+def feed(p, acks_path: str, batches: int, announce=None, limit: int = None) -> None:
+    """Push the batches after the last acknowledged one (up to ``limit``), acknowledging each;
+    wait for the steps every 2 batches."""
     p.wait_for_idle()
     acks = read_acks(acks_path)
     k = (max(acks) + 1) if acks else 0
@@ -67,13 +64,28 @@ def main(storage: str, sink: str, acks_path: str, batches: int) -> None:
         if k < batches and list(p.query(f"SELECT id FROM t WHERE id = {k * 100 + 1}")):
             acknowledge(k)   # landed before the kill, acknowledgement lost
             k += 1
-        print("ready", k, flush=True)
-        while k < batches:
+        if announce:
+            announce(k)
+        while k < min(batches, limit if limit is not None else batches):
             p.input_json("t", batch(k), update_format="insert_delete")
             acknowledge(k)
             k += 1
             if k % 2 == 0:
                 p.wait_for_idle()   # feed at the pace of the steps, so kills land mid-stream
+
+
+def open_pipeline(storage: str, sink: str, spark=None):
+    from sqlengine import Pipeline
+    p = Pipeline.from_sql(SQL, name="crash", storage_dir=storage, spark=spark,
+                          spark_conf={"spark.sql.shuffle.partitions": "1", "spark.driver.memory": "1g"})
+    p.output_parquet("agg", sink)
+    p.start()
+    return p
+
+
+def main(storage: str, sink: str, acks_path: str, batches: int) -> None:
+    p = open_pipeline(storage, sink)
+    feed(p, acks_path, batches, announce=lambda k: print("ready", k, flush=True))
     p.stop()
     print("done", flush=True)
 
