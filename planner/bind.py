@@ -192,22 +192,31 @@ class Binder:
             plans.append(plan)
             offset += len(names)
         scope = Scope(rels)
-        conjuncts = split_and(select.args["where"].this) if select.args.get("where") else []
+        where = split_and(select.args["where"].this) if select.args.get("where") else []
+        on_clauses: List[List[exp.Expression]] = [[]]
+        sides: List[str] = [""]
         for i, j in enumerate(select.args.get("joins") or [], start=1):
             side = (j.args.get("side") or "").upper()
             kind = (j.args.get("kind") or "").upper()
-            if side or kind in ("OUTER", "SEMI", "ANTI", "ASOF", "LATERAL"):
-                raise self.unsupported(f"{(side + ' ' + kind).strip()} JOIN", j)
-            if j.args.get("method"):
-                raise self.unsupported(f"{j.args['method']} JOIN", j)
-            conjuncts += split_and(j.args.get("on"))
+            if kind in ("SEMI", "ANTI", "ASOF", "LATERAL", "POSITIONAL") or j.args.get("method"):
+                raise self.unsupported(f"{(j.args.get('method') or '') + ' ' + (side + ' ' + kind).strip()} JOIN"
+                                       .strip(), j)
+            if side and not (j.args.get("on") or j.args.get("using")):
+                raise self.bind_error(f"{side} JOIN needs an ON or USING condition", j)
+            sides.append(side.lower())
+            on = split_and(j.args.get("on"))
             for u in j.args.get("using") or []:
                 name = name_of(u)
                 left = [r for r in rels[:i] if name in [n.lower() for n in r.names]]
                 if len(left) != 1 or name not in [n.lower() for n in rels[i].names]:
                     raise self.bind_error(f"USING column {name} must appear in exactly one relation on each side", u)
-                conjuncts.append(exp.EQ(this=self.qualified(left[0], name), expression=self.qualified(rels[i], name)))
-                scope.hidden.add((i, name))
+                on.append(exp.EQ(this=self.qualified(left[0], name), expression=self.qualified(rels[i], name)))
+                if side not in ("RIGHT", "FULL"):
+                    scope.hidden.add((i, name))
+            on_clauses.append(on)
+        if any(sides):
+            return self.bind_outer_joins(plans, scope, sides, on_clauses, where), scope, []
+        conjuncts = where + [c for on in on_clauses for c in on]
         for c in conjuncts:
             self.check_scalar(c, allow_agg=False, clause="WHERE or ON")
         # which relations each conjunct touches
@@ -239,6 +248,30 @@ class Binder:
         if rest:
             plan = Filter(plan, self.bind_scalar(exp.and_(*rest), scope))
         return plan, scope, []
+
+    def bind_outer_joins(self, plans, scope: Scope, sides, on_clauses, where) -> Node:
+        """FROM with outer joins: joined strictly left to right, each join with its own ON condition,
+        WHERE on top (conditions cannot move across the NULL-padding side of an outer join)."""
+        for c in where + [c for on in on_clauses for c in on]:
+            self.check_scalar(c, allow_agg=False, clause="WHERE or ON")
+        plan = plans[0]
+        for i in range(1, len(plans)):
+            lkeys, rkeys, residual = [], [], []
+            for c in on_clauses[i]:
+                rs = self.rels_of(c, scope)
+                if not rs <= set(range(i + 1)):
+                    raise self.bind_error("a JOIN condition can only use the relations joined so far", c)
+                pair = self.equi_pair(c, scope, i)
+                if pair is not None:
+                    lkeys.append(pair[0])
+                    rkeys.append(pair[1])
+                else:
+                    residual.append(c)
+            res = self.bind_scalar(exp.and_(*residual), scope) if residual else None
+            plan = Join(plan, plans[i], tuple(lkeys), tuple(rkeys), res, sides[i] or "inner")
+        if where:
+            plan = Filter(plan, self.bind_scalar(exp.and_(*where), scope))
+        return plan
 
     @staticmethod
     def qualified(rel: Rel, name: str) -> exp.Column:

@@ -159,11 +159,14 @@ class UnionAll(Node):
 
 @dataclass(frozen=True)
 class Join(Node):
-    """Inner equi-join with an optional residual predicate (keys may be empty: a cross join).
+    """Equi-join with an optional residual predicate (keys may be empty: a cross join).
 
-    Bilinear: d(A join B) = dA join B + A join dB + dA join dB
-    = dA join B_new + A_old join dB, where A_old/B_old are the integrated inputs
-    before the step.  NULL keys never match.
+    ``kind`` is inner, left, right or full.  The inner part is bilinear:
+    d(A join B) = dA join B + A join dB + dA join dB = dA join B_new + A_old join dB,
+    where A_old/B_old are the integrated inputs before the step.  NULL keys never
+    match.  Outer joins add the NULL-padded rows without a match; their change is
+    recomputed for the join keys the step touched: padded(A_new, B_new) -
+    padded(A_old, B_old), restricted to keys in dA or dB.
     """
 
     algebra: ClassVar[str] = "bilinear"
@@ -172,6 +175,7 @@ class Join(Node):
     left_keys: Tuple[Expr, ...]   # over the left row: c0 .. c(L-1)
     right_keys: Tuple[Expr, ...]  # over the joined row: c(L) .. c(L+R-1)
     residual: Optional[Expr]      # over the joined row
+    kind: str = "inner"           # inner | left | right | full
 
     @property
     def inputs(self):
@@ -179,12 +183,18 @@ class Join(Node):
 
     @property
     def fields(self):
-        return self.left.fields + self.right.fields
+        left, right = self.left.fields, self.right.fields
+        if self.kind in ("right", "full"):
+            left = tuple(Field(f.name, f.type.with_nullable(True)) for f in left)
+        if self.kind in ("left", "full"):
+            right = tuple(Field(f.name, f.type.with_nullable(True)) for f in right)
+        return left + right
 
     def describe(self):
         keys = " AND ".join(f"{l} = {r}" for l, r in zip(self.left_keys, self.right_keys)) or "TRUE"
         extra = f" AND {self.residual}" if self.residual else ""
-        return f"Join ON {keys}{extra}"
+        name = "Join" if self.kind == "inner" else f"{self.kind.capitalize()}OuterJoin"
+        return f"{name} ON {keys}{extra}"
 
 
 @dataclass(frozen=True)

@@ -15,6 +15,7 @@ from functools import reduce
 from typing import List, Sequence
 
 import sqlglot
+from sqlglot import exp
 from pyspark.sql import DataFrame, functions as F
 
 from planner.bind import DIALECT
@@ -90,10 +91,78 @@ class Lowerer:
         dl, dr = ins
         lold, rold = reads
         if dr is None:
-            return self._join(node, dl, rold)
-        if dl is None:
-            return self._join(node, lold, dr)
-        return self._join(node, dl, rold.union(dr)).union(self._join(node, lold, dr))
+            out = self._join(node, dl, rold)
+        elif dl is None:
+            out = self._join(node, lold, dr)
+        else:
+            out = self._join(node, dl, rold.union(dr)).union(self._join(node, lold, dr))
+        if node.kind in ("left", "full"):
+            out = out.union(self._padded(node, dl, dr, lold, rold, left=True))
+        if node.kind in ("right", "full"):
+            out = out.union(self._padded(node, dl, dr, lold, rold, left=False))
+        return out
+
+    @staticmethod
+    def _residual_on(node: Join, left: bool, nl: int, nr: int):
+        """The join's residual predicate with the other side's columns renamed ``__b<name>``."""
+        other = {col(nl + j) for j in range(nr)} if left else {col(i) for i in range(nl)}
+        e = sqlglot.parse_one(node.residual.sql, read=DIALECT)
+        for c in e.find_all(exp.Column):
+            if c.name in other:
+                c.set("this", exp.to_identifier("__b" + c.name))
+        return F.expr(e.sql(dialect="spark"))
+
+    def _padded(self, node: Join, dl, dr, lold, rold, left: bool) -> DataFrame:
+        """Change of the NULL-padded rows of one side: rows of that side without a match in the other,
+        recomputed (new minus old) for the join keys present in either change."""
+        nl, nr = len(node.left.fields), len(node.right.fields)
+        lk = [sexpr(k.sql) for k in node.left_keys]
+        right_names = [F.col(col(j)).alias(col(nl + j)) for j in range(nr)]
+
+        def lside(df):   # left rows with their key columns
+            return df.select("*", *[k.alias(f"__k{i}") for i, k in enumerate(lk)])
+
+        def rside(df):   # right rows renamed to joined positions, with their key columns
+            df = df.select(*right_names, F.col(W))
+            return df.select("*", *[sexpr(k.sql).alias(f"__k{i}") for i, k in enumerate(node.right_keys)])
+
+        keys = [f"__k{i}" for i in range(len(lk))]
+        changes = ([lside(dl)] if dl is not None else []) + ([rside(dr)] if dr is not None else [])
+        touched = union_all([c.select(*keys) for c in changes]).distinct() if keys else None
+
+        def restrict(df):
+            return null_safe_semi(df, touched, keys) if keys else df
+
+        a_old, b_old = (restrict(lside(lold)), restrict(rside(rold))) if left else \
+            (restrict(rside(rold)), restrict(lside(lold)))
+        da, db = (dl, dr) if left else (dr, dl)
+        a_new = a_old.union((lside if left else rside)(da)) if da is not None else a_old
+        b_new = b_old.union((rside if left else lside)(db)) if db is not None else b_old
+
+        def present(df):   # consolidated rows of the matching side that exist
+            cols = [c for c in df.columns if c != W]
+            return df.groupBy(*cols).agg(F.sum(W).alias(W)).filter(F.col(W) > 0).drop(W)
+
+        def unmatched(a, b):
+            b = present(b)
+            for c in b.columns:
+                b = b.withColumnRenamed(c, "__b" + c)
+            conds = [a[k] == b["__b" + k] for k in keys]
+            if node.residual is not None:
+                conds.append(self._residual_on(node, left, nl, nr))
+            cond = reduce(lambda x, y: x & y, conds) if conds else F.lit(True)
+            return a.join(b, cond, "left_anti")
+
+        def pad(df, weight_sign):
+            if left:
+                cols = [F.col(col(i)) for i in range(nl)] + \
+                       [F.lit(None).cast(rold.schema[col(j)].dataType).alias(col(nl + j)) for j in range(nr)]
+            else:
+                cols = [F.lit(None).cast(lold.schema[col(i)].dataType).alias(col(i)) for i in range(nl)] + \
+                       [F.col(col(nl + j)) for j in range(nr)]
+            return df.select(*cols, (F.col(W) * weight_sign).alias(W))
+
+        return pad(unmatched(a_new, b_new), 1).union(pad(unmatched(a_old, b_old), -1))
 
     def _join(self, node: Join, left: DataFrame, right: DataFrame) -> DataFrame:
         nl, nr = len(node.left.fields), len(node.right.fields)

@@ -47,3 +47,20 @@ def test_joins(make_pipeline, steps):
 @given(steps_strategy(TABLES))
 def test_joins_with_aggregates(make_pipeline, steps):
     run_program(make_pipeline, SCHEMA, COLUMNS, JOIN_AGGS, steps)
+
+
+OUTER = [
+    ("o_left", "SELECT a.k, a.x, b.y FROM a LEFT JOIN b ON a.k = b.k", True),
+    ("o_left_res", "SELECT a.x, b.y, b.w FROM a LEFT OUTER JOIN b ON a.k = b.k AND b.y > a.x", False),
+    ("o_right", "SELECT a.v, b.k, b.w FROM a RIGHT JOIN b ON a.k = b.k", False),
+    ("o_full", "SELECT a.k AS ak, b.k AS bk, a.x, b.y FROM a FULL OUTER JOIN b ON a.k = b.k AND a.v = b.w", True),
+    ("o_anti", "SELECT a.k, a.v FROM a LEFT JOIN c ON a.k = c.k WHERE c.k IS NULL", False),
+    ("o_agg", "SELECT a.k, COUNT(b.y) AS n, SUM(b.y) AS s FROM a LEFT JOIN b ON a.k = b.k GROUP BY a.k", True),
+    ("o_chain", "SELECT a.x, b.y, c.z FROM a LEFT JOIN b ON a.k = b.k JOIN c ON c.k = a.k", False),
+    ("o_using", "SELECT k, a.x, c.z FROM a LEFT JOIN c USING (k)", False),
+]
+
+
+@given(steps_strategy(TABLES))
+def test_outer_joins(make_pipeline, steps):
+    run_program(make_pipeline, SCHEMA, COLUMNS, OUTER, steps)

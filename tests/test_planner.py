@@ -20,7 +20,7 @@ def test_planner_imports_neither_spark_nor_pandas():
     ("SELECT a, RANK() OVER (ORDER BY a) FROM t", UnsupportedError, "window function RANK()", "RANK"),
     ("SELECT a FROM t ORDER BY a LIMIT 3", UnsupportedError, "LIMIT in a view", "LIMIT"),
     ("SELECT a FROM t WHERE a IN (SELECT a FROM u)", UnsupportedError, "subquery in an expression", "SELECT a FROM u"),
-    ("SELECT t.a FROM t LEFT JOIN u ON t.a = u.a", UnsupportedError, "LEFT JOIN", "u ON"),
+    ("SELECT t.a FROM t SEMI JOIN u ON t.a = u.a", UnsupportedError, "SEMI JOIN", "u ON"),
     ("SELECT a FROM t INTERSECT SELECT a FROM u", UnsupportedError, "INTERSECT", "a FROM"),
     ("SELECT zz FROM t", BindError, "unknown column 'zz'. Valid columns: t.a, t.b, t.c", "zz"),
     ("SELECT a FROM nope", BindError, "unknown table or view 'nope'", "nope"),
