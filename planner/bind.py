@@ -85,19 +85,27 @@ class Rel:
 class Scope:
     """The columns visible to an expression: the relations of one FROM clause."""
 
-    def __init__(self, rels: Sequence[Rel]):
+    def __init__(self, rels: Sequence[Rel], parent: Optional["Scope"] = None):
         self.rels = list(rels)
+        self.parent = parent       # the enclosing query's scope, for correlated subqueries
         self.hidden: set = set()   # (relation index, column name) merged away by JOIN ... USING
 
     @property
     def width(self) -> int:
-        return sum(len(r.names) for r in self.rels)
+        return (self.parent.width if self.parent else 0) + sum(len(r.names) for r in self.rels)
 
     def types(self) -> List[SqlType]:
-        return [t for r in self.rels for t in r.types]
+        return (self.parent.types() if self.parent else []) + [t for r in self.rels for t in r.types]
 
     def visible(self) -> List[str]:
         return [f"{r.alias}.{n}" if r.alias else n for r in self.rels for n in r.names]
+
+
+def is_subquery_predicate(e: exp.Expression) -> bool:
+    """EXISTS (...), x IN (SELECT ...), or either under NOT: decorrelated into semi/anti joins."""
+    if isinstance(e, exp.Not):
+        return is_subquery_predicate(e.this)
+    return isinstance(e, exp.Exists) or (isinstance(e, exp.In) and e.args.get("query") is not None)
 
 
 def split_and(e: Optional[exp.Expression]) -> List[exp.Expression]:
@@ -193,6 +201,14 @@ class Binder:
             offset += len(names)
         scope = Scope(rels)
         where = split_and(select.args["where"].this) if select.args.get("where") else []
+        sub_preds = [c for c in where if is_subquery_predicate(c)]
+        where = [c for c in where if not is_subquery_predicate(c)]
+        plan = self.bind_joins(select, plans, rels, scope, where)
+        for c in sub_preds:
+            plan = self.bind_subquery_predicate(c, plan, scope, ctes)
+        return plan, scope, []
+
+    def bind_joins(self, select, plans, rels, scope, where) -> Node:
         on_clauses: List[List[exp.Expression]] = [[]]
         sides: List[str] = [""]
         for i, j in enumerate(select.args.get("joins") or [], start=1):
@@ -215,7 +231,7 @@ class Binder:
                     scope.hidden.add((i, name))
             on_clauses.append(on)
         if any(sides):
-            return self.bind_outer_joins(plans, scope, sides, on_clauses, where), scope, []
+            return self.bind_outer_joins(plans, scope, sides, on_clauses, where)
         conjuncts = where + [c for on in on_clauses for c in on]
         for c in conjuncts:
             self.check_scalar(c, allow_agg=False, clause="WHERE or ON")
@@ -247,7 +263,83 @@ class Binder:
         rest = [c for c, u in zip(conjuncts, used) if not u]
         if rest:
             plan = Filter(plan, self.bind_scalar(exp.and_(*rest), scope))
-        return plan, scope, []
+        return plan
+
+    def bind_subquery_predicate(self, c: exp.Expression, plan: Node, scope: Scope, ctes) -> Node:
+        """``[NOT] EXISTS (...)`` and ``x IN (...)`` in WHERE, decorrelated into a semi or anti join."""
+        negate = isinstance(c, exp.Not)
+        pred = c.this if negate else c
+        if isinstance(pred, exp.In):
+            if negate:
+                raise self.unsupported("NOT IN with a subquery (use NOT EXISTS)", c)
+            probe, q = pred.this, pred.args["query"]
+        else:
+            probe, q = None, pred.this
+        q = q.this if isinstance(q, exp.Subquery) else q
+        width = scope.width
+        if not isinstance(q, exp.Select):
+            raise self.unsupported(f"{type(q).__name__.upper()} in a subquery predicate", q)
+        # the subquery's own FROM, and which of its WHERE conjuncts refer to the outer query
+        inner = q.copy()
+        inner.set("where", None)
+        for key in ("group", "having", "distinct", "order"):
+            inner.set(key, None)
+        inner_plan, inner_scope, _ = self.bind_from(inner, ctes)
+        local, correlated = [], []
+        for w in split_and(q.args["where"].this) if q.args.get("where") else []:
+            self.check_scalar(w, allow_agg=False, clause="a subquery's WHERE")
+            cols = list(w.find_all(exp.Column))
+            (local if all(self.try_resolve(x, inner_scope) is not None for x in cols) else correlated).append(w)
+        nested = Scope([Rel(r.alias, r.names, r.types, r.offset + width) for r in inner_scope.rels], parent=scope)
+        nested.hidden = {(i, n) for i, n in inner_scope.hidden}
+        lkeys, rkeys, residual = [], [], []
+        if not correlated:
+            sub_plan, _names = self.bind_query(q, ctes)
+            if probe is not None:
+                if len(sub_plan.fields) != 1:
+                    raise self.bind_error(f"IN subquery returns {len(sub_plan.fields)} columns, expected 1", q)
+                lkeys.append(self.bind_scalar(probe, scope))
+                rkeys.append(Expr(col(width), sub_plan.fields[0].type))
+        else:
+            if any(q.args.get(k) for k in ("group", "having", "distinct", "limit")) or \
+                    any(self.find_aggs(e) for e in q.expressions):
+                raise self.unsupported("correlated subquery with aggregation, DISTINCT or LIMIT", q)
+            sub_plan = inner_plan
+            if local:
+                sub_plan = Filter(sub_plan, self.bind_scalar(exp.and_(*local), inner_scope))
+            if probe is not None:
+                if len(q.expressions) != 1:
+                    raise self.bind_error("IN subquery must select exactly one column", q)
+                lkeys.append(self.bind_scalar(probe, scope))
+                rkeys.append(self.bind_scalar(q.expressions[0], nested))
+            for w in correlated:
+                side = self.correlated_pair(w, nested, width)
+                if side is None:
+                    residual.append(w)
+                else:
+                    lkeys.append(side[0])
+                    rkeys.append(side[1])
+        res = self.bind_scalar(exp.and_(*residual), nested) if residual else None
+        return Join(plan, sub_plan, tuple(lkeys), tuple(rkeys), res, "anti" if negate else "semi")
+
+    def correlated_pair(self, w: exp.Expression, nested: Scope, width: int):
+        """``outer_expr = inner_expr`` (either order) as bound (outer key, inner key), else None."""
+        if not isinstance(w, exp.EQ):
+            return None
+
+        def side(e):
+            pos = [self.resolve(x, nested) for x in e.find_all(exp.Column)]
+            if not pos:
+                return None
+            return "outer" if all(p < width for p in pos) else "inner" if all(p >= width for p in pos) else None
+
+        a, b = w.this, w.expression
+        sa, sb = side(a), side(b)
+        if (sa, sb) == ("inner", "outer"):
+            a, b = b, a
+        elif (sa, sb) != ("outer", "inner"):
+            return None
+        return self.bind_scalar(a, nested), self.bind_scalar(b, nested)
 
     def bind_outer_joins(self, plans, scope: Scope, sides, on_clauses, where) -> Node:
         """FROM with outer joins: joined strictly left to right, each join with its own ON condition,
@@ -545,6 +637,8 @@ class Binder:
                     hits.append(r.offset + j)
         if len(hits) > 1:
             raise self.bind_error(f"column reference '{c.sql()}' is ambiguous", c)
+        if not hits and scope.parent is not None:
+            return self.try_resolve(c, scope.parent)
         return hits[0] if hits else None
 
     def resolve(self, c: exp.Column, scope: Scope) -> int:

@@ -175,7 +175,7 @@ class Join(Node):
     left_keys: Tuple[Expr, ...]   # over the left row: c0 .. c(L-1)
     right_keys: Tuple[Expr, ...]  # over the joined row: c(L) .. c(L+R-1)
     residual: Optional[Expr]      # over the joined row
-    kind: str = "inner"           # inner | left | right | full
+    kind: str = "inner"           # inner | left | right | full | semi | anti
 
     @property
     def inputs(self):
@@ -184,6 +184,8 @@ class Join(Node):
     @property
     def fields(self):
         left, right = self.left.fields, self.right.fields
+        if self.kind in ("semi", "anti"):   # EXISTS / IN and their negations keep the left row only
+            return left
         if self.kind in ("right", "full"):
             left = tuple(Field(f.name, f.type.with_nullable(True)) for f in left)
         if self.kind in ("left", "full"):
@@ -193,7 +195,8 @@ class Join(Node):
     def describe(self):
         keys = " AND ".join(f"{l} = {r}" for l, r in zip(self.left_keys, self.right_keys)) or "TRUE"
         extra = f" AND {self.residual}" if self.residual else ""
-        name = "Join" if self.kind == "inner" else f"{self.kind.capitalize()}OuterJoin"
+        name = {"inner": "Join", "semi": "SemiJoin", "anti": "AntiJoin"}.get(self.kind,
+                                                                           f"{self.kind.capitalize()}OuterJoin")
         return f"{name} ON {keys}{extra}"
 
 

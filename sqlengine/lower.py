@@ -90,6 +90,9 @@ class Lowerer:
         node: Join = op.node
         dl, dr = ins
         lold, rold = reads
+        if node.kind in ("semi", "anti"):
+            return self._padded(node, dl, dr, lold, rold, left=True, how="left_semi" if node.kind == "semi"
+                                else "left_anti")
         if dr is None:
             out = self._join(node, dl, rold)
         elif dl is None:
@@ -112,9 +115,10 @@ class Lowerer:
                 c.set("this", exp.to_identifier("__b" + c.name))
         return F.expr(e.sql(dialect="spark"))
 
-    def _padded(self, node: Join, dl, dr, lold, rold, left: bool) -> DataFrame:
-        """Change of the NULL-padded rows of one side: rows of that side without a match in the other,
-        recomputed (new minus old) for the join keys present in either change."""
+    def _padded(self, node: Join, dl, dr, lold, rold, left: bool, how: str = "left_anti") -> DataFrame:
+        """Change of the rows of one side without (``left_anti``) or with (``left_semi``) a match in the
+        other, recomputed (new minus old) for the join keys present in either change.  For outer joins the
+        unmatched rows are padded with NULLs; semi and anti joins output the left columns only."""
         nl, nr = len(node.left.fields), len(node.right.fields)
         lk = [sexpr(k.sql) for k in node.left_keys]
         right_names = [F.col(col(j)).alias(col(nl + j)) for j in range(nr)]
@@ -151,9 +155,11 @@ class Lowerer:
             if node.residual is not None:
                 conds.append(self._residual_on(node, left, nl, nr))
             cond = reduce(lambda x, y: x & y, conds) if conds else F.lit(True)
-            return a.join(b, cond, "left_anti")
+            return a.join(b, cond, how)
 
         def pad(df, weight_sign):
+            if node.kind in ("semi", "anti"):
+                return df.select(*[F.col(col(i)) for i in range(nl)], (F.col(W) * weight_sign).alias(W))
             if left:
                 cols = [F.col(col(i)) for i in range(nl)] + \
                        [F.lit(None).cast(rold.schema[col(j)].dataType).alias(col(nl + j)) for j in range(nr)]

@@ -64,3 +64,19 @@ OUTER = [
 @given(steps_strategy(TABLES))
 def test_outer_joins(make_pipeline, steps):
     run_program(make_pipeline, SCHEMA, COLUMNS, OUTER, steps)
+
+
+SUBQUERIES = [
+    ("s_in", "SELECT a.x, a.v FROM a WHERE a.k IN (SELECT k FROM b WHERE y > 0)", True),
+    ("s_in_agg", "SELECT k, x FROM a WHERE k IN (SELECT k FROM b GROUP BY k HAVING COUNT(*) > 1)", False),
+    ("s_exists", "SELECT x FROM a WHERE EXISTS (SELECT 1 FROM b WHERE b.k = a.k AND b.y > a.x)", True),
+    ("s_not_exists", "SELECT k, x FROM a WHERE NOT EXISTS (SELECT * FROM b WHERE k = a.k) AND x > -2", False),
+    ("s_in_corr", "SELECT v FROM a WHERE x IN (SELECT y FROM b WHERE b.w = a.v)", False),
+    ("s_exists_join", "SELECT a.k, c.z FROM a JOIN c ON a.k = c.k WHERE EXISTS (SELECT 1 FROM b WHERE b.y = c.z)", False),
+    ("s_uncorr_exists", "SELECT k FROM c WHERE EXISTS (SELECT 1 FROM b WHERE y > 1)", False),
+]
+
+
+@given(steps_strategy(TABLES))
+def test_subqueries(make_pipeline, steps):
+    run_program(make_pipeline, SCHEMA, COLUMNS, SUBQUERIES, steps)

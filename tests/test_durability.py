@@ -103,14 +103,14 @@ N_SIGKILLS = 4
 
 def test_crash_recovery_exactly_once(spark, tmp_path):
     store, sink, acks = str(tmp_path / "store"), str(tmp_path / "sink"), str(tmp_path / "acks")
-    batches = 40
+    batches = 100
     rng = random.Random(7)
     crashed = 0
     for point, k in CRASH_POINTS:
         faults.arm(point, k)           # armed before start: replay steps can crash too
         p = crash_child.open_pipeline(store, sink, spark=spark)
         try:
-            crash_child.feed(p, acks, batches, limit=batches // 2)   # leave batches for the SIGKILL runs
+            crash_child.feed(p, acks, batches, limit=84)   # leave batches for the SIGKILL runs
         except PipelineError as e:
             assert "simulated crash" in str(e), e
             crashed += 1

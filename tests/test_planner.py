@@ -19,7 +19,9 @@ def test_planner_imports_neither_spark_nor_pandas():
 @pytest.mark.parametrize("view, error, message, at", [
     ("SELECT a, RANK() OVER (ORDER BY a) FROM t", UnsupportedError, "window function RANK()", "RANK"),
     ("SELECT a FROM t ORDER BY a LIMIT 3", UnsupportedError, "LIMIT in a view", "LIMIT"),
-    ("SELECT a FROM t WHERE a IN (SELECT a FROM u)", UnsupportedError, "subquery in an expression", "SELECT a FROM u"),
+    ("SELECT a FROM t WHERE a > 1 OR a IN (SELECT a FROM u)", UnsupportedError, "subquery in an expression",
+     "SELECT a FROM u"),
+    ("SELECT a FROM t WHERE a NOT IN (SELECT a FROM u)", UnsupportedError, "NOT IN with a subquery", "a NOT"),
     ("SELECT t.a FROM t SEMI JOIN u ON t.a = u.a", UnsupportedError, "SEMI JOIN", "u ON"),
     ("SELECT a FROM t INTERSECT SELECT a FROM u", UnsupportedError, "INTERSECT", "a FROM"),
     ("SELECT zz FROM t", BindError, "unknown column 'zz'. Valid columns: t.a, t.b, t.c", "zz"),
