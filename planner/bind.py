@@ -17,7 +17,7 @@ from sqlglot.optimizer.annotate_types import annotate_types
 
 from .errors import BindError, UnsupportedError
 from .logical import (AggCall, Aggregate, Distinct, Expr, Field, Filter, Join, Node, Project, Scan,
-                      UnionAll, col)
+                      SetOp, UnionAll, col)
 from .types import BIGINT, UNKNOWN, SqlType, from_annotation
 
 
@@ -154,7 +154,13 @@ class Binder:
         if isinstance(q, exp.Union):
             return self.bind_union(q, ctes)
         if isinstance(q, (exp.Intersect, exp.Except)):
-            raise self.unsupported(f"{type(q).__name__.upper()}", q)
+            self.check_no_limit(q)
+            left, names = self.bind_query(q.this, ctes)
+            right, _ = self.bind_query(q.expression, ctes)
+            if len(left.fields) != len(right.fields):
+                raise self.bind_error(f"{q.key.upper()} branches have {len(left.fields)} and "
+                                      f"{len(right.fields)} columns", q.expression)
+            return SetOp(left, right, q.key.lower(), not q.args.get("distinct")), names
         if isinstance(q, exp.Select):
             return self.bind_select(q, ctes)
         raise self.unsupported(f"{type(q).__name__} as a query", q)

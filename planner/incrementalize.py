@@ -17,7 +17,7 @@ from typing import Dict
 
 from .circuit import Circuit, Op, Output, aggregate_mode
 from .errors import InternalError
-from .logical import Aggregate, Distinct, Join, Node, Scan, UnionAll
+from .logical import Aggregate, Distinct, Join, Node, Scan, SetOp, UnionAll
 
 
 class _Builder:
@@ -50,6 +50,10 @@ class _Builder:
             mode = aggregate_mode(node)
             reads = () if mode == "accumulate" else (self.integral(node.input),)
             op = self.add(kind="aggregate", node=node, inputs=ins, reads=reads, mode=mode)
+        elif isinstance(node, SetOp):
+            ins = (self.delta(node.left), self.delta(node.right))
+            reads = (self.integral(node.left), self.integral(node.right))
+            op = self.add(kind="setop", node=node, inputs=ins, reads=reads)
         elif isinstance(node, Distinct):
             ins = (self.delta(node.input),)
             op = self.add(kind="distinct", node=node, inputs=ins, reads=(self.integral(node.input),))

@@ -248,6 +248,33 @@ class Distinct(Node):
         return self.input.fields
 
 
+@dataclass(frozen=True)
+class SetOp(Node):
+    """INTERSECT or EXCEPT, with bag (ALL) or set semantics; output columns are the left input's.
+
+    Stateful: for the rows a change touches, recompute their multiplicity from both integrals
+    (a copies on the left, b on the right): INTERSECT ALL min(a, b), INTERSECT 1 if a > 0 and b > 0,
+    EXCEPT ALL max(a - b, 0), EXCEPT 1 if a > 0 and b = 0; emit new minus old.  NULLs compare equal.
+    """
+
+    algebra: ClassVar[str] = "stateful"
+    left: Node
+    right: Node
+    op: str      # intersect | except
+    all: bool
+
+    @property
+    def inputs(self):
+        return (self.left, self.right)
+
+    @property
+    def fields(self):
+        return self.left.fields
+
+    def describe(self):
+        return f"{self.op.capitalize()}{'All' if self.all else ''}"
+
+
 def walk(node: Node):
     """Yield ``node`` and its descendants, children first, each once."""
     seen = set()

@@ -186,6 +186,36 @@ class Lowerer:
         return joined.select(*data_cols(nl + nr), (F.col(W) * F.col("__w2")).alias(W))
 
     # ------------------------------------------------------------ stateful
+    def lower_setop(self, op: Op, ins, reads) -> DataFrame:
+        """Multiplicities of the touched rows before and after, from both integrals; emits the difference."""
+        n = len(op.node.fields)
+        cols = data_cols(n)
+        changes = [d for d in ins if d is not None]
+        touched = union_all([d.select(*cols) for d in changes])
+        lold, rold = (null_safe_semi(s, touched, cols) for s in reads)
+        zero = F.lit(0).cast("long")
+
+        def tagged(df, slot):
+            return df.select(*cols, *[(F.col(W) if i == slot else zero).alias(f"__m{i}") for i in range(4)])
+
+        parts = [tagged(lold, 0), tagged(rold, 1)]
+        if ins[0] is not None:
+            parts.append(tagged(ins[0], 2))
+        if ins[1] is not None:
+            parts.append(tagged(ins[1], 3))
+        g = union_all(parts).groupBy(*cols).agg(*[F.sum(f"__m{i}").alias(f"m{i}") for i in range(4)])
+        a_old, b_old = F.col("m0"), F.col("m1")
+        a_new, b_new = a_old + F.col("m2"), b_old + F.col("m3")
+        node = op.node
+
+        def mult(a, b):
+            if node.op == "intersect":
+                return F.least(a, b) if node.all else F.when((a > 0) & (b > 0), 1).otherwise(0)
+            return F.greatest(a - b, F.lit(0)) if node.all else F.when((a > 0) & (b <= 0), 1).otherwise(0)
+
+        w = (F.greatest(mult(a_new, b_new), F.lit(0)) - F.greatest(mult(a_old, b_old), F.lit(0))).cast("long")
+        return g.select(*cols, w.alias(W)).filter(F.col(W) != 0)
+
     def lower_distinct(self, op: Op, ins, reads) -> DataFrame:
         """+1 for rows whose weight turns positive, -1 for rows whose weight stops being positive."""
         (d,) = ins

@@ -206,7 +206,7 @@ class Engine:
             if all(x is EMPTY for x in ins) and not seeds:
                 deltas[op.id] = EMPTY
                 continue
-            if op.kind in ("join", "union"):   # these skip the terms of unchanged inputs
+            if op.kind in ("join", "union", "setop"):   # these skip the terms of unchanged inputs
                 ins_df = [None if x is EMPTY else self.to_df(i, x) for i, x in zip(op.inputs, ins)]
             else:
                 ins_df = [self.to_df(i, x) for i, x in zip(op.inputs, ins)]

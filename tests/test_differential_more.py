@@ -38,3 +38,17 @@ VIEWS = [
 @given(steps_strategy(TABLES))
 def test_more_sql(make_pipeline, steps):
     run_program(make_pipeline, SCHEMA, COLUMNS, VIEWS, steps)
+
+
+SET_OPS = [
+    ("x_intersect", "SELECT k FROM a INTERSECT SELECT k FROM c", True),
+    ("x_intersect_all", "SELECT k FROM a INTERSECT ALL SELECT k FROM c", False),
+    ("x_except", "SELECT k FROM a EXCEPT SELECT k FROM c", True),
+    ("x_except_all", "SELECT k FROM a EXCEPT ALL SELECT k FROM c", False),
+    ("x_except_rows", "SELECT k, x FROM a EXCEPT SELECT k, k - 1 FROM c", False),
+]
+
+
+@given(steps_strategy(TABLES))
+def test_intersect_and_except(make_pipeline, steps):
+    run_program(make_pipeline, SCHEMA, COLUMNS, SET_OPS, steps)

@@ -23,7 +23,7 @@ def test_planner_imports_neither_spark_nor_pandas():
      "SELECT a FROM u"),
     ("SELECT a FROM t WHERE a NOT IN (SELECT a FROM u)", UnsupportedError, "NOT IN with a subquery", "a NOT"),
     ("SELECT t.a FROM t SEMI JOIN u ON t.a = u.a", UnsupportedError, "SEMI JOIN", "u ON"),
-    ("SELECT a FROM t INTERSECT SELECT a FROM u", UnsupportedError, "INTERSECT", "a FROM"),
+    ("SELECT a FROM t ORDER BY a LIMIT 1 + 1", UnsupportedError, "LIMIT in a view", "LIMIT"),
     ("SELECT zz FROM t", BindError, "unknown column 'zz'. Valid columns: t.a, t.b, t.c", "zz"),
     ("SELECT a FROM nope", BindError, "unknown table or view 'nope'", "nope"),
     ("SELECT a FROM t, u", BindError, "ambiguous", "a FROM"),
