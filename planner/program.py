@@ -124,9 +124,18 @@ def table_def(stmt: exp.Create, sql: str) -> TableDef:
         if any(f.name.lower() == fname.lower() for f in fields):
             raise BindError(f"column '{fname}' is defined twice in table {name}", sql=sql, offset=position_of(c))
         fields.append(Field(fname, t))
-    if pk:
-        raise UnsupportedError("PRIMARY KEY constraints", sql=sql, offset=sql.upper().find("PRIMARY KEY", position_of(stmt) or 0))
-    return TableDef(name, tuple(fields), tuple(pk))
+    names = [f.name.lower() for f in fields]
+    for k in pk:
+        if k.lower() not in names:
+            raise BindError(f"PRIMARY KEY column '{k}' is not a column of {name}. Columns: "
+                            f"{', '.join(f.name for f in fields)}", sql=sql, offset=position_of(schema))
+    if len(set(k.lower() for k in pk)) != len(pk):
+        raise BindError(f"table {name} declares its PRIMARY KEY twice", sql=sql, offset=position_of(schema))
+    # key columns are NOT NULL
+    fields = [Field(f.name, f.type.with_nullable(False)) if f.name.lower() in {k.lower() for k in pk} else f
+              for f in fields]
+    pk_names = tuple(next(f.name for f in fields if f.name.lower() == k.lower()) for k in pk)
+    return TableDef(name, tuple(fields), pk_names)
 
 
 def view_def(stmt: exp.Create, sql: str, prog: Program) -> ViewDef:

@@ -72,13 +72,40 @@ def convert_values(values: Sequence[Any], ftype, table: str, column: str) -> pa.
         raise  # pragma: no cover - _locate_bad always raises
 
 
-def _check_not_null(arr: pa.Array, table: str, f) -> None:
+def _check_not_null(arr: pa.Array, table: str, f, only=None) -> None:
+    """NOT NULL check; ``only``: a boolean mask of the rows it applies to (None: all)."""
     if not f.type.nullable and arr.null_count:
-        i = pa.compute.index(pa.compute.is_null(arr), True).as_py()
-        raise InputError(f"table {table}, column {f.name}, row {i}: NULL in a NOT NULL column")
+        bad = pa.compute.is_null(arr)
+        if only is not None:
+            bad = pa.compute.and_(bad, only)
+        if pa.compute.any(bad).as_py():
+            i = pa.compute.index(bad, True).as_py()
+            raise InputError(f"table {table}, column {f.name}, row {i}: NULL in a NOT NULL column")
 
 
-def _match_columns(t: TableDef, given: Sequence[str]) -> Dict[str, str]:
+def _key_only(t: TableDef, f) -> bool:
+    """Deletes from a table with a PRIMARY KEY need only the key columns."""
+    return bool(t.primary_key) and f.name not in t.primary_key
+
+
+def check_unique_keys(t: TableDef, rows: pa.Table, weights) -> None:
+    """Within one batch a primary key may be inserted at most once and deleted at most once."""
+    if not t.primary_key:
+        return
+    idx = [i for i, f in enumerate(t.fields) if f.name in t.primary_key]
+    seen = {}
+    cols = [rows.column(i).to_pylist() for i in idx]
+    ws = [weights] * rows.num_rows if isinstance(weights, int) else list(weights)
+    for r, key in enumerate(zip(*cols)):
+        kind = "inserted" if ws[r] > 0 else "deleted"
+        if (key, kind) in seen:
+            shown = ", ".join(f"{t.fields[i].name}={v!r}" for i, v in zip(idx, key))
+            raise InputError(f"table {t.name}: duplicate primary key ({shown}) {kind} twice in one batch, "
+                             f"rows {seen[(key, kind)]} and {r}")
+        seen[(key, kind)] = r
+
+
+def _match_columns(t: TableDef, given: Sequence[str], delete: bool = False) -> Dict[str, str]:
     """Map table field name -> given column name; error on unknown or missing NOT NULL columns."""
     by_lower = {f.name.lower(): f for f in t.fields}
     mapping: Dict[str, str] = {}
@@ -91,17 +118,20 @@ def _match_columns(t: TableDef, given: Sequence[str]) -> Dict[str, str]:
             raise InputError(f"table {t.name}: column '{f.name}' given twice")
         mapping[f.name] = g
     for f in t.fields:
-        if f.name not in mapping and not f.type.nullable:
+        if f.name not in mapping and not f.type.nullable and not (delete and _key_only(t, f)):
             raise InputError(f"table {t.name}: missing value for NOT NULL column '{f.name}'")
     return mapping
 
 
-def from_pandas(t: TableDef, df) -> pa.Table:
-    """Positional Arrow rows (``c0..``) from a pandas DataFrame with the table's column names."""
+def from_pandas(t: TableDef, df, delete: bool = False) -> pa.Table:
+    """Positional Arrow rows (``c0..``) from a pandas DataFrame with the table's column names.
+
+    ``delete``: rows to delete; for a table with a PRIMARY KEY only the key columns are needed.
+    """
     import pandas as pd
     if not isinstance(df, pd.DataFrame):
         raise InputError(f"table {t.name}: expected a pandas DataFrame, got {type(df).__name__}")
-    mapping = _match_columns(t, list(df.columns))
+    mapping = _match_columns(t, list(df.columns), delete)
     arrays = []
     n = len(df)
     for i, f in enumerate(t.fields):
@@ -126,7 +156,8 @@ def from_pandas(t: TableDef, df) -> pa.Table:
         except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError, TypeError, ValueError):
             values = [None if _isnull(v) else _unbox(v) for v in s.tolist()]
             arr = convert_values(values, f.type, t.name, f.name)
-        _check_not_null(arr, t.name, f)
+        if not (delete and _key_only(t, f)):
+            _check_not_null(arr, t.name, f)
         arrays.append(arr)
     return pa.Table.from_arrays(arrays, names=[col(i) for i in range(len(t.fields))])
 
@@ -208,6 +239,7 @@ def from_json(t: TableDef, data, update_format: str) -> Tuple[pa.Table, List[int
                     v = x
             values.append(v)
         arr = convert_values(values, f.type, t.name, f.name)
-        _check_not_null(arr, t.name, f)
+        inserts = pa.array([w > 0 for w in weights], pa.bool_())
+        _check_not_null(arr, t.name, f, only=inserts if _key_only(t, f) else None)
         arrays.append(arr)
     return pa.Table.from_arrays(arrays, names=[col(i) for i in range(len(t.fields))]), weights

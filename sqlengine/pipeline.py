@@ -227,6 +227,7 @@ class Pipeline:
     def _push(self, table: str, rows: pa.Table, weights) -> int:
         if rows.num_rows == 0:
             return -1
+        inputs.check_unique_keys(self.program.tables[table], rows, weights)
         if isinstance(weights, int):
             data = with_weight(rows, weights)
         else:
@@ -244,7 +245,7 @@ class Pipeline:
         """
         self._check()
         t = self._table(table)
-        rows = inputs.from_pandas(t, df)
+        rows = inputs.from_pandas(t, df, delete=delete)
         self._push(t.name, rows, -1 if delete else 1)
 
     def input_json(self, table: str, data, update_format: str = "raw") -> None:
@@ -434,7 +435,10 @@ class Pipeline:
         per_table, new_pos = self._take_batch()
         deltas = {}
         for table, parts in per_table.items():
-            deltas[table] = self.engine.clamp_deletes(table, parts)
+            if self.program.tables[table].primary_key:
+                deltas[table] = self.engine.upsert(table, parts, self.program.tables[table].primary_key)
+            else:
+                deltas[table] = self.engine.clamp_deletes(table, parts)
             self._rows_in[table] += int(pa.compute.sum(pa.compute.abs(deltas[table].column(W))).as_py() or 0)
         listened = self._dispatcher.views() | set(self._sinks)
         step = self.store.current.step + 1

@@ -29,6 +29,12 @@ from .zset import W, consolidate_arrow, consolidate_spark
 EMPTY = None  # an op whose change is empty in this step
 
 
+def T_struct(schema, names):
+    """The sub-schema of ``schema`` with the given field names."""
+    from pyspark.sql.types import StructType
+    return StructType([schema[n] for n in names])
+
+
 def state_key(op: Op) -> str:
     digest = hashlib.sha1(f"{op.kind}|{op.mode}|{op.node!r}".encode()).hexdigest()[:16]
     if op.kind == "integrate" and op.node.algebra == "source":
@@ -163,6 +169,44 @@ class Engine:
                 t = pa.Table.from_pylist(rows, schema=schema)
                 out.append(t.set_column(t.column_names.index(W), W, pa.array(weights, pa.int64())))
         return consolidate_arrow(pa.concat_tables(out))
+
+    def upsert(self, table: str, parts: List[pa.Table], primary_key) -> pa.Table:
+        """Batches for a table with a PRIMARY KEY, applied in order: an insert replaces the row with the
+        same key (emits -old +new), a delete removes the row with the key (only key columns are read).
+
+        Looks up the current rows of every key in the batches in one Spark job.
+        """
+        op = self.table_integral(table)
+        schema = self.state_arrow[op]
+        names = [f.name for f in self.program.tables[table].fields]
+        kcols = [f"c{names.index(k)}" for k in primary_key]
+        cols = [c for c in schema.names if c != W]
+        batch = pa.concat_tables([p.cast(schema) for p in parts])
+        probe = self.spark.createDataFrame(batch.select(kcols).group_by(kcols).aggregate([]),
+                                           schema=T_struct(self.state_schemas[op], kcols))
+        existing = consolidate_spark(null_safe_semi(self.read_state(op), probe, kcols)).toArrow()
+        current: Dict[tuple, Optional[tuple]] = {}
+        for r in existing.to_pylist():
+            if r[W] > 0:
+                current[tuple(r[c] for c in kcols)] = tuple(r[c] for c in cols)
+        out_rows, out_w = [], []
+        for r in batch.to_pylist():
+            key = tuple(r[c] for c in kcols)
+            old = current.get(key)
+            if old is not None:
+                out_rows.append(old)
+                out_w.append(-1)
+            if r[W] > 0:
+                new = tuple(r[c] for c in cols)
+                out_rows.append(new)
+                out_w.append(1)
+                current[key] = new
+            else:
+                current[key] = None
+        if not out_rows:
+            return schema.empty_table()
+        arrays = [pa.array([row[i] for row in out_rows], schema.field(c).type) for i, c in enumerate(cols)]
+        return consolidate_arrow(pa.Table.from_arrays(arrays + [pa.array(out_w, pa.int64())], schema=schema))
 
     # ------------------------------------------------------------ the step
     def needed_ops(self, listened: Set[str]) -> Set[int]:
