@@ -476,6 +476,8 @@ class Binder:
         for n in e.walk():
             if isinstance(n, exp.Window):
                 raise self.unsupported("window function " + n.this.sql(), n)
+            if isinstance(n, exp.Grouping):
+                continue
             if isinstance(n, exp.AggFunc) or (isinstance(n, exp.Filter) and isinstance(n.this, exp.AggFunc)):
                 outer = n.parent
                 while outer is not None and outer is not e:
@@ -515,25 +517,67 @@ class Binder:
             arg = exp.Case(ifs=[exp.If(this=filt.copy(), true=arg.copy())])
         return func, arg, distinct
 
-    def bind_aggregate(self, plan: Node, scope: Scope, items, group, having):
+    def grouping_sets(self, group, items, scope: Scope) -> List[List[exp.Expression]]:
+        """The grouping sets of a GROUP BY: plain items are in every set; ROLLUP, CUBE and GROUPING SETS
+        multiply.  Items may be expressions, 1-based positions or select aliases."""
         select_exprs = [e for e, _ in items]
-        # GROUP BY items: expressions, ordinals or select aliases
-        key_nodes: List[exp.Expression] = []
-        if group is not None:
-            if group.args.get("grouping_sets") or group.args.get("cube") or group.args.get("rollup"):
-                raise self.unsupported("GROUPING SETS / ROLLUP / CUBE", group)
-            aliases = {n.lower(): e for e, n in items}
-            for g in group.expressions:
-                if isinstance(g, exp.Literal) and not g.is_string:
-                    k = int(g.this)
-                    if not 1 <= k <= len(select_exprs):
-                        raise self.bind_error(f"GROUP BY position {k} is out of range", g)
-                    g = select_exprs[k - 1]
-                elif isinstance(g, exp.Column) and not g.table and g.name.lower() in aliases \
-                        and not self.try_resolve(g, scope):
-                    g = aliases[g.name.lower()]
-                key_nodes.append(g)
+        aliases = {n.lower(): e for e, n in items}
+
+        def key(g):
+            if isinstance(g, exp.Paren):
+                g = g.this
+            if isinstance(g, exp.Literal) and not g.is_string:
+                k = int(g.this)
+                if not 1 <= k <= len(select_exprs):
+                    raise self.bind_error(f"GROUP BY position {k} is out of range", g)
+                return select_exprs[k - 1]
+            if isinstance(g, exp.Column) and not g.table and g.name.lower() in aliases \
+                    and not self.try_resolve(g, scope):
+                return aliases[g.name.lower()]
+            return g
+
+        sets: List[List[exp.Expression]] = [[]]
+        for g in (group.expressions if group is not None else []):
+            if isinstance(g, exp.Rollup):
+                ks = [key(x) for x in g.expressions]
+                options = [ks[:i] for i in range(len(ks), -1, -1)]
+            elif isinstance(g, exp.Cube):
+                ks = [key(x) for x in g.expressions]
+                if len(ks) > 6:
+                    raise self.unsupported("CUBE over more than 6 expressions", g)
+                options = [[k for j, k in enumerate(ks) if mask >> (len(ks) - 1 - j) & 1]
+                           for mask in range(2 ** len(ks) - 1, -1, -1)]
+            elif isinstance(g, exp.GroupingSets):
+                options = [[key(x) for x in s.expressions] if isinstance(s, exp.Tuple) else [key(s)]
+                           for s in g.expressions]
+            else:
+                options = [[key(g)]]
+            sets = [s + o for s in sets for o in options]
+        return sets
+
+    def bind_aggregate(self, plan: Node, scope: Scope, items, group, having):
+        sets = self.grouping_sets(group, items, scope)
+        if len(sets) == 1:
+            return self.bind_grouped(plan, scope, items, sets[0], [], having)
+        all_keys: List[exp.Expression] = []
+        for s in sets:
+            for k in s:
+                if all(self.bind_scalar(k, scope).sql != self.bind_scalar(a, scope).sql for a in all_keys):
+                    all_keys.append(k)
+        branches = []
+        for s in sets:
+            bound = {self.bind_scalar(k, scope).sql for k in s}
+            missing = [k for k in all_keys if self.bind_scalar(k, scope).sql not in bound]
+            agg_plan, exprs = self.bind_grouped(plan, scope, items, s, missing, having)
+            branches.append(Project(agg_plan, tuple(exprs), tuple(unique_names([n for _, n in items]))))
+        union = UnionAll(tuple(branches))
+        return union, [Expr(col(i), f.type) for i, f in enumerate(union.fields)]
+
+    def bind_grouped(self, plan: Node, scope: Scope, items, key_nodes, missing, having):
+        """One GROUP BY over ``key_nodes``; ``missing``: keys of other grouping sets, NULL here."""
+        select_exprs = [e for e, _ in items]
         keys = [self.bind_scalar(g, scope) for g in key_nodes]
+        missing_index = {self.bind_scalar(g, scope).sql: self.bind_scalar(g, scope).type for g in missing}
         key_index: Dict[str, int] = {}
         for i, k in enumerate(keys):
             key_index.setdefault(k.sql, i)
@@ -576,6 +620,10 @@ class Binder:
 
         def post(e: exp.Expression) -> Expr:
             def fn(n):
+                if isinstance(n, exp.Grouping):   # bit i set when argument i is not grouped in this set
+                    args = n.expressions
+                    bits = [int(self.bind_scalar(a, scope).sql not in key_index) for a in args]
+                    return exp.Literal.number(sum(b << (len(bits) - 1 - i) for i, b in enumerate(bits)))
                 if isinstance(n, exp.Filter) and isinstance(n.this, exp.AggFunc) or isinstance(n, exp.AggFunc):
                     return exp.column(col(len(keys) + register(n)))
                 if not list(n.find_all(exp.Column)):
@@ -584,6 +632,9 @@ class Binder:
                     b = self.bind_scalar(n, scope)
                     if b.sql in key_index:
                         return exp.column(col(key_index[b.sql]))
+                    if b.sql in missing_index:
+                        t = missing_index[b.sql]
+                        return exp.Null() if t.sql == "UNKNOWN" else exp.cast(exp.Null(), t.sql)
                     if isinstance(n, exp.Column):
                         raise self.bind_error(
                             f"column {n.sql()} must appear in GROUP BY or be used in an aggregate function", n)

@@ -52,3 +52,16 @@ SET_OPS = [
 @given(steps_strategy(TABLES))
 def test_intersect_and_except(make_pipeline, steps):
     run_program(make_pipeline, SCHEMA, COLUMNS, SET_OPS, steps)
+
+
+GROUPING = [
+    ("g_rollup", "SELECT k, v, SUM(x) AS s, COUNT(*) AS n, GROUPING(k, v) AS gid FROM a GROUP BY ROLLUP (k, v)", True),
+    ("g_cube", "SELECT k, v, MAX(x) AS m FROM a GROUP BY CUBE (k, v)", False),
+    ("g_sets", "SELECT k, v, COUNT(x) AS n FROM a GROUP BY GROUPING SETS ((k), (v), ())", False),
+    ("g_mixed", "SELECT k, v, SUM(x) AS s FROM a GROUP BY k, ROLLUP (v) HAVING COUNT(*) > 1", False),
+]
+
+
+@given(steps_strategy(TABLES))
+def test_grouping_sets(make_pipeline, steps):
+    run_program(make_pipeline, SCHEMA, COLUMNS, GROUPING, steps)
