@@ -253,19 +253,13 @@ class Binder:
                 used[ci] = True
         plan = plans[0]
         for i in range(1, len(plans)):
-            lkeys, rkeys, residual = [], [], []
+            conds = []
             for ci, (c, rs) in enumerate(zip(conjuncts, touched)):
                 if used[ci] or i not in rs or not rs <= set(range(i + 1)):
                     continue
                 used[ci] = True
-                pair = self.equi_pair(c, scope, i)
-                if pair is not None:
-                    lkeys.append(pair[0])
-                    rkeys.append(pair[1])
-                else:
-                    residual.append(c)
-            res = self.bind_scalar(exp.and_(*residual), scope) if residual else None
-            plan = Join(plan, plans[i], tuple(lkeys), tuple(rkeys), res)
+                conds.append(c)
+            plan = Join(plan, plans[i], *self.join_condition(conds, scope, i))
         rest = [c for c, u in zip(conjuncts, used) if not u]
         if rest:
             plan = Filter(plan, self.bind_scalar(exp.and_(*rest), scope))
@@ -354,22 +348,26 @@ class Binder:
             self.check_scalar(c, allow_agg=False, clause="WHERE or ON")
         plan = plans[0]
         for i in range(1, len(plans)):
-            lkeys, rkeys, residual = [], [], []
             for c in on_clauses[i]:
-                rs = self.rels_of(c, scope)
-                if not rs <= set(range(i + 1)):
+                if not self.rels_of(c, scope) <= set(range(i + 1)):
                     raise self.bind_error("a JOIN condition can only use the relations joined so far", c)
-                pair = self.equi_pair(c, scope, i)
-                if pair is not None:
-                    lkeys.append(pair[0])
-                    rkeys.append(pair[1])
-                else:
-                    residual.append(c)
-            res = self.bind_scalar(exp.and_(*residual), scope) if residual else None
-            plan = Join(plan, plans[i], tuple(lkeys), tuple(rkeys), res, sides[i] or "inner")
+            plan = Join(plan, plans[i], *self.join_condition(on_clauses[i], scope, i), sides[i] or "inner")
         if where:
             plan = Filter(plan, self.bind_scalar(exp.and_(*where), scope))
         return plan
+
+    def join_condition(self, conds, scope: Scope, i: int):
+        """(left keys, right keys, residual) of the conditions joining relation ``i`` to those before it."""
+        lkeys, rkeys, residual = [], [], []
+        for c in conds:
+            pair = self.equi_pair(c, scope, i)
+            if pair is not None:
+                lkeys.append(pair[0])
+                rkeys.append(pair[1])
+            else:
+                residual.append(c)
+        res = self.bind_scalar(exp.and_(*residual), scope) if residual else None
+        return tuple(lkeys), tuple(rkeys), res
 
     @staticmethod
     def qualified(rel: Rel, name: str) -> exp.Column:

@@ -11,7 +11,12 @@ one landed before the kill (its row k*100+1 is never deleted), and goes on.
 from __future__ import annotations
 
 import os
+import signal
+import subprocess
 import sys
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 SQL = """CREATE TABLE t (id BIGINT NOT NULL, g INT, v BIGINT);
 CREATE MATERIALIZED VIEW agg AS SELECT g, COUNT(*) AS n, SUM(v) AS s, MAX(v) AS mx FROM t GROUP BY g;"""
@@ -81,6 +86,57 @@ def open_pipeline(storage: str, sink: str, spark=None):
     p.output_parquet("agg", sink)
     p.start()
     return p
+
+
+def run_child(store, sink, acks, batches, crash_at=None, kill_after=None, timeout=240):
+    """Run this module in a child process; SIGKILL it ``kill_after`` seconds after it is ready."""
+    env = dict(os.environ, PYTHONPATH=ROOT)
+    env.pop("SQLENGINE_CRASH_AT", None)
+    if crash_at:
+        env["SQLENGINE_CRASH_AT"] = crash_at
+    proc = subprocess.Popen([sys.executable, "-m", "tests.crash_child", store, sink, acks, str(batches)],
+                            cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    start = time.monotonic()
+    line = proc.stdout.readline()   # "ready k", or EOF if a crash point fired during replay
+    if kill_after is not None and line.startswith("ready"):
+        time.sleep(kill_after)
+        proc.send_signal(signal.SIGKILL)
+    try:
+        proc.wait(timeout=max(1, timeout - (time.monotonic() - start)))
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        raise
+    return proc.returncode, line
+
+
+def verify(store: str, sink: str, acks: str, batches: int, spark=None) -> list:
+    """Problems (empty if none) after all batches: (a) the view equals DuckDB's recomputation over the
+    expected table, (b) every batch is applied exactly once, (c) the parquet sink integrates to the view."""
+    import pandas as pd
+    import pyarrow.parquet as pq
+    from tests.oracle import Model, bag, bag_from_changes, diff
+    problems = []
+    if sorted(read_acks(acks)) != list(range(batches)):
+        problems.append("acknowledgements: not every batch exactly once")
+    expected_rows = final_rows(batches)
+    p = open_pipeline(store, sink, spark=spark)
+    p.wait_for_idle()
+    got_t = bag([tuple(r.values()) for r in p.query("SELECT id, g, v FROM t")])
+    want_t = bag([(r["id"], r["g"], r["v"]) for r in expected_rows])
+    if diff(got_t, want_t):
+        problems.append("table t: " + diff(got_t, want_t))
+    model = Model("CREATE TABLE t (id BIGINT NOT NULL, g INT, v BIGINT);", {"t": ["id", "g", "v"]})
+    model.insert("t", [(r["id"], r["g"], r["v"]) for r in expected_rows])
+    want_v = model.view(model.duck(), AGG_SQL)
+    got_v = bag([tuple(r.values()) for r in p.query("SELECT * FROM agg")])
+    if diff(got_v, want_v):
+        problems.append("view agg: " + diff(got_v, want_v))
+    files = p._sinks["agg"][0].files()
+    chunks = pd.concat([pq.read_table(f).to_pandas() for f in files], ignore_index=True)
+    if diff(bag_from_changes(chunks), want_v):
+        problems.append("parquet sink: " + diff(bag_from_changes(chunks), want_v))
+    p.stop()
+    return problems
 
 
 def main(storage: str, sink: str, acks_path: str, batches: int) -> None:

@@ -17,6 +17,11 @@ from hypothesis import strategies as st
 from .oracle import Model, bag, bag_from_changes, diff
 
 
+def maybe(values):
+    """A strategy for one of ``values`` or NULL."""
+    return st.sampled_from([None] + list(values))
+
+
 def program_sql(schema: str, views: Sequence[Tuple[str, str, bool]]) -> str:
     out = [schema]
     for name, select, mat in views:

@@ -3,16 +3,12 @@ three-way and comma joins, cross joins, joins feeding aggregates and DISTINCT, a
 from hypothesis import given
 from hypothesis import strategies as st
 
-from .differential import run_program, steps_strategy
+from .differential import maybe, run_program, steps_strategy
 
 SCHEMA = """CREATE TABLE a (k INT, x INT, v VARCHAR);
 CREATE TABLE b (k INT, y INT, w VARCHAR);
 CREATE TABLE c (k INT, z INT);"""
 COLUMNS = {"a": ["k", "x", "v"], "b": ["k", "y", "w"], "c": ["k", "z"]}
-
-
-def maybe(values):
-    return st.sampled_from([None] + list(values))
 
 
 TABLES = {

@@ -3,15 +3,11 @@ GROUP BY positions and aliases, UNION, and JOIN ... USING."""
 from hypothesis import given
 from hypothesis import strategies as st
 
-from .differential import run_program, steps_strategy
+from .differential import maybe, run_program, steps_strategy
 
 SCHEMA = """CREATE TABLE a (k INT, x INT, v VARCHAR);
 CREATE TABLE c (k INT, z DOUBLE);"""
 COLUMNS = {"a": ["k", "x", "v"], "c": ["k", "z"]}
-
-
-def maybe(values):
-    return st.sampled_from([None] + list(values))
 
 
 TABLES = {

@@ -6,15 +6,11 @@ from decimal import Decimal
 from hypothesis import given
 from hypothesis import strategies as st
 
-from .differential import run_program, steps_strategy
+from .differential import maybe, run_program, steps_strategy
 
 SCHEMA = """CREATE TABLE t (id INT NOT NULL, g TINYINT, s SMALLINT, b BIGINT, d DECIMAL(8,2), r REAL,
   x DOUBLE, v VARCHAR, dt DATE, ts TIMESTAMP, flag BOOLEAN);"""
 COLUMNS = {"t": ["id", "g", "s", "b", "d", "r", "x", "v", "dt", "ts", "flag"]}
-
-
-def maybe(values):
-    return st.sampled_from([None] + list(values))
 
 
 ROW = st.tuples(
