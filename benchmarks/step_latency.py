@@ -195,9 +195,8 @@ class EngineProbe:
 
 def spark_jobs_so_far(spark) -> Optional[int]:
     """Number of Spark jobs started in this process so far (the newest job id + 1), or None."""
-    try:
-        ids = spark.sparkContext.statusTracker().getJobIdsForGroup(None)
-        return (max(ids) + 1) if ids else 0
+    try:   # the scheduler's job counter covers every job group (the engine tags each step's jobs)
+        return int(spark.sparkContext._jsc.sc().dagScheduler().numTotalJobs())
     except Exception:  # noqa: BLE001 - best effort
         return None
 
