@@ -19,6 +19,7 @@ import pyarrow as pa
 from pyspark.sql import DataFrame, functions as F
 
 from planner.circuit import Op
+from planner.errors import UnsupportedError
 from planner.program import Program
 
 from .lower import Lowerer, null_safe_semi
@@ -87,13 +88,22 @@ class Engine:
                 continue
             ins = [self._empty_df(self.schemas[i]) for i in op.inputs]
             reads = [self._empty_df(self.state_schemas[r]) for r in op.reads]
-            if op.kind == "aggregate" and op.mode == "accumulate":
-                partial = self.lowerer.aggregate_partial(op, ins[0])
-                self.state_schemas[op.id] = partial.schema
-                df = self.lowerer.aggregate_output(op, partial, self._empty_df(partial.schema))
-            else:
-                df = self.lowerer.lower(op, ins, reads)
-            self.schemas[op.id] = df.schema
+            try:
+                if op.kind == "aggregate" and op.mode == "accumulate":
+                    partial = self.lowerer.aggregate_partial(op, ins[0])
+                    self.state_schemas[op.id] = partial.schema
+                    df = self.lowerer.aggregate_output(op, partial, self._empty_df(partial.schema))
+                else:
+                    df = self.lowerer.lower(op, ins, reads)
+                self.schemas[op.id] = df.schema
+            except Exception as e:  # Spark's analyzer rejected an expression sqlglot translated
+                from pyspark.errors import AnalysisException
+                if not isinstance(e, AnalysisException):
+                    raise
+                views = [v for v, out in self.circuit.outputs.items()
+                         if op.id in {o.id for o in self.circuit.upstream(out.delta)}]
+                raise UnsupportedError(f"{op.node.describe()} (in view {', '.join(views) or '?'}) cannot run on "
+                                       f"Spark: {str(e).splitlines()[0]}") from None
 
     # ------------------------------------------------------------ state access
     def read_state(self, op_id: int, manifest: Optional[Manifest] = None) -> DataFrame:

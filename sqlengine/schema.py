@@ -39,5 +39,5 @@ def table_spark_schema(fields) -> T.StructType:
 def arrow_schema_of(spark_schema: T.StructType) -> pa.Schema:
     """Arrow schema for a Spark schema, every field nullable."""
     from pyspark.sql.pandas.types import to_arrow_schema
-    s = to_arrow_schema(spark_schema)
+    s = to_arrow_schema(spark_schema, timezone="UTC")   # TIMESTAMP WITH LOCAL TIME ZONE results, e.g. date_trunc
     return pa.schema([pa.field(f.name, f.type, True) for f in s])
