@@ -97,9 +97,3 @@ class InputLog:
                     os.remove(self._path(s))
                 except OSError:
                     pass
-
-    def backlog_rows(self, start: int, offset: int = 0) -> int:
-        n = 0
-        for s in self.pending(start):
-            n += self.read(s).data.num_rows
-        return max(0, n - offset)

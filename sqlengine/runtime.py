@@ -11,7 +11,6 @@ costs nothing.
 from __future__ import annotations
 
 import hashlib
-import time
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Set
 
@@ -47,8 +46,6 @@ def state_key(op: Op) -> str:
 class StepResult:
     manifest: Manifest
     outputs: Dict[str, Optional[pa.Table]]
-    op_ms: Dict[int, float] = field(default_factory=dict)
-    jobs: int = 0
     changed_rows: Dict[str, int] = field(default_factory=dict)   # view -> rows in its change, where computed
 
 
@@ -236,12 +233,9 @@ class Engine:
         out_ids = {self.circuit.outputs[v].delta for v in listened}
         deltas: Dict[int, object] = {}
         new_runs: Dict[str, List[Run]] = {k: list(v) for k, v in old.runs.items()}
-        op_ms: Dict[int, float] = {}
-        jobs = 0
         for op in self.ops:
             if op.id not in need:
                 continue
-            t0 = time.perf_counter()
             if op.kind == "input":
                 d = table_deltas.get(op.node.table)
                 deltas[op.id] = d if d is not None and d.num_rows else EMPTY
@@ -268,7 +262,6 @@ class Engine:
             if op.kind == "aggregate" and op.mode == "accumulate":
                 partial = self.collect(self.lowerer.aggregate_partial(op, ins_df[0]), self.state_arrow[op.id],
                                        consolidate=False)
-                jobs += 1
                 if seeds and partial is EMPTY:
                     df = self.lowerer.aggregate_output(op, self._cached_empty(op.id, self.state_schemas[op.id]),
                                                        self.read_state(op.id, old), initial=True)
@@ -287,10 +280,8 @@ class Engine:
                         or any(self.ops[c].kind == "integrate" for c in cons))
             if must_cut:
                 deltas[op.id] = self.collect(df, self.arrow_schemas[op.id])
-                jobs += 1
             else:
                 deltas[op.id] = df
-            op_ms[op.id] = (time.perf_counter() - t0) * 1000
         outputs = {}
         for v in listened:
             d = deltas.get(self.circuit.outputs[v].delta, EMPTY)
@@ -301,7 +292,7 @@ class Engine:
             if isinstance(d, pa.Table):
                 changed[v] = d.num_rows
         m = Manifest(step=step, log_position=list(old.log_position), runs=new_runs, meta=dict(old.meta))
-        return StepResult(m, outputs, op_ms, jobs, changed)
+        return StepResult(m, outputs, changed)
 
     # ------------------------------------------------------------ compaction
     def compact(self, step: int) -> Optional[Manifest]:

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional
 
@@ -160,7 +159,8 @@ class StateStore:
 
     @staticmethod
     def merge_plan(runs: List[Run]) -> int:
-        """Index from which to merge: recent runs, up to one more than twice their total size.
+        """Index from which to merge: the newest runs, extended while the next older run is at most twice
+        their total.
 
         Merging only small recent runs keeps every row's number of rewrites
         logarithmic in the state size (size-tiered compaction).
@@ -175,8 +175,3 @@ class StateStore:
     def size(self, key: str) -> Dict[str, int]:
         runs = self.runs(key)
         return {"runs": len(runs), "rows": sum(r.rows for r in runs), "bytes": sum(r.bytes for r in runs)}
-
-    def wipe(self) -> None:
-        shutil.rmtree(self.root, ignore_errors=True)
-        os.makedirs(self.root, exist_ok=True)
-        self.current = Manifest()
