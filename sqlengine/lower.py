@@ -23,7 +23,7 @@ from planner.circuit import Op
 from planner.errors import UnsupportedError
 from planner.logical import Aggregate, Distinct, Filter, Join, Project, col
 
-from .zset import W
+from .zset import W, positive_spark
 
 
 @lru_cache(maxsize=4096)
@@ -143,12 +143,8 @@ class Lowerer:
         a_new = a_old.union((lside if left else rside)(da)) if da is not None else a_old
         b_new = b_old.union((rside if left else lside)(db)) if db is not None else b_old
 
-        def present(df):   # consolidated rows of the matching side that exist
-            cols = [c for c in df.columns if c != W]
-            return df.groupBy(*cols).agg(F.sum(W).alias(W)).filter(F.col(W) > 0).drop(W)
-
         def unmatched(a, b):
-            b = present(b)
+            b = positive_spark(b).drop(W)   # the matching side's rows that exist
             for c in b.columns:
                 b = b.withColumnRenamed(c, "__b" + c)
             conds = [a[k] == b["__b" + k] for k in keys]
@@ -253,7 +249,7 @@ class Lowerer:
 
         def agg(z: DataFrame, weight: int) -> DataFrame:
             cols = data_cols(n_in)
-            z = z.groupBy(*cols).agg(F.sum(W).alias(W)).filter(F.col(W) > 0)
+            z = positive_spark(z)
             z = z.select(*cols, F.explode(F.array_repeat(F.lit(1), F.col(W).cast("int"))).alias("__rep"))
             out = z.groupBy(*keys).agg(*aggs) if k else z.agg(*aggs)
             return out.withColumn(W, F.lit(weight).cast("long"))

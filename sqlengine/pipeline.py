@@ -486,18 +486,12 @@ class Pipeline:
             m = self.store.current
             if self._snapshot is not None and self._snapshot.step == m.step:
                 return self._snapshot
-            tables = {}
             eng = self.engine
-            for t, tdef in self.program.tables.items():
-                op = eng.table_integral(t)
-                tables[t] = load_relation(self.store.paths(eng.keys[op]), eng.state_arrow[op],
-                                          [f.name for f in tdef.fields])
-            for v, vdef in self.program.views.items():
-                out = self.program.circuit.outputs[v]
-                if out.integral is None:
-                    continue
-                tables[v] = load_relation(self.store.paths(eng.keys[out.integral]), eng.state_arrow[out.integral],
-                                          list(out.names))
+            relations = [(t, eng.table_integral(t), [f.name for f in d.fields]) for t, d in self.program.tables.items()]
+            relations += [(v, out.integral, list(out.names)) for v, out in self.program.circuit.outputs.items()
+                          if out.integral is not None]
+            tables = {name: load_relation(self.store.paths(eng.keys[op]), eng.state_arrow[op], names)
+                      for name, op, names in relations}
             self._snapshot = Snapshot(m.step, tables)
             return self._snapshot
 

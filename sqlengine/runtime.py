@@ -29,12 +29,6 @@ from .zset import W, consolidate_arrow, consolidate_spark
 EMPTY = None  # an op whose change is empty in this step
 
 
-def T_struct(schema, names):
-    """The sub-schema of ``schema`` with the given field names."""
-    from pyspark.sql.types import StructType
-    return StructType([schema[n] for n in names])
-
-
 def state_key(op: Op) -> str:
     digest = hashlib.sha1(f"{op.kind}|{op.mode}|{op.node!r}".encode()).hexdigest()[:16]
     if op.kind == "integrate" and op.node.algebra == "source":
@@ -136,6 +130,15 @@ class Engine:
             t = consolidate_arrow(t)
         return t if t.num_rows else EMPTY
 
+    def stored_rows(self, op: int, probe: pa.Table, cols: List[str]) -> pa.Table:
+        """Committed rows of integral ``op`` equal (NULL-safely) on ``cols`` to some row of ``probe``,
+        consolidated, as Arrow on the driver (one Spark job)."""
+        from pyspark.sql.types import StructType
+        keys = probe.select(cols).group_by(cols).aggregate([])
+        schema = StructType([self.state_schemas[op][c] for c in cols])
+        probe_df = self.spark.createDataFrame(keys, schema=schema)
+        return consolidate_spark(null_safe_semi(self.read_state(op), probe_df, cols)).toArrow()
+
     def clamp_deletes(self, table: str, parts: List[pa.Table]) -> pa.Table:
         """Apply a step's input batches for ``table`` in order, with bag semantics: a delete removes at
         most the copies that exist at that point (in the committed state or added by earlier batches).
@@ -150,8 +153,7 @@ class Engine:
             return consolidate_arrow(pa.concat_tables(parts))
         cols = [c for c in schema.names if c != W]
         probe_rows = pa.concat_tables(negs)
-        probe = self.spark.createDataFrame(probe_rows, schema=self.state_schemas[op])
-        have_t = consolidate_spark(null_safe_semi(self.read_state(op), probe, cols)).toArrow()
+        have_t = self.stored_rows(op, probe_rows, cols)
         count: Dict[tuple, int] = {}
         for r in have_t.to_pylist():
             count[tuple(r[c] for c in cols)] = r[W]
@@ -189,9 +191,7 @@ class Engine:
         kcols = [f"c{names.index(k)}" for k in primary_key]
         cols = [c for c in schema.names if c != W]
         batch = pa.concat_tables([p.cast(schema) for p in parts])
-        probe = self.spark.createDataFrame(batch.select(kcols).group_by(kcols).aggregate([]),
-                                           schema=T_struct(self.state_schemas[op], kcols))
-        existing = consolidate_spark(null_safe_semi(self.read_state(op), probe, kcols)).toArrow()
+        existing = self.stored_rows(op, batch, kcols)
         current: Dict[tuple, Optional[tuple]] = {}
         for r in existing.to_pylist():
             if r[W] > 0:

@@ -70,6 +70,12 @@ def consolidate_spark(df):
     return df.groupBy(*cols).agg(F.sum(W).alias(W)).filter(F.col(W) != 0)
 
 
+def positive_spark(df):
+    """The rows of ``df`` whose consolidated weight is positive (the copies that exist), with that weight."""
+    from pyspark.sql import functions as F
+    return consolidate_spark(df).filter(F.col(W) > 0)
+
+
 def negate_spark(df):
     from pyspark.sql import functions as F
     return df.withColumn(W, -F.col(W))
