@@ -15,6 +15,7 @@ from typing import Dict, List, Optional, Sequence, Tuple
 from sqlglot import exp
 from sqlglot.optimizer.annotate_types import annotate_types
 
+from .bind_subquery import SubqueryBinder, rewrite_late, scalar_subqueries
 from .errors import BindError, UnsupportedError
 from .logical import (AggCall, Aggregate, Distinct, Expr, Field, Filter, Join, Node, Project, Scan,
                       SetOp, UnionAll, col)
@@ -118,7 +119,7 @@ def split_and(e: Optional[exp.Expression]) -> List[exp.Expression]:
     return [e]
 
 
-class Binder:
+class Binder(SubqueryBinder):
     """Binds the SELECT of one view against the tables and views defined before it."""
 
     def __init__(self, sql: str, tables: Dict[str, TableDef], views: Dict[str, ViewDef]):
@@ -208,10 +209,17 @@ class Binder:
         scope = Scope(rels)
         where = split_and(select.args["where"].this) if select.args.get("where") else []
         sub_preds = [c for c in where if is_subquery_predicate(c)]
-        where = [c for c in where if not is_subquery_predicate(c)]
+        scalar = [c for c in where if not is_subquery_predicate(c) and scalar_subqueries(c)]
+        where = [c for c in where if not is_subquery_predicate(c) and not scalar_subqueries(c)]
         plan = self.bind_joins(select, plans, rels, scope, where)
         for c in sub_preds:
             plan = self.bind_subquery_predicate(c, plan, scope, ctes)
+        rest = []
+        for c in scalar:
+            plan, c = self.attach_scalar_subqueries(plan, scope, c, ctes, conjunct=True)
+            rest.append(c)
+        if rest:
+            plan = Filter(plan, self.bind_scalar(exp.and_(*rest), scope))
         return plan, scope, []
 
     def bind_joins(self, select, plans, rels, scope, where) -> Node:
@@ -264,82 +272,6 @@ class Binder:
         if rest:
             plan = Filter(plan, self.bind_scalar(exp.and_(*rest), scope))
         return plan
-
-    def bind_subquery_predicate(self, c: exp.Expression, plan: Node, scope: Scope, ctes) -> Node:
-        """``[NOT] EXISTS (...)`` and ``x IN (...)`` in WHERE, decorrelated into a semi or anti join."""
-        negate = isinstance(c, exp.Not)
-        pred = c.this if negate else c
-        if isinstance(pred, exp.In):
-            if negate:
-                raise self.unsupported("NOT IN with a subquery (use NOT EXISTS)", c)
-            probe, q = pred.this, pred.args["query"]
-        else:
-            probe, q = None, pred.this
-        q = q.this if isinstance(q, exp.Subquery) else q
-        width = scope.width
-        if not isinstance(q, exp.Select):
-            raise self.unsupported(f"{type(q).__name__.upper()} in a subquery predicate", q)
-        # the subquery's own FROM, and which of its WHERE conjuncts refer to the outer query
-        inner = q.copy()
-        inner.set("where", None)
-        for key in ("group", "having", "distinct", "order"):
-            inner.set(key, None)
-        inner_plan, inner_scope, _ = self.bind_from(inner, ctes)
-        local, correlated = [], []
-        for w in split_and(q.args["where"].this) if q.args.get("where") else []:
-            self.check_scalar(w, allow_agg=False, clause="a subquery's WHERE")
-            cols = list(w.find_all(exp.Column))
-            (local if all(self.try_resolve(x, inner_scope) is not None for x in cols) else correlated).append(w)
-        nested = Scope([Rel(r.alias, r.names, r.types, r.offset + width) for r in inner_scope.rels], parent=scope)
-        nested.hidden = {(i, n) for i, n in inner_scope.hidden}
-        lkeys, rkeys, residual = [], [], []
-        if not correlated:
-            sub_plan, _names = self.bind_query(q, ctes)
-            if probe is not None:
-                if len(sub_plan.fields) != 1:
-                    raise self.bind_error(f"IN subquery returns {len(sub_plan.fields)} columns, expected 1", q)
-                lkeys.append(self.bind_scalar(probe, scope))
-                rkeys.append(Expr(col(width), sub_plan.fields[0].type))
-        else:
-            if any(q.args.get(k) for k in ("group", "having", "distinct", "limit")) or \
-                    any(self.find_aggs(e) for e in q.expressions):
-                raise self.unsupported("correlated subquery with aggregation, DISTINCT or LIMIT", q)
-            sub_plan = inner_plan
-            if local:
-                sub_plan = Filter(sub_plan, self.bind_scalar(exp.and_(*local), inner_scope))
-            if probe is not None:
-                if len(q.expressions) != 1:
-                    raise self.bind_error("IN subquery must select exactly one column", q)
-                lkeys.append(self.bind_scalar(probe, scope))
-                rkeys.append(self.bind_scalar(q.expressions[0], nested))
-            for w in correlated:
-                side = self.correlated_pair(w, nested, width)
-                if side is None:
-                    residual.append(w)
-                else:
-                    lkeys.append(side[0])
-                    rkeys.append(side[1])
-        res = self.bind_scalar(exp.and_(*residual), nested) if residual else None
-        return Join(plan, sub_plan, tuple(lkeys), tuple(rkeys), res, "anti" if negate else "semi")
-
-    def correlated_pair(self, w: exp.Expression, nested: Scope, width: int):
-        """``outer_expr = inner_expr`` (either order) as bound (outer key, inner key), else None."""
-        if not isinstance(w, exp.EQ):
-            return None
-
-        def side(e):
-            pos = [self.resolve(x, nested) for x in e.find_all(exp.Column)]
-            if not pos:
-                return None
-            return "outer" if all(p < width for p in pos) else "inner" if all(p >= width for p in pos) else None
-
-        a, b = w.this, w.expression
-        sa, sb = side(a), side(b)
-        if (sa, sb) == ("inner", "outer"):
-            a, b = b, a
-        elif (sa, sb) != ("outer", "inner"):
-            return None
-        return self.bind_scalar(a, nested), self.bind_scalar(b, nested)
 
     def bind_outer_joins(self, plans, scope: Scope, sides, on_clauses, where) -> Node:
         """FROM with outer joins: joined strictly left to right, each join with its own ON condition,
@@ -399,8 +331,16 @@ class Binder:
     def bind_from_item(self, item: exp.Expression, ctes) -> Tuple[Node, Optional[str], List[str]]:
         alias_node = item.args.get("alias")
         alias = name_of(alias_node.this) if alias_node is not None and alias_node.this else None
+        plan, alias, names = self.bind_from_source(item, alias, ctes)
         if alias_node is not None and alias_node.columns:
-            raise self.unsupported("column alias list in FROM", alias_node)
+            renamed = [name_of(c) for c in alias_node.columns]
+            if len(renamed) > len(names):
+                raise self.bind_error(f"{len(renamed)} column aliases for {len(names)} columns", alias_node)
+            names = renamed + names[len(renamed):]
+            plan = Project(plan, tuple(Expr(col(i), f.type) for i, f in enumerate(plan.fields)), tuple(names))
+        return plan, alias, names
+
+    def bind_from_source(self, item: exp.Expression, alias: Optional[str], ctes):
         if isinstance(item, exp.Table):
             if item.args.get("db") or item.args.get("catalog"):
                 raise self.unsupported("qualified table name " + item.sql(), item)
@@ -436,9 +376,23 @@ class Binder:
         having = select.args.get("having")
         has_agg = any(self.find_aggs(e) for e, _ in items) or (having is not None)
         if group is not None or has_agg:
-            plan, exprs = self.bind_aggregate(plan, scope, items, group, having)
+            # scalar subqueries outside aggregate calls are joined after grouping ("late"), those inside
+            # aggregate arguments before it
+            late: list = []
+            items = [(rewrite_late(self, e, ctes, late), n) for e, n in items]
+            having = rewrite_late(self, having.this, ctes, late) if having is not None else None
+            early = []
+            for e, n in items:
+                plan, e = self.attach_scalar_subqueries(plan, scope, e, ctes)
+                early.append((e, n))
+            if having is not None:
+                plan, having = self.attach_scalar_subqueries(plan, scope, having, ctes)
+            plan, exprs = self.bind_aggregate(plan, scope, early, group, having, late)
         else:
-            exprs = [self.bind_scalar(e, scope) for e, _ in items]
+            exprs = []
+            for e, _ in items:
+                plan, e = self.attach_scalar_subqueries(plan, scope, e, ctes)
+                exprs.append(self.bind_scalar(e, scope))
         names = unique_names([n for _, n in items])
         plan = Project(plan, tuple(exprs), tuple(names))
         if select.args.get("distinct"):
@@ -471,14 +425,16 @@ class Binder:
     # ------------------------------------------------------------------ aggregates
     def find_aggs(self, e: exp.Expression) -> List[exp.Expression]:
         found = []
-        for n in e.walk():
+        for n in e.walk(prune=lambda x: isinstance(x, (exp.Subquery, exp.Select, exp.Exists)) and x is not e):
+            if isinstance(n, (exp.Subquery, exp.Select, exp.Exists)):
+                continue
             if isinstance(n, exp.Window):
                 raise self.unsupported("window function " + n.this.sql(), n)
             if isinstance(n, exp.Grouping):
                 continue
             if isinstance(n, exp.AggFunc) or (isinstance(n, exp.Filter) and isinstance(n.this, exp.AggFunc)):
                 outer = n.parent
-                while outer is not None and outer is not e:
+                while outer is not None and outer is not e and not isinstance(outer, (exp.Select, exp.Subquery)):
                     if isinstance(outer, exp.AggFunc):
                         raise self.bind_error("aggregate calls cannot be nested", n)
                     outer = outer.parent
@@ -553,10 +509,10 @@ class Binder:
             sets = [s + o for s in sets for o in options]
         return sets
 
-    def bind_aggregate(self, plan: Node, scope: Scope, items, group, having):
+    def bind_aggregate(self, plan: Node, scope: Scope, items, group, having, late=()):
         sets = self.grouping_sets(group, items, scope)
         if len(sets) == 1:
-            return self.bind_grouped(plan, scope, items, sets[0], [], having)
+            return self.bind_grouped(plan, scope, items, sets[0], [], having, late)
         all_keys: List[exp.Expression] = []
         for s in sets:
             for k in s:
@@ -566,13 +522,14 @@ class Binder:
         for s in sets:
             bound = {self.bind_scalar(k, scope).sql for k in s}
             missing = [k for k in all_keys if self.bind_scalar(k, scope).sql not in bound]
-            agg_plan, exprs = self.bind_grouped(plan, scope, items, s, missing, having)
+            agg_plan, exprs = self.bind_grouped(plan, scope, items, s, missing, having, late)
             branches.append(Project(agg_plan, tuple(exprs), tuple(unique_names([n for _, n in items]))))
         union = UnionAll(tuple(branches))
         return union, [Expr(col(i), f.type) for i, f in enumerate(union.fields)]
 
-    def bind_grouped(self, plan: Node, scope: Scope, items, key_nodes, missing, having):
-        """One GROUP BY over ``key_nodes``; ``missing``: keys of other grouping sets, NULL here."""
+    def bind_grouped(self, plan: Node, scope: Scope, items, key_nodes, missing, having, late=()):
+        """One GROUP BY over ``key_nodes``; ``missing``: keys of other grouping sets, NULL here;
+        ``late``: (placeholder table, plan, join kind) of scalar subqueries joined after grouping."""
         select_exprs = [e for e, _ in items]
         keys = [self.bind_scalar(g, scope) for g in key_nodes]
         missing_index = {self.bind_scalar(g, scope).sql: self.bind_scalar(g, scope).type for g in missing}
@@ -594,7 +551,7 @@ class Binder:
                 calls.append((func, barg, distinct))
             return call_index[sig]
 
-        for e in select_exprs + ([having.this] if having is not None else []):
+        for e in select_exprs + ([having] if having is not None else []):
             for n in self.find_aggs(e):
                 register(n)
         # pre-projection: keys, then each distinct aggregate argument
@@ -615,9 +572,18 @@ class Binder:
         agg_plan: Node = Aggregate(proj, tuple(Expr(col(i), pre_types[i]) for i in range(len(keys))),
                                    tuple(aggs), names)
         out_types = [k.type for k in keys] + [a.type for a in aggs]
+        late_pos: Dict[str, int] = {}
+        for name, sub_plan, kind in late:
+            late_pos[name] = len(out_types)
+            agg_plan = Join(agg_plan, sub_plan, (), (), None, kind)
+            out_types.append(sub_plan.fields[0].type)
 
         def post(e: exp.Expression) -> Expr:
             def fn(n):
+                if isinstance(n, exp.Column) and n.table in late_pos:
+                    return exp.column(col(late_pos[n.table]))
+                if any(c.table in late_pos for c in n.find_all(exp.Column)):
+                    return n
                 if isinstance(n, exp.Grouping):   # bit i set when argument i is not grouped in this set
                     args = n.expressions
                     bits = [int(self.bind_scalar(a, scope).sql not in key_index) for a in args]
@@ -642,7 +608,7 @@ class Binder:
             return Expr(out.sql(dialect=DIALECT), self.annotate(out, out_types))
 
         if having is not None:
-            agg_plan = Filter(agg_plan, post(having.this))
+            agg_plan = Filter(agg_plan, post(having))
         n_calls = len(calls)
         exprs = [post(e) for e in select_exprs]
         if len(calls) != n_calls:  # pragma: no cover - every call was registered above

@@ -1,0 +1,298 @@
+"""Binding subqueries in expressions: decorrelation into joins.
+
+* ``[NOT] EXISTS (...)`` and ``x IN (...)`` in WHERE become semi and anti joins,
+  correlated by equalities (join keys) plus residual conditions.
+* ``x NOT IN (SELECT y ...)`` follows SQL's three-valued logic: a row is kept
+  when the subquery is empty, or when ``x`` is not NULL, no ``y`` equals it and
+  no ``y`` is NULL.  Two flags (empty, has NULL) come from a global aggregate
+  over the subquery, deduplicated so that they change only when a flag flips.
+* A scalar subquery ``(SELECT agg(...) FROM ...)`` becomes a join with a
+  relation of at most one row per correlation key: uncorrelated, a cross join
+  with the one-row aggregate; correlated by equalities, the subquery grouped by
+  its inner correlation expressions, joined on them.  A key without inner rows
+  gets the aggregate's value over no rows (COUNT 0, others NULL).
+
+The binder class mixes this in; it provides ``bind_from``, ``bind_query``,
+``bind_scalar``, ``try_resolve`` and the error helpers.
+"""
+from __future__ import annotations
+
+from typing import List, Optional, Tuple
+
+from sqlglot import exp
+
+from .logical import AggCall, Aggregate, Distinct, Expr, Filter, Join, Node, Project, col
+from .types import BIGINT, BOOLEAN, SqlType
+
+COMPARISONS = (exp.EQ, exp.NEQ, exp.LT, exp.LTE, exp.GT, exp.GTE)
+# expression nodes through which NULL propagates: an aggregate over no rows (NULL) makes the result NULL
+NULL_PROPAGATING = (exp.Column, exp.Literal, exp.Paren, exp.Add, exp.Sub, exp.Mul, exp.Div, exp.Mod,
+                    exp.Neg, exp.Cast, exp.DataType, exp.Identifier)
+
+
+def scalar_subqueries(e: exp.Expression) -> List[exp.Subquery]:
+    """The scalar subqueries in ``e`` (not the query of an IN, not under EXISTS, not nested in another)."""
+    if isinstance(e, exp.Subquery):
+        return [e]
+    out: List[exp.Subquery] = []
+    for child in e.iter_expressions():
+        if isinstance(child, exp.Subquery) and not (isinstance(e, exp.In) and e.args.get("query") is child):
+            out.append(child)
+        elif not isinstance(child, (exp.Exists, exp.Select, exp.Subquery)):
+            out.extend(scalar_subqueries(child))
+    return out
+
+
+def empty_value(value: exp.Expression) -> Tuple[exp.Expression, bool]:
+    """The value of an aggregate expression over no rows, and whether that is simply NULL."""
+    def fn(n):
+        if isinstance(n, exp.Filter) and isinstance(n.this, exp.AggFunc):
+            n = n.this
+        if isinstance(n, exp.Count):
+            return exp.Literal.number(0)
+        if isinstance(n, exp.AggFunc):
+            return exp.Null()
+        return n
+
+    has_count = any(isinstance(n, exp.Count) for n in value.walk())
+    plain = all(isinstance(n, NULL_PROPAGATING + (exp.AggFunc, exp.Filter, exp.Where, exp.Distinct))
+                for n in value.walk())
+    return value.copy().transform(fn), plain and not has_count
+
+
+class SubqueryBinder:
+    """Mixin for :class:`planner.bind.Binder`."""
+
+    # ------------------------------------------------------------------ shared
+    def split_correlated(self, q: exp.Select, ctes):
+        """Bind the subquery's FROM alone; split its WHERE into local and correlated conjuncts."""
+        from .bind import is_subquery_predicate, split_and
+        inner = q.copy()
+        inner.set("where", None)
+        for key in ("group", "having", "distinct", "order"):
+            inner.set(key, None)
+        inner_plan, inner_scope, _ = self.bind_from(inner, ctes)
+        local, correlated = [], []
+        for w in split_and(q.args["where"].this) if q.args.get("where") else []:
+            if is_subquery_predicate(w) or scalar_subqueries(w):
+                local.append(w)   # a nested subquery: bound with the subquery's own FROM
+                continue
+            self.check_scalar(w, allow_agg=False, clause="a subquery's WHERE")
+            cols = list(w.find_all(exp.Column))
+            (local if all(self.try_resolve(x, inner_scope) is not None for x in cols) else correlated).append(w)
+        return inner_plan, inner_scope, local, correlated
+
+    def nested_scope(self, inner_scope, outer_scope):
+        from .bind import Rel, Scope
+        width = outer_scope.width
+        nested = Scope([Rel(r.alias, r.names, r.types, r.offset + width) for r in inner_scope.rels],
+                       parent=outer_scope)
+        nested.hidden = set(inner_scope.hidden)
+        return nested
+
+    def correlated_sides(self, w: exp.Expression, nested, width: int):
+        """``outer_expr = inner_expr`` (either order) as ASTs (outer, inner), else None."""
+        if not isinstance(w, exp.EQ):
+            return None
+
+        def side(e):
+            pos = [self.resolve(x, nested) for x in e.find_all(exp.Column)]
+            if not pos:
+                return None
+            return "outer" if all(p < width for p in pos) else "inner" if all(p >= width for p in pos) else None
+
+        a, b = w.this, w.expression
+        sa, sb = side(a), side(b)
+        if (sa, sb) == ("inner", "outer"):
+            return b, a
+        if (sa, sb) == ("outer", "inner"):
+            return a, b
+        return None
+
+    # ------------------------------------------------------------------ IN / EXISTS
+    def bind_subquery_predicate(self, c: exp.Expression, plan: Node, scope, ctes) -> Node:
+        """``[NOT] EXISTS (...)`` and ``x [NOT] IN (...)`` in WHERE, decorrelated into semi or anti joins."""
+        negate = isinstance(c, exp.Not)
+        pred = c.this if negate else c
+        if isinstance(pred, exp.In):
+            probe, q = pred.this, pred.args["query"]
+        else:
+            probe, q = None, pred.this
+        q = q.this if isinstance(q, exp.Subquery) else q
+        width = scope.width
+        if not isinstance(q, exp.Select):
+            if probe is not None and not negate:
+                sub_plan, _ = self.bind_query(q, ctes)
+                return self.in_join(plan, scope, probe, sub_plan, q)
+            raise self.unsupported(f"{type(q).__name__.upper()} in a subquery predicate", q)
+        inner_plan, inner_scope, local, correlated = self.split_correlated(q, ctes)
+        nested = self.nested_scope(inner_scope, scope)
+        if not correlated:
+            sub_plan, _names = self.bind_query(q, ctes)
+            if probe is None:
+                return Join(plan, sub_plan, (), (), None, "anti" if negate else "semi")
+            if negate:
+                return self.not_in(plan, scope, probe, sub_plan, q)
+            return self.in_join(plan, scope, probe, sub_plan, q)
+        if negate and probe is not None:
+            raise self.unsupported("correlated NOT IN subquery (use NOT EXISTS)", c)
+        if any(q.args.get(k) for k in ("group", "having", "distinct", "limit")) or \
+                any(self.find_aggs(e) for e in q.expressions):
+            raise self.unsupported("correlated IN or EXISTS subquery with aggregation, DISTINCT or LIMIT", q)
+        sub_plan = inner_plan
+        if local:
+            sub_plan = Filter(sub_plan, self.bind_scalar(exp.and_(*local), inner_scope))
+        lkeys, rkeys, residual = [], [], []
+        if probe is not None:
+            if len(q.expressions) != 1:
+                raise self.bind_error("IN subquery must select exactly one column", q)
+            lkeys.append(self.bind_scalar(probe, scope))
+            rkeys.append(self.bind_scalar(q.expressions[0], nested))
+        for w in correlated:
+            sides = self.correlated_sides(w, nested, width)
+            if sides is None:
+                residual.append(w)
+            else:
+                lkeys.append(self.bind_scalar(sides[0], nested))
+                rkeys.append(self.bind_scalar(sides[1], nested))
+        res = self.bind_scalar(exp.and_(*residual), nested) if residual else None
+        return Join(plan, sub_plan, tuple(lkeys), tuple(rkeys), res, "anti" if negate else "semi")
+
+    def in_join(self, plan: Node, scope, probe, sub_plan: Node, q) -> Node:
+        if len(sub_plan.fields) != 1:
+            raise self.bind_error(f"IN subquery returns {len(sub_plan.fields)} columns, expected 1", q)
+        return Join(plan, sub_plan, (self.bind_scalar(probe, scope),),
+                    (Expr(col(scope.width), sub_plan.fields[0].type),), None, "semi")
+
+    def not_in(self, plan: Node, scope, probe, sub_plan: Node, q) -> Node:
+        """``probe NOT IN (uncorrelated subquery)`` with NULL semantics (see the module docstring)."""
+        if len(sub_plan.fields) != 1:
+            raise self.bind_error(f"NOT IN subquery returns {len(sub_plan.fields)} columns, expected 1", q)
+        width = scope.width
+        names = tuple(f.name for f in plan.fields)
+        nulls = Project(sub_plan, (Expr("CASE WHEN c0 IS NULL THEN 1 ELSE 0 END", SqlType("INT")),), ("isnull",))
+        stats = Aggregate(nulls, (), (AggCall("COUNT_STAR", (), False, None, BIGINT.with_nullable(False)),
+                                      AggCall("SUM", (Expr("c0", SqlType("INT")),), False, None, BIGINT)),
+                          ("n", "nulls"))
+        flags = Distinct(Project(stats, (Expr("c0 = 0", BOOLEAN), Expr("COALESCE(c1, 0) > 0", BOOLEAN)),
+                                 ("is_empty", "has_null")))
+        key = self.bind_scalar(probe, scope)
+        joined = Join(plan, flags, (), (), None, "inner")
+        kept = Filter(joined, Expr(f"c{width} OR (({key.sql}) IS NOT NULL AND NOT c{width + 1})", BOOLEAN))
+        anti = Join(kept, sub_plan, (key,), (Expr(col(width + 2), sub_plan.fields[0].type),), None, "anti")
+        return Project(anti, tuple(Expr(col(i), f.type) for i, f in enumerate(plan.fields)), names)
+
+    # ------------------------------------------------------------------ scalar subqueries
+    def attach_scalar_subqueries(self, plan: Node, scope, e: exp.Expression, ctes,
+                                 conjunct: bool = False) -> Tuple[Node, exp.Expression]:
+        """Join every scalar subquery of ``e`` to ``plan`` (extending ``scope``); returns ``e`` rewritten
+        to read their values.  ``conjunct``: ``e`` is a top-level WHERE conjunct, so a subquery that is a
+        direct operand of a comparison may use an inner join (no row of a NULL comparison survives)."""
+        e = e.copy()
+        for sq in scalar_subqueries(e):
+            strict = conjunct and sq.parent is e and isinstance(e, COMPARISONS)
+            plan, ref = self.attach_scalar(plan, scope, sq, ctes, strict)
+            if sq is e:
+                e = ref
+            else:
+                sq.replace(ref)
+        return plan, e
+
+    def scalar_select(self, sq: exp.Subquery) -> Tuple[exp.Select, exp.Expression]:
+        q = sq.this
+        if not isinstance(q, exp.Select):
+            raise self.unsupported(f"{type(q).__name__.upper()} as a scalar subquery", sq)
+        if len(q.expressions) != 1 or isinstance(q.expressions[0], exp.Star):
+            raise self.bind_error("a scalar subquery must select exactly one column", sq)
+        value = q.expressions[0]
+        value = value.this if isinstance(value, exp.Alias) else value
+        if q.args.get("group") is not None or not self.find_aggs(value) or q.args.get("limit") is not None:
+            raise self.unsupported("scalar subquery that is not an aggregate without GROUP BY "
+                                   "(it could return several rows)", sq)
+        return q, value
+
+    def attach_scalar(self, plan: Node, scope, sq: exp.Subquery, ctes, strict: bool):
+        from .bind import Rel
+        q, value = self.scalar_select(sq)
+        _, inner_scope, local, correlated = self.split_correlated(q, ctes)
+        width = scope.width
+        alias = f"__sq{sum(1 for r in scope.rels if (r.alias or '').startswith('__sq'))}"
+        if not correlated:
+            sub_plan, _ = self.bind_query(q, ctes)
+            kind = "left" if q.args.get("having") is not None else "inner"
+            plan = Join(plan, sub_plan, (), (), None, kind)
+            scope.rels.append(Rel(alias, ["v"], [sub_plan.fields[0].type], width))
+            return plan, exp.column("v", table=alias)
+        if q.args.get("having") is not None or q.args.get("distinct"):
+            raise self.unsupported("correlated scalar subquery with HAVING or DISTINCT", sq)
+        nested = self.nested_scope(inner_scope, scope)
+        pairs = []
+        for w in correlated:
+            sides = self.correlated_sides(w, nested, width)
+            if sides is None:
+                raise self.unsupported("correlated scalar subquery whose correlation is not "
+                                       "outer expression = inner expression", w)
+            pairs.append(sides)
+        for c in value.find_all(exp.Column):
+            if self.try_resolve(c, inner_scope) is None:
+                raise self.unsupported("outer column in a scalar subquery's SELECT list", c)
+        empty, empty_is_null = empty_value(value)
+        marker = not (strict and empty_is_null)
+        inner = q.copy()
+        inner.set("where", exp.Where(this=exp.and_(*local)) if local else None)
+        items = [inner_key.copy().as_(f"__k{i}") for i, (_, inner_key) in enumerate(pairs)]
+        items.append(value.copy().as_("__v"))
+        if marker:
+            items.append(exp.true().as_("__m"))
+        inner.set("expressions", items)
+        inner.set("group", exp.Group(expressions=[inner_key.copy() for _, inner_key in pairs]))
+        sub_plan, _ = self.bind_query(inner, ctes)
+        lkeys = tuple(self.bind_scalar(outer_key, scope) for outer_key, _ in pairs)
+        rkeys = tuple(Expr(col(width + i), sub_plan.fields[i].type) for i in range(len(pairs)))
+        plan = Join(plan, sub_plan, lkeys, rkeys, None, "left" if marker else "inner")
+        names = [f"k{i}" for i in range(len(pairs))] + ["v"] + (["m"] if marker else [])
+        scope.rels.append(Rel(alias, names, [f.type for f in sub_plan.fields], width))
+        ref = exp.column("v", table=alias)
+        if marker and not empty_is_null:
+            ref = exp.Case(ifs=[exp.If(this=exp.column("m", table=alias).is_(exp.Null()), true=empty)],
+                           default=ref)
+        return plan, ref
+
+    def late_scalar(self, sq: exp.Subquery, ctes, index: int):
+        """An uncorrelated scalar subquery evaluated after grouping: (placeholder column, plan, join kind)."""
+        q, _ = self.scalar_select(sq)
+        _, _, _, correlated = self.split_correlated(q, ctes)
+        if correlated:
+            raise self.unsupported("correlated scalar subquery in the SELECT list or HAVING of a grouped query",
+                                   sq)
+        sub_plan, _ = self.bind_query(q, ctes)
+        kind = "left" if q.args.get("having") is not None else "inner"
+        return exp.column("v", table=f"__late{index}"), sub_plan, kind
+
+
+def is_inside_aggregate(n: exp.Expression, root: exp.Expression) -> bool:
+    p = n.parent
+    while p is not None and p is not root.parent:
+        if isinstance(p, exp.AggFunc):
+            return True
+        p = p.parent
+    return False
+
+
+def rewrite_late(binder, e: exp.Expression, ctes, late: list) -> exp.Expression:
+    """Replace the scalar subqueries of ``e`` that are outside aggregate calls by placeholders; appends
+    (placeholder name, plan, kind) to ``late``."""
+    e = e.copy()
+    for sq in scalar_subqueries(e):
+        if is_inside_aggregate(sq, e):
+            continue
+        ref, plan, kind = binder.late_scalar(sq, ctes, len(late))
+        late.append((ref.table, plan, kind))
+        if sq is e:
+            e = ref
+        else:
+            sq.replace(ref)
+    return e
+
+
+__all__ = ["SubqueryBinder", "scalar_subqueries", "rewrite_late", "empty_value"]

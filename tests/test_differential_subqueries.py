@@ -1,0 +1,48 @@
+"""Differential tests for subqueries in expressions: scalar subqueries (uncorrelated, correlated by
+equalities, in WHERE, SELECT and HAVING, COUNT over no rows), NOT IN with NULLs, IN over a set operation,
+and column alias lists in FROM."""
+from hypothesis import given
+from hypothesis import strategies as st
+
+from .differential import maybe, run_program, steps_strategy
+
+SCHEMA = """CREATE TABLE a (k INT, x INT, v VARCHAR);
+CREATE TABLE b (k INT, y INT);"""
+COLUMNS = {"a": ["k", "x", "v"], "b": ["k", "y"]}
+
+TABLES = {
+    "a": st.tuples(maybe(range(3)), maybe(range(-2, 3)), maybe(["p", "q"])),
+    "b": st.tuples(maybe(range(4)), maybe(range(-2, 3))),
+}
+
+SCALAR = [
+    ("s_where_uncorr", "SELECT k, x FROM a WHERE x > (SELECT AVG(y) FROM b)", True),
+    ("s_select_uncorr", "SELECT k, (SELECT COUNT(*) FROM b) AS nb, x - (SELECT MAX(y) FROM b) AS d FROM a", False),
+    ("s_where_corr", "SELECT a.k, a.x FROM a WHERE a.x >= (SELECT MAX(b.y) FROM b WHERE b.k = a.k)", True),
+    ("s_corr_count", "SELECT a.k, a.v, (SELECT COUNT(*) FROM b WHERE b.k = a.k AND b.y > 0) AS n FROM a", True),
+    ("s_corr_or", "SELECT a.x FROM a WHERE a.x = 0 OR a.x < (SELECT SUM(y) FROM b WHERE b.k = a.k)", False),
+    ("s_having", "SELECT k, SUM(x) AS s FROM a GROUP BY k HAVING SUM(x) > (SELECT MIN(y) FROM b)", True),
+    ("s_having_count", "SELECT v, COUNT(*) AS n, COUNT(*) - (SELECT COUNT(*) FROM b WHERE y > 0) AS d "
+                       "FROM a GROUP BY v", False),
+    ("s_in_agg_arg", "SELECT k, SUM(x * (SELECT COUNT(*) FROM b)) AS s FROM a GROUP BY k", False),
+]
+
+
+@given(steps_strategy(TABLES))
+def test_scalar_subqueries(make_pipeline, steps):
+    run_program(make_pipeline, SCHEMA, COLUMNS, SCALAR, steps)
+
+
+PREDICATES = [
+    ("n_not_in", "SELECT k, x FROM a WHERE x NOT IN (SELECT y FROM b)", True),
+    ("n_not_in_filtered", "SELECT k, v FROM a WHERE k NOT IN (SELECT k FROM b WHERE y > 0)", False),
+    ("n_in_union", "SELECT k, x FROM a WHERE x IN (SELECT y FROM b UNION SELECT k FROM b)", False),
+    ("n_alias_list", "SELECT t.kk, t.cnt FROM (SELECT k, COUNT(*) FROM a GROUP BY k) AS t (kk, cnt) "
+                     "WHERE t.cnt > 1", True),
+    ("n_nested", "SELECT k FROM a WHERE k IN (SELECT k FROM b WHERE y > (SELECT AVG(x) FROM a))", False),
+]
+
+
+@given(steps_strategy(TABLES))
+def test_not_in_and_nested_subqueries(make_pipeline, steps):
+    run_program(make_pipeline, SCHEMA, COLUMNS, PREDICATES, steps)
