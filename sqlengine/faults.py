@@ -1,4 +1,4 @@
-"""Crash points for recovery tests.
+"""Fault injection for recovery tests: crash points and storage errors.
 
 A crash point is a named instant inside a step: ``step_start``,
 ``runs_written`` (state runs and sink files written, manifest not yet),
@@ -11,15 +11,25 @@ A crash point is a named instant inside a step: ``step_start``,
 * ``arm(point, k)`` makes the step thread die there with :class:`SimulatedCrash`
   (the pipeline object is then abandoned, and a new one opened on the same
   storage sees exactly what a killed process leaves on disk).
+
+An I/O point is a place where the engine writes to storage: ``log_write`` (an
+input log entry or batch commit record, after its bytes are written and before
+they are fsynced), ``dead_letter_write``, ``state_write`` (a state run) and
+``state_commit`` (a step's manifest).  ``inject_io(point, errno.ENOSPC)`` makes
+the next writes there fail with that ``OSError`` (a full disk, a read-only
+file system), as the real system call would.
 """
 from __future__ import annotations
 
+import errno as _errno
 import os
 from typing import Optional, Tuple
 
 POINTS = ("step_start", "runs_written", "committed", "delivered")
+IO_POINTS = ("log_write", "dead_letter_write", "state_write", "state_commit")
 _base = {"step": 0}
 _armed: dict = {}
+_io: dict = {}
 
 
 class SimulatedCrash(BaseException):
@@ -56,3 +66,40 @@ def crash_point(point: str, step: int) -> None:
         if name == point and step == _base["step"] + k:
             _armed.clear()
             raise SimulatedCrash(f"simulated crash at {point} of step {step}")
+
+
+def inject_io(point: str, err: int = _errno.ENOSPC, times: Optional[int] = None, after: int = 0) -> None:
+    """Make writes at I/O point ``point`` fail with ``OSError(err)``: ``times`` of them (all if None), after
+    letting ``after`` writes succeed."""
+    if point not in IO_POINTS:
+        raise ValueError(f"unknown I/O point {point!r}; known: {', '.join(IO_POINTS)}")
+    _io[point] = [err, times, after]
+
+
+def clear_io(point: Optional[str] = None) -> None:
+    """Stop injecting I/O errors at ``point`` (everywhere if None)."""
+    if point is None:
+        _io.clear()
+    else:
+        _io.pop(point, None)
+
+
+def io_point(point: str, path: str) -> None:
+    f = _io.get(point)
+    if f is None:
+        return
+    err, times, after = f
+    if after > 0:
+        f[2] = after - 1
+        return
+    if times is not None:
+        f[1] = times - 1
+        if f[1] <= 0:
+            del _io[point]
+    raise OSError(err, os.strerror(err), path)
+
+
+def describe(e: OSError) -> str:
+    """``ENOSPC (No space left on device)``: the error's symbolic name and text."""
+    name = _errno.errorcode.get(e.errno, f"errno {e.errno}") if e.errno is not None else type(e).__name__
+    return f"{name} ({e.strerror or e})"

@@ -1,15 +1,24 @@
 """The durable input log.
 
-Every accepted input batch becomes one entry: an Arrow IPC file named by its
-sequence number, holding the table's columns (positional, ``c0..``) and the
-weight.  ``append`` returns only after the file and its directory entry are on
-disk, so an acknowledged batch survives a crash.  A step's commit records the
-log position it consumed up to; a restart replays the entries after it.
+Every accepted input batch becomes one entry, or for a batch bigger than one
+chunk several: an Arrow IPC file named by its sequence number, holding the
+table's columns (positional, ``c0..``) and the weight.  A call returns only
+after its files and their directory entries are on disk, so an acknowledged
+batch survives a crash.  A step's commit records the log position it consumed
+up to; a restart replays the entries after it.
+
+A batch of several chunks is atomic: its chunk files are named
+``<seq>-b<batch>.arrow`` and count only once the commit record
+``batch-<batch>.commit`` is on disk.  Until then the step loop does not see
+them (``next_seq`` is not advanced), an error discards them, and a restart
+deletes chunk files without a commit record.
 """
 from __future__ import annotations
 
+import json
 import os
 import threading
+import uuid
 from dataclasses import dataclass
 from typing import Dict, List, Optional
 
@@ -18,6 +27,7 @@ import pyarrow.ipc as ipc
 
 from planner.errors import InputError, PipelineError
 
+from .faults import describe, io_point
 from .state import fsync_dir
 
 
@@ -32,51 +42,87 @@ class InputLog:
     def __init__(self, root: str, first_seq: int = 0):
         self.root = root
         os.makedirs(root, exist_ok=True)
-        self.lock = threading.Lock()
+        self.lock = threading.RLock()
         self.cache: Dict[int, Entry] = {}
-        seqs = self._seqs()
+        self.files: Dict[int, str] = {}
+        self._recover()
+        seqs = sorted(self.files)
         self.next_seq = max((seqs[-1] + 1) if seqs else 0, first_seq)
 
-    def _seqs(self) -> List[int]:
-        return sorted(int(n.split(".")[0]) for n in os.listdir(self.root) if n.endswith(".arrow"))
+    def _recover(self) -> None:
+        """Index the entries on disk; delete temporary files and chunks of batches that never committed."""
+        names = os.listdir(self.root)
+        committed = {n[len("batch-"):-len(".commit")] for n in names if n.startswith("batch-") and n.endswith(".commit")}
+        removed = False
+        batches_alive = set()
+        for n in names:
+            full = os.path.join(self.root, n)
+            if n.endswith(".tmp"):
+                os.remove(full)
+                removed = True
+            elif n.endswith(".arrow"):
+                stem = n[:-len(".arrow")]
+                seq, _, batch = stem.partition("-b")
+                if batch and batch not in committed:
+                    os.remove(full)
+                    removed = True
+                    continue
+                batches_alive.add(batch)
+                self.files[int(seq)] = n
+        for b in committed - batches_alive:
+            os.remove(os.path.join(self.root, f"batch-{b}.commit"))
+            removed = True
+        if removed:
+            fsync_dir(self.root)
 
-    def _path(self, seq: int) -> str:
-        return os.path.join(self.root, f"{seq:012d}.arrow")
+    def _error(self, table: str, path: str, e: OSError) -> InputError:
+        return InputError(f"input for table {table} was not accepted: cannot write the input log: {path}: "
+                          f"{describe(e)}")
+
+    def _write(self, name: str, table: str, data: pa.Table) -> None:
+        """Write one entry file durably (temporary file, fsync, rename); nothing remains on error."""
+        path = os.path.join(self.root, name)
+        tmp = path + ".tmp"
+        schema = data.schema.with_metadata({b"table": table.encode()})
+        try:
+            with open(tmp, "wb") as f:
+                with ipc.new_file(f, schema) as w:
+                    w.write_table(data.replace_schema_metadata(schema.metadata), max_chunksize=1 << 20)
+                f.flush()
+                io_point("log_write", tmp)
+                os.fsync(f.fileno())
+            os.replace(tmp, path)
+            fsync_dir(self.root)
+        except OSError as e:
+            try:
+                os.remove(tmp)
+            except OSError:
+                pass
+            raise self._error(table, tmp, e) from e
 
     def append(self, table: str, data: pa.Table) -> int:
         """Durably append one batch; returns its sequence number."""
         with self.lock:
             seq = self.next_seq
-            path = self._path(seq)
-            tmp = path + ".tmp"
-            schema = data.schema.with_metadata({b"table": table.encode()})
-            try:
-                with open(tmp, "wb") as f:
-                    with ipc.new_file(f, schema) as w:
-                        w.write_table(data.replace_schema_metadata(schema.metadata), max_chunksize=1 << 20)
-                    f.flush()
-                    os.fsync(f.fileno())
-                os.replace(tmp, path)
-                fsync_dir(self.root)
-            except OSError as e:
-                try:
-                    os.remove(tmp)
-                except OSError:
-                    pass
-                raise InputError(f"input for table {table} was not accepted: cannot write the input log "
-                                 f"under {self.root}: {e.strerror or e}") from e
+            name = f"{seq:012d}.arrow"
+            self._write(name, table, data)
+            self.files[seq] = name
             self.cache[seq] = Entry(seq, table, data)
             self.next_seq = seq + 1
             return seq
+
+    def batch(self, table: str) -> "Batch":
+        """An atomic multi-chunk batch: ``with log.batch(t) as b: b.append(chunk) ...; b.commit()``."""
+        return Batch(self, table)
 
     def read(self, seq: int) -> Entry:
         e = self.cache.get(seq)
         if e is not None:
             return e
         try:
-            with ipc.open_file(self._path(seq)) as r:
+            with ipc.open_file(pa.memory_map(os.path.join(self.root, self.files[seq]))) as r:
                 t = r.read_all()
-        except (OSError, pa.ArrowInvalid) as err:
+        except (OSError, KeyError, pa.ArrowInvalid) as err:
             raise PipelineError(f"input log entry {seq} is unreadable: {err}") from err
         table = t.schema.metadata[b"table"].decode()
         e = Entry(seq, table, t.replace_schema_metadata(None))
@@ -84,16 +130,110 @@ class InputLog:
         return e
 
     def pending(self, start: int) -> List[int]:
-        with self.lock:
-            return list(range(start, self.next_seq))
+        return list(range(start, self.next_seq))
 
     def truncate_before(self, seq: int) -> None:
-        """Forget entries before ``seq`` (committed ones)."""
+        """Forget entries before ``seq`` (committed ones), and commit records of batches wholly before it."""
         for s in [s for s in self.cache if s < seq]:
             del self.cache[s]
-        for s in self._seqs():
-            if s < seq:
+        with self.lock:
+            for s in sorted(s for s in self.files if s < seq):
                 try:
-                    os.remove(self._path(s))
+                    os.remove(os.path.join(self.root, self.files.pop(s)))
                 except OSError:
                     pass
+            alive = {n.partition("-b")[2][:-len(".arrow")] for n in self.files.values()}
+            try:
+                for n in os.listdir(self.root):
+                    if n.startswith("batch-") and n.endswith(".commit") and n[len("batch-"):-len(".commit")] not in alive:
+                        os.remove(os.path.join(self.root, n))
+            except OSError:
+                pass
+
+
+class Batch:
+    """Chunks of one input call, appended under the log's lock and made visible together by ``commit``.
+
+    A batch of one chunk is written as a plain entry; bigger ones as chunk files plus a commit record.
+    Leaving the ``with`` block without ``commit()`` (e.g. on a validation error) discards the chunks.
+    """
+
+    def __init__(self, log: InputLog, table: str):
+        self.log, self.table = log, table
+        self.id = uuid.uuid4().hex[:16]
+        self.buffered: Optional[pa.Table] = None
+        self.names: List[str] = []
+        self.rows = 0
+        self.done = False
+
+    def __enter__(self) -> "Batch":
+        self.log.lock.acquire()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        try:
+            if not self.done:
+                self.abort()
+        finally:
+            self.log.lock.release()
+
+    def append(self, data: pa.Table) -> None:
+        if data.num_rows == 0:
+            return
+        self.rows += data.num_rows
+        if self.buffered is None and not self.names:
+            self.buffered = data          # maybe the only chunk: then a plain entry
+            return
+        if self.buffered is not None:
+            self._write_chunk(self.buffered)
+            self.buffered = None
+        self._write_chunk(data)
+
+    def _write_chunk(self, data: pa.Table) -> None:
+        name = f"{self.log.next_seq + len(self.names):012d}-b{self.id}.arrow"
+        self.log._write(name, self.table, data)
+        self.names.append(name)
+
+    def commit(self) -> int:
+        """Make the batch visible (durably); returns the sequence number of its last entry, -1 if empty."""
+        log = self.log
+        self.done = True
+        if not self.names:
+            return log.append(self.table, self.buffered) if self.buffered is not None else -1
+        first = log.next_seq
+        path = os.path.join(log.root, f"batch-{self.id}.commit")
+        tmp = path + ".tmp"
+        try:
+            with open(tmp, "w") as f:
+                json.dump({"first": first, "chunks": len(self.names), "rows": self.rows}, f)
+                f.flush()
+                io_point("log_write", tmp)
+                os.fsync(f.fileno())
+            os.replace(tmp, path)
+            fsync_dir(log.root)
+        except OSError as e:
+            self.done = False
+            try:
+                os.remove(tmp)
+            except OSError:
+                pass
+            raise log._error(self.table, tmp, e) from e
+        for i, name in enumerate(self.names):
+            log.files[first + i] = name
+        log.next_seq = first + len(self.names)
+        return log.next_seq - 1
+
+    def abort(self) -> None:
+        """Remove the chunks written so far (uncommitted, so invisible anyway; a restart would remove them)."""
+        self.done = True
+        for name in self.names:
+            try:
+                os.remove(os.path.join(self.log.root, name))
+            except OSError:
+                pass
+        self.names = []
+        self.buffered = None
+        try:
+            fsync_dir(self.log.root)
+        except OSError:
+            pass

@@ -1,17 +1,28 @@
-"""Validating and converting user input (pandas, JSON) into positional Arrow rows.
+"""Validating and converting user input (pandas, JSON, CSV) into positional Arrow rows.
 
 Every error names the table, the column and the row (0-based position in the
-batch) and nothing of the batch is applied: a batch is accepted whole or not
-at all.
+batch: the DataFrame row, the JSON record, the CSV data row after the header).
+What happens to a bad row depends on the batch's error policy, an
+:class:`Errors` collector: ``reject`` raises ``InputError`` at the first bad
+row (the caller then applies nothing of the batch); ``dead_letter`` records
+every bad row (table, row, column, message, raw row) and the converters drop
+those rows, so the good ones can be applied.
+
+Huge inputs are converted in chunks (``*_chunks`` generators): each chunk is a
+``Chunk`` of at most ``chunk_rows`` rows, so memory stays bounded by the chunk.
 """
 from __future__ import annotations
 
 import datetime as dt
 import decimal
+import io
 import json
-from typing import Any, Dict, List, Sequence, Tuple
+import os
+from dataclasses import dataclass
+from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from planner.bind import TableDef
 from planner.errors import InputError
@@ -19,23 +30,85 @@ from planner.logical import col
 
 from .schema import arrow_type
 
+POLICIES = ("reject", "dead_letter")
+_CONVERT_ERRORS = (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError, TypeError, ValueError,
+                   decimal.InvalidOperation, OverflowError)
+
 
 def _describe(v: Any) -> str:
     text = repr(v)
     return (text[:40] + "...") if len(text) > 40 else text
 
 
-def _locate_bad(values: Sequence[Any], target: pa.DataType, table: str, column: str, sqltype: str):
-    for i, v in enumerate(values):
-        if v is None:
-            continue
-        try:
-            _convert_list([v], target)
-        except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError, TypeError, ValueError,
-                decimal.InvalidOperation, OverflowError):
-            raise InputError(f"table {table}, column {column}, row {i}: cannot convert {_describe(v)} "
-                             f"({type(v).__name__}) to {sqltype}") from None
-    raise InputError(f"table {table}, column {column}: values cannot be converted to {sqltype}")
+def jsonable(v: Any) -> Any:
+    """A JSON-serializable form of a raw input value (for dead-letter records)."""
+    if isinstance(v, dict):
+        return {str(k): jsonable(x) for k, x in v.items()}
+    if isinstance(v, (list, tuple)):
+        return [jsonable(x) for x in v]
+    if _isnull(v):
+        return None
+    v = _unbox(v)
+    if isinstance(v, (str, int, bool)) or (isinstance(v, float)):
+        return v
+    return str(v)
+
+
+class Errors:
+    """The error policy of one input batch, and the bad rows it collected.
+
+    ``row_ids``/``offset`` map a row's position in the chunk being converted to its row number in the batch;
+    ``raw(i)`` gives the raw form of chunk row ``i`` for the dead-letter record.
+    """
+
+    def __init__(self, table: str, policy: str = "reject"):
+        if policy not in POLICIES:
+            raise InputError(f"unknown on_error policy {policy!r}; use 'reject' or 'dead_letter'")
+        self.table = table
+        self.reject = policy == "reject"
+        self.offset = 0
+        self.row_ids: Optional[Sequence[int]] = None
+        self.raw: Optional[Callable[[int], Any]] = None
+        self.bad: Dict[int, dict] = {}       # batch row number -> dead-letter record
+        self._chunk_bad: set = set()          # chunk positions of bad rows in the current chunk
+
+    def start_chunk(self, offset: int = 0, row_ids=None, raw=None) -> None:
+        self.offset, self.row_ids, self.raw = offset, row_ids, raw
+        self._chunk_bad = set()
+
+    def row(self, i: int) -> int:
+        return int(self.row_ids[i]) if self.row_ids is not None else self.offset + i
+
+    def add(self, i: int, column: Optional[str], message: str, raw: Any = None, batch_level: bool = False) -> None:
+        """Row ``i`` (chunk position) is bad: record it (``check`` then raises under ``reject``)."""
+        row = self.row(i)
+        where = f", column {column}" if column else ""
+        text = f"table {self.table}{where}, row {row}: {message}"
+        if batch_level:
+            raise InputError(text)
+        self._chunk_bad.add(i)
+        if row not in self.bad:
+            if raw is None and self.raw is not None and not self.reject:
+                raw = self.raw(i)
+            self.bad[row] = {"table": self.table, "row": row, "column": column, "error": text,
+                             "raw": jsonable(raw)}
+
+    def check(self) -> None:
+        """Under ``reject``, raise the error of the first bad row found so far."""
+        if self.reject and self.bad:
+            raise InputError(self.bad[min(self.bad)]["error"])
+
+    def is_bad(self, i: int) -> bool:
+        return i in self._chunk_bad
+
+    def keep(self, table: pa.Table, *others):
+        """Drop the current chunk's bad rows from ``table`` (and from the lists in ``others``)."""
+        if not self._chunk_bad:
+            return (table, *others) if others else table
+        mask = [i not in self._chunk_bad for i in range(table.num_rows)]
+        kept = table.filter(pa.array(mask, pa.bool_()))
+        rest = tuple([x for x, k in zip(o, mask) if k] for o in others)
+        return (kept, *rest) if others else kept
 
 
 def _convert_list(values: Sequence[Any], target: pa.DataType) -> pa.Array:
@@ -55,32 +128,70 @@ def _convert_list(values: Sequence[Any], target: pa.DataType) -> pa.Array:
         if any(isinstance(v, str) for v in values):
             arr = pa.array([None if v is None else str(v).replace("T", " ") for v in values], pa.string())
             if pa.types.is_date(target):
-                return pa.compute.cast(pa.compute.strptime(arr, "%Y-%m-%d", "s"), pa.date32())
-            return pa.compute.cast(arr, target)
+                return pc.cast(pc.strptime(arr, "%Y-%m-%d", "s"), pa.date32())
+            return pc.cast(arr, target)
     if pa.types.is_string(target) and any(not isinstance(v, str) for v in values if v is not None):
         raise TypeError("not a string")
     return pa.array(list(values), type=target)
 
 
-def convert_values(values: Sequence[Any], ftype, table: str, column: str) -> pa.Array:
+def convert_values(values: Sequence[Any], ftype, column: str, errs: Errors) -> pa.Array:
+    """Python values -> an Arrow array of the column's type; bad values go to ``errs`` (and become NULL)."""
     target = arrow_type(ftype)
     try:
         return _convert_list(values, target)
-    except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError, TypeError, ValueError,
-            decimal.InvalidOperation, OverflowError):
-        _locate_bad(values, target, table, column, ftype.sql)
-        raise  # pragma: no cover - _locate_bad always raises
+    except _CONVERT_ERRORS:
+        pass
+    cleaned = list(values)
+    found = False
+    for i, v in enumerate(values):
+        if v is None:
+            continue
+        try:
+            _convert_list([v], target)
+        except _CONVERT_ERRORS:
+            errs.add(i, column, f"cannot convert {_describe(v)} ({type(v).__name__}) to {ftype.sql}")
+            cleaned[i] = None
+            found = True
+    if not found:
+        errs.add(0, column, f"values cannot be converted to {ftype.sql}", batch_level=True)
+    return _convert_list(cleaned, target)
 
 
-def _check_not_null(arr: pa.Array, table: str, f, only=None) -> None:
+def convert_strings(arr: pa.Array, ftype, column: str, errs: Errors) -> pa.Array:
+    """Text values (CSV fields; NULL for an empty field) -> the column's type; bad ones go to ``errs``."""
+    target = arrow_type(ftype)
+    if pa.types.is_string(target):
+        return arr
+    try:
+        return pc.cast(arr, target)
+    except _CONVERT_ERRORS:
+        pass
+    bad = []
+    for i, v in enumerate(arr.to_pylist()):
+        if v is None:
+            continue
+        try:
+            pc.cast(pa.array([v], pa.string()), target)
+        except _CONVERT_ERRORS:
+            errs.add(i, column, f"cannot convert {_describe(v)} to {ftype.sql}")
+            bad.append(i)
+    if not bad:
+        errs.add(0, column, f"values cannot be converted to {ftype.sql}", batch_level=True)
+    mask = pa.array([False] * len(arr), pa.bool_()).to_numpy(zero_copy_only=False).copy()
+    mask[bad] = True
+    return pc.cast(pc.if_else(pa.array(mask), pa.scalar(None, pa.string()), arr), target)
+
+
+def _check_not_null(arr: pa.Array, f, errs: Errors, only=None) -> None:
     """NOT NULL check; ``only``: a boolean mask of the rows it applies to (None: all)."""
     if not f.type.nullable and arr.null_count:
-        bad = pa.compute.is_null(arr)
+        bad = pc.is_null(arr)
         if only is not None:
-            bad = pa.compute.and_(bad, only)
-        if pa.compute.any(bad).as_py():
-            i = pa.compute.index(bad, True).as_py()
-            raise InputError(f"table {table}, column {f.name}, row {i}: NULL in a NOT NULL column")
+            bad = pc.and_(bad, only)
+        for i in pc.indices_nonzero(bad).to_pylist():
+            if not errs.is_bad(i):
+                errs.add(i, f.name, "NULL in a NOT NULL column")
 
 
 def _key_only(t: TableDef, f) -> bool:
@@ -88,21 +199,27 @@ def _key_only(t: TableDef, f) -> bool:
     return bool(t.primary_key) and f.name not in t.primary_key
 
 
-def check_unique_keys(t: TableDef, rows: pa.Table, weights) -> None:
-    """Within one batch a primary key may be inserted at most once and deleted at most once."""
+def check_unique_keys(t: TableDef, rows: pa.Table, weights, errs: Errors, seen: Optional[dict] = None) -> None:
+    """Within one batch a primary key may be inserted at most once and deleted at most once.
+
+    ``seen`` carries the keys of earlier chunks of the same batch.
+    """
     if not t.primary_key:
         return
+    seen = {} if seen is None else seen
     idx = [i for i, f in enumerate(t.fields) if f.name in t.primary_key]
-    seen = {}
     cols = [rows.column(i).to_pylist() for i in idx]
     ws = [weights] * rows.num_rows if isinstance(weights, int) else list(weights)
     for r, key in enumerate(zip(*cols)):
+        if errs.is_bad(r):
+            continue
         kind = "inserted" if ws[r] > 0 else "deleted"
         if (key, kind) in seen:
             shown = ", ".join(f"{t.fields[i].name}={v!r}" for i, v in zip(idx, key))
-            raise InputError(f"table {t.name}: duplicate primary key ({shown}) {kind} twice in one batch, "
-                             f"rows {seen[(key, kind)]} and {r}")
-        seen[(key, kind)] = r
+            errs.add(r, None, f"duplicate primary key ({shown}) {kind} twice in one batch, rows "
+                              f"{seen[(key, kind)]} and {errs.row(r)}")
+            continue
+        seen[(key, kind)] = errs.row(r)
 
 
 def _match_columns(t: TableDef, given: Sequence[str], delete: bool = False) -> Dict[str, str]:
@@ -123,8 +240,34 @@ def _match_columns(t: TableDef, given: Sequence[str], delete: bool = False) -> D
     return mapping
 
 
-def from_pandas(t: TableDef, df, delete: bool = False) -> pa.Table:
-    """Positional Arrow rows (``c0..``) from a pandas DataFrame with the table's column names.
+def _finish(t: TableDef, arrays: List[pa.Array], weights, errs: Errors, seen: dict):
+    """NOT NULL and primary-key checks over a converted chunk, then its good rows and their weights."""
+    n = len(arrays[0]) if arrays else 0
+    wlist = None if isinstance(weights, int) else list(weights)
+    inserts = None
+    for f, arr in zip(t.fields, arrays):
+        if _key_only(t, f):
+            if weights == -1:
+                continue
+            if wlist is not None:
+                inserts = inserts if inserts is not None else pa.array([w > 0 for w in wlist], pa.bool_())
+                _check_not_null(arr, f, errs, only=inserts)
+                continue
+        _check_not_null(arr, f, errs)
+    rows = pa.Table.from_arrays(arrays, names=[col(i) for i in range(len(t.fields))]) if arrays else None
+    check_unique_keys(t, rows, weights, errs, seen)
+    errs.check()
+    if wlist is None:
+        return errs.keep(rows), weights
+    rows, wlist = errs.keep(rows, wlist)
+    return rows, wlist
+
+
+Chunk = Tuple[pa.Table, Any]    # (positional rows c0.., weights: an int for all rows or a list)
+
+
+def pandas_chunks(t: TableDef, df, delete: bool, errs: Errors, chunk_rows: int) -> Iterator[Chunk]:
+    """Chunks of positional rows from a pandas DataFrame with the table's column names.
 
     ``delete``: rows to delete; for a table with a PRIMARY KEY only the key columns are needed.
     """
@@ -132,34 +275,37 @@ def from_pandas(t: TableDef, df, delete: bool = False) -> pa.Table:
     if not isinstance(df, pd.DataFrame):
         raise InputError(f"table {t.name}: expected a pandas DataFrame, got {type(df).__name__}")
     mapping = _match_columns(t, list(df.columns), delete)
-    arrays = []
-    n = len(df)
-    for i, f in enumerate(t.fields):
-        if f.name not in mapping:
-            arrays.append(pa.nulls(n, arrow_type(f.type)))
-            continue
-        s = df[mapping[f.name]]
-        target = arrow_type(f.type)
-        try:
-            if pa.types.is_timestamp(target) and isinstance(s.dtype, pd.DatetimeTZDtype):
-                s = s.dt.tz_convert("UTC").dt.tz_localize(None)
-            if pa.types.is_timestamp(target) and str(s.dtype).startswith("datetime64"):
-                arr = pa.compute.cast(pa.Array.from_pandas(s), target, safe=False)
-            elif pa.types.is_decimal(target) or pa.types.is_date(target) or s.dtype == object:
-                raise pa.ArrowInvalid("slow path")
-            else:
-                arr = pa.Array.from_pandas(s, type=target, safe=True)
-                if pa.types.is_integer(target) and s.dtype.kind == "f":
-                    raise pa.ArrowInvalid("float to int")
-                if pa.types.is_boolean(target) and s.dtype.kind != "b":
-                    raise pa.ArrowInvalid("not bool")
-        except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError, TypeError, ValueError):
-            values = [None if _isnull(v) else _unbox(v) for v in s.tolist()]
-            arr = convert_values(values, f.type, t.name, f.name)
-        if not (delete and _key_only(t, f)):
-            _check_not_null(arr, t.name, f)
-        arrays.append(arr)
-    return pa.Table.from_arrays(arrays, names=[col(i) for i in range(len(t.fields))])
+    seen: dict = {}
+    weight = -1 if delete else 1
+    for start in range(0, len(df), chunk_rows):
+        part = df.iloc[start:start + chunk_rows]
+        errs.start_chunk(start, raw=lambda i, part=part: part.iloc[i].to_dict())
+        arrays = [_pandas_column(t, f, part, mapping, errs) for f in t.fields]
+        yield _finish(t, arrays, weight, errs, seen)
+
+
+def _pandas_column(t: TableDef, f, df, mapping, errs: Errors) -> pa.Array:
+    import pandas as pd
+    target = arrow_type(f.type)
+    if f.name not in mapping:
+        return pa.nulls(len(df), target)
+    s = df[mapping[f.name]]
+    try:
+        if pa.types.is_timestamp(target) and isinstance(s.dtype, pd.DatetimeTZDtype):
+            s = s.dt.tz_convert("UTC").dt.tz_localize(None)
+        if pa.types.is_timestamp(target) and str(s.dtype).startswith("datetime64"):
+            return pc.cast(pa.Array.from_pandas(s), target, safe=False)
+        if pa.types.is_decimal(target) or pa.types.is_date(target) or s.dtype == object:
+            raise pa.ArrowInvalid("slow path")
+        arr = pa.Array.from_pandas(s, type=target, safe=True)
+        if pa.types.is_integer(target) and s.dtype.kind == "f":
+            raise pa.ArrowInvalid("float to int")
+        if pa.types.is_boolean(target) and s.dtype.kind != "b":
+            raise pa.ArrowInvalid("not bool")
+        return arr
+    except _CONVERT_ERRORS:
+        values = [None if _isnull(v) else _unbox(v) for v in s.tolist()]
+        return convert_values(values, f.type, f.name, errs)
 
 
 def _isnull(v) -> bool:
@@ -180,8 +326,16 @@ def _unbox(v):
     return v
 
 
-def parse_json(data) -> List[Any]:
-    """A list of records from a list, a dict, a JSON array text or newline-delimited JSON text."""
+_MALFORMED = object()
+
+
+def parse_json(data, errs: Errors) -> Tuple[List[Any], Dict[int, str]]:
+    """Records from a list, a dict, a JSON array text or newline-delimited JSON text.
+
+    Returns the records and, for NDJSON lines that are not valid JSON, their raw text by record number
+    (their record is a placeholder; under ``reject`` the first one raises).
+    """
+    malformed: Dict[int, str] = {}
     if isinstance(data, (bytes, bytearray)):
         data = data.decode()
     if isinstance(data, str):
@@ -196,50 +350,164 @@ def parse_json(data) -> List[Any]:
                 try:
                     parsed.append(json.loads(line))
                 except json.JSONDecodeError as e:
-                    raise InputError(f"malformed JSON on line {lineno + 1}: {e.msg} (column {e.colno})") from None
+                    errs.start_chunk(0)
+                    errs.add(len(parsed), None, f"malformed JSON on line {lineno + 1}: {e.msg} (column {e.colno})",
+                             raw=line)
+                    malformed[len(parsed)] = line
+                    parsed.append(_MALFORMED)
         data = parsed
+    errs.check()
     if isinstance(data, dict):
         data = [data]
     if not isinstance(data, list):
-        raise InputError(f"expected JSON records (a list of objects), got {type(data).__name__}")
-    return data
+        raise InputError(f"table {errs.table}: expected JSON records (a list of objects), got {type(data).__name__}")
+    return data, malformed
 
 
-def from_json(t: TableDef, data, update_format: str) -> Tuple[pa.Table, List[int]]:
-    """Positional rows and their weights (+1 insert / -1 delete) from JSON records."""
+def json_chunks(t: TableDef, data, update_format: str, errs: Errors, chunk_rows: int) -> Iterator[Chunk]:
+    """Chunks of positional rows and their weights (+1 insert / -1 delete) from JSON records."""
     if update_format not in ("raw", "insert_delete"):
         raise InputError(f"unknown update_format {update_format!r}; use 'raw' or 'insert_delete'")
-    records = parse_json(data)
-    rows, weights = [], []
-    for i, rec in enumerate(records):
-        if update_format == "insert_delete":
-            if not isinstance(rec, dict) or len(rec) != 1 or next(iter(rec)) not in ("insert", "delete"):
-                raise InputError(f"table {t.name}, row {i}: expected {{\"insert\": {{...}}}} or "
-                                 f"{{\"delete\": {{...}}}}, got {_describe(rec)}")
-            kind, rec = next(iter(rec.items()))
-            weights.append(1 if kind == "insert" else -1)
+    records, malformed = parse_json(data, errs)
+    by_lower = {f.name.lower(): f.name for f in t.fields}
+    seen: dict = {}
+    for start in range(0, len(records), chunk_rows):
+        part = records[start:start + chunk_rows]
+        errs.start_chunk(start, raw=lambda i, part=part: part[i])
+        rows, weights = [], []
+        for i, rec in enumerate(part):
+            if rec is _MALFORMED:
+                errs.add(i, None, "malformed JSON", raw=malformed[start + i])
+                rows.append({})
+                weights.append(1)
+                continue
+            weight = 1
+            if update_format == "insert_delete":
+                if not isinstance(rec, dict) or len(rec) != 1 or next(iter(rec)) not in ("insert", "delete"):
+                    errs.add(i, None, f"expected {{\"insert\": {{...}}}} or {{\"delete\": {{...}}}}, got {_describe(rec)}")
+                    rec = {"insert": {}}
+                kind, rec = next(iter(rec.items()))
+                weight = 1 if kind == "insert" else -1
+            weights.append(weight)
+            if not isinstance(rec, dict):
+                errs.add(i, None, f"expected a JSON object, got {_describe(rec)}")
+                rec = {}
+            row = {}
+            for k, v in rec.items():
+                name = by_lower.get(str(k).lower())
+                if name is None:
+                    errs.add(i, None, f"unknown column '{k}'. Columns: {', '.join(f.name for f in t.fields)}")
+                    continue
+                row[name] = v
+            rows.append(row)
+        arrays = [convert_values([r.get(f.name) for r in rows], f.type, f.name, errs) for f in t.fields]
+        yield _finish(t, arrays, weights, errs, seen)
+
+
+def _csv_source(data):
+    if isinstance(data, (bytes, bytearray)):
+        return io.BytesIO(bytes(data))
+    if isinstance(data, os.PathLike) or (isinstance(data, str) and "\n" not in data and os.path.exists(data)):
+        return str(data)
+    if isinstance(data, str) and ("\n" in data or "," in data):
+        return io.BytesIO(data.encode())
+    raise InputError(f"CSV input must be CSV text or the path of an existing file, got {_describe(data)}")
+
+
+def _csv_header(source) -> List[str]:
+    import csv
+    if isinstance(source, str):
+        with open(source, newline="") as f:
+            line = f.readline()
+    else:
+        line = source.getvalue().split(b"\n", 1)[0].decode()
+    return next(csv.reader([line]), [])
+
+
+def csv_chunks(t: TableDef, data, delete: bool, errs: Errors, chunk_rows: int) -> Iterator[Chunk]:
+    """Chunks of positional rows from CSV (a path or CSV text) with a header row of column names.
+
+    Every field is read as text, then converted to its column's type; an empty field is NULL.
+    A row with the wrong number of fields is bad (its raw line goes to the dead letter).
+    """
+    import pyarrow.csv as pcsv
+    source = _csv_source(data)
+    invalid: List[Tuple[int, int, str]] = []   # (data row number, field count, raw line) of malformed rows
+
+    def on_invalid(row):
+        invalid.append(((row.number or 0) - 2, row.actual_columns, row.text))
+        return "skip"
+
+    header = _csv_header(source)
+    try:
+        reader = pcsv.open_csv(source, read_options=pcsv.ReadOptions(use_threads=False, block_size=1 << 22),
+                               parse_options=pcsv.ParseOptions(invalid_row_handler=on_invalid),
+                               convert_options=pcsv.ConvertOptions(
+                                   strings_can_be_null=True, null_values=[""], quoted_strings_can_be_null=False,
+                                   column_types={h: pa.string() for h in header}))
+    except (pa.ArrowInvalid, OSError) as e:
+        raise InputError(f"table {t.name}: cannot read CSV: {e}") from None
+    names = reader.schema.names
+    mapping = _match_columns(t, names, delete)
+    col_of = {f.name: names.index(mapping[f.name]) for f in t.fields if f.name in mapping}
+    weight = -1 if delete else 1
+    seen: dict = {}
+    state = {"next": 0, "inv": 0}   # next data row number; malformed rows already reported
+    skipped: set = set()
+
+    def flush(batches):
+        table = pa.Table.from_batches(batches, schema=reader.schema) if batches else None
+        n = table.num_rows if table is not None else 0
+        for number, fields, text in sorted(invalid[state["inv"]:]):
+            skipped.add(number)
+            errs.start_chunk(number)
+            errs.add(0, None, f"malformed CSV row: expected {len(names)} fields, got {fields}: {_describe(text)}",
+                     raw=text)
+        state["inv"] = len(invalid)
+        base, ids = state["next"], None
+        if any(x >= base for x in skipped):   # rows numbered around the skipped malformed ones
+            ids, r = [], base
+            while len(ids) < n:
+                if r not in skipped:
+                    ids.append(r)
+                r += 1
+            state["next"] = r
         else:
-            weights.append(1)
-        if not isinstance(rec, dict):
-            raise InputError(f"table {t.name}, row {i}: expected a JSON object, got {_describe(rec)}")
-        rows.append(rec)
-    by_lower = {f.name.lower(): f for f in t.fields}
-    for i, rec in enumerate(rows):
-        for k in rec:
-            if str(k).lower() not in by_lower:
-                raise InputError(f"table {t.name}, row {i}: unknown column '{k}'. Columns: "
-                                 f"{', '.join(f.name for f in t.fields)}")
-    arrays = []
-    for f in t.fields:
-        values = []
-        for rec in rows:
-            v = None
-            for k, x in rec.items():
-                if str(k).lower() == f.name.lower():
-                    v = x
-            values.append(v)
-        arr = convert_values(values, f.type, t.name, f.name)
-        inserts = pa.array([w > 0 for w in weights], pa.bool_())
-        _check_not_null(arr, t.name, f, only=inserts if _key_only(t, f) else None)
-        arrays.append(arr)
-    return pa.Table.from_arrays(arrays, names=[col(i) for i in range(len(t.fields))]), weights
+            state["next"] = base + n
+        if not n:
+            errs.check()
+            return None
+        cols = {c: table.column(i).combine_chunks() for i, c in enumerate(names)}
+        errs.start_chunk(base, row_ids=ids, raw=lambda i: {c: cols[c][i].as_py() for c in names})
+        arrays = []
+        for f in t.fields:
+            if f.name not in col_of:
+                arrays.append(pa.nulls(n, arrow_type(f.type)))
+                continue
+            src = cols[mapping[f.name]]
+            if not pa.types.is_string(src.type):
+                src = pc.cast(src, pa.string())
+            arrays.append(convert_strings(src, f.type, f.name, errs))
+        return _finish(t, arrays, weight, errs, seen)
+
+    pending, rows = [], 0
+    while True:
+        try:
+            batch = reader.read_next_batch()
+        except StopIteration:
+            break
+        except pa.ArrowInvalid as e:
+            raise InputError(f"table {t.name}: malformed CSV near data row {state['next'] + rows}: {e}") from None
+        while batch.num_rows:
+            take = min(batch.num_rows, chunk_rows - rows)
+            pending.append(batch.slice(0, take))
+            rows += take
+            batch = batch.slice(take)
+            if rows >= chunk_rows:
+                out = flush(pending)
+                pending, rows = [], 0
+                if out is not None:
+                    yield out
+    out = flush(pending)
+    if out is not None:
+        yield out

@@ -20,13 +20,15 @@ from planner.errors import BindError, EngineError, InputError, PipelineError, Un
 
 from . import inputs
 from .faults import crash_point, set_base
+from .ingest import Ingest
 from .inputlog import InputLog
 from .output import Dispatcher, OutputHandler
 from .query import Snapshot, check_query, load_relation
-from .state import StateStore
-from .zset import W, WEIGHT, WEIGHT_TYPE, with_weight
+from .state import StateStore, StorageError
+from .zset import W, WEIGHT
 
 MAX_STEP_ROWS = 1_000_000
+STORAGE_RETRY_S = 1.0   # wait before retrying a step whose commit failed (disk full, read-only storage)
 
 
 class Pipeline:
@@ -58,6 +60,8 @@ class Pipeline:
             self.log = InputLog(os.path.join(self.storage_dir, "log"), first_seq=self.store.current.log_position[0])
         except OSError as e:
             raise PipelineError(f"cannot use storage directory {self.storage_dir}: {e}") from e
+        self._ingest = Ingest(self.log, self.storage_dir, self.program.tables, self._notify)
+        self._storage_error: Optional[str] = None
         self.engine = None
         self._state = "created"
         self._cv = threading.Condition()
@@ -185,6 +189,8 @@ class Pipeline:
             "spark_jobs_last_step": self._last_step_jobs,
             "backlog_batches": len(self.log.pending(m.log_position[0])) if m else len(self.log.pending(0)),
             "state_size": state_sizes,
+            "dead_letter_rows": dict(self._ingest.dead_lettered),
+            "storage_error": self._storage_error,
             "error": None if self._error is None else str(self._error),
         }
 
@@ -224,37 +230,41 @@ class Pipeline:
             raise InputError(f"unknown table '{table}'. Tables: {', '.join(self.program.tables) or '(none)'}")
         return t
 
-    def _push(self, table: str, rows: pa.Table, weights) -> int:
-        if rows.num_rows == 0:
-            return -1
-        inputs.check_unique_keys(self.program.tables[table], rows, weights)
-        if isinstance(weights, int):
-            data = with_weight(rows, weights)
-        else:
-            data = rows.append_column(W, pa.array(weights, WEIGHT_TYPE))
-        seq = self.log.append(table, data)
+    def _notify(self) -> None:
         with self._cv:
             self._cv.notify_all()
-        return seq
 
-    def input_pandas(self, table: str, df: pd.DataFrame, delete: bool = False) -> None:
+    def input_pandas(self, table: str, df: pd.DataFrame, delete: bool = False, on_error: str = "reject",
+                     dead_letter: Optional[str] = None) -> None:
         """Insert (or with ``delete=True`` delete, one copy per row) the rows of ``df`` into ``table``.
 
-        Returns once the batch is durable in the input log.  A bad batch raises
-        ``InputError`` naming the table, column and row, and nothing of it is applied.
+        Returns once the batch is durable in the input log.  A bad row raises ``InputError`` naming the
+        table, column and row, and nothing of the batch is applied; with ``on_error="dead_letter"`` bad rows
+        go to a JSON-lines file (``dead_letter``, default ``<storage_dir>/dead_letter/<table>.jsonl``) and
+        the good ones are applied.  Big frames are converted and logged in chunks, atomically.
         """
         self._check()
         t = self._table(table)
-        rows = inputs.from_pandas(t, df, delete=delete)
-        self._push(t.name, rows, -1 if delete else 1)
+        self._ingest.push(t, lambda errs, n: inputs.pandas_chunks(t, df, delete, errs, n), on_error, dead_letter)
 
-    def input_json(self, table: str, data, update_format: str = "raw") -> None:
+    def input_json(self, table: str, data, update_format: str = "raw", on_error: str = "reject",
+                   dead_letter: Optional[str] = None) -> None:
         """Push JSON records: ``raw`` rows are inserts; ``insert_delete`` wraps each row in
-        ``{"insert": row}`` or ``{"delete": row}``.  ``data`` is a list, a dict or JSON text."""
+        ``{"insert": row}`` or ``{"delete": row}``.  ``data`` is a list, a dict or JSON text (an array or
+        one object per line).  ``on_error`` and ``dead_letter`` as for :meth:`input_pandas`."""
         self._check()
         t = self._table(table)
-        rows, weights = inputs.from_json(t, data, update_format)
-        self._push(t.name, rows, weights)
+        self._ingest.push(t, lambda errs, n: inputs.json_chunks(t, data, update_format, errs, n), on_error,
+                          dead_letter)
+
+    def input_csv(self, table: str, data, delete: bool = False, on_error: str = "reject",
+                  dead_letter: Optional[str] = None) -> None:
+        """Insert (or delete) the rows of CSV ``data`` (a file path or CSV text) with a header row naming the
+        columns; fields are converted to the table's column types, an empty field is NULL.  Read, converted
+        and logged in chunks, atomically.  ``on_error`` and ``dead_letter`` as for :meth:`input_pandas`."""
+        self._check()
+        t = self._table(table)
+        self._ingest.push(t, lambda errs, n: inputs.csv_chunks(t, data, delete, errs, n), on_error, dead_letter)
 
     def execute(self, sql: str) -> int:
         """Run ``INSERT INTO t VALUES ...``, ``INSERT INTO t SELECT ...`` or ``DELETE FROM t WHERE ...``.
@@ -301,9 +311,7 @@ class Pipeline:
             raise InputError(f"table {t.name}: INSERT supplies {result.num_columns} values per row for "
                              f"{len(names)} columns ({', '.join(names)})")
         df = result.rename_columns(names).to_pandas(types_mapper=None)
-        rows = inputs.from_pandas(t, df)
-        self._push(t.name, rows, 1)
-        return rows.num_rows
+        return self._ingest.push(t, lambda errs, n: inputs.pandas_chunks(t, df, False, errs, n))
 
     def _execute_delete(self, stmt: exp.Delete, sql: str) -> int:
         t = self._table(name_of(stmt.this))
@@ -314,9 +322,7 @@ class Pipeline:
             q = q.where(where.this.copy())
         result = self._run_query(q.sql(dialect=DIALECT))
         df = result.rename_columns([f.name for f in t.fields]).to_pandas()
-        rows = inputs.from_pandas(t, df)
-        self._push(t.name, rows, -1)
-        return rows.num_rows
+        return self._ingest.push(t, lambda errs, n: inputs.pandas_chunks(t, df, True, errs, n))
 
     # ------------------------------------------------------------------ output
     def _view(self, view: str) -> str:
@@ -396,6 +402,14 @@ class Pipeline:
                 self._stepping = True
             try:
                 self._step()
+                self._storage_error = None
+            except StorageError as e:   # disk full, read-only: the step did not commit; retry it later
+                self._storage_error = str(e)
+                with self._cv:
+                    self._stepping = False
+                    self._cv.notify_all()
+                    self._cv.wait(timeout=STORAGE_RETRY_S)
+                continue
             except BaseException as e:  # noqa: BLE001 - surfaced through status() and the next call
                 self._fail(e)
                 with self._cv:
@@ -439,7 +453,6 @@ class Pipeline:
                 deltas[table] = self.engine.upsert(table, parts, self.program.tables[table].primary_key)
             else:
                 deltas[table] = self.engine.clamp_deletes(table, parts)
-            self._rows_in[table] += int(pa.compute.sum(pa.compute.abs(deltas[table].column(W))).as_py() or 0)
         listened = self._dispatcher.views() | set(self._sinks)
         step = self.store.current.step + 1
         crash_point("step_start", step)
@@ -457,6 +470,8 @@ class Pipeline:
             self.store.commit(result.manifest)
             self._snapshot = None
         crash_point("committed", step)
+        for table, d in deltas.items():
+            self._rows_in[table] += int(pa.compute.sum(pa.compute.abs(d.column(W))).as_py() or 0)
         self.log.truncate_before(new_pos[0])
         for v, t in result.outputs.items():
             if t is None or v not in self._dispatcher.views():
@@ -469,11 +484,14 @@ class Pipeline:
         crash_point("delivered", step)
         self._last_step_jobs = len(sc.statusTracker().getJobIdsForGroup(group))
         self._latencies.append((time.perf_counter() - t0) * 1000)
-        merged = self.engine.compact(step)
-        if merged is not None:
-            with self._commit_lock:
-                self.store.commit(merged)
-                self._snapshot = None
+        try:
+            merged = self.engine.compact(step)
+            if merged is not None:
+                with self._commit_lock:
+                    self.store.commit(merged)
+                    self._snapshot = None
+        except StorageError as e:   # compaction is an optimization: the step is committed; merge later
+            self._storage_error = str(e)
 
     # ------------------------------------------------------------------ queries
     def _relations(self) -> Dict[str, bool]:

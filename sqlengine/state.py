@@ -24,6 +24,12 @@ import pyarrow.parquet as pq
 
 from planner.errors import InternalError, PipelineError
 
+from .faults import describe, io_point
+
+
+class StorageError(PipelineError):
+    """Writing state failed (disk full, read-only, I/O error): the step did not commit and is retried."""
+
 
 @dataclass
 class Run:
@@ -62,14 +68,24 @@ def fsync_dir(path: str) -> None:
         os.close(fd)
 
 
-def atomic_write_bytes(path: str, data: bytes) -> None:
+def atomic_write_bytes(path: str, data: bytes, fault: Optional[str] = None) -> None:
+    """Write ``path`` atomically and durably; on error nothing but the old file remains."""
     tmp = path + ".tmp"
-    with open(tmp, "wb") as f:
-        f.write(data)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
-    fsync_dir(os.path.dirname(path))
+    try:
+        with open(tmp, "wb") as f:
+            f.write(data)
+            f.flush()
+            if fault:
+                io_point(fault, tmp)
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+        fsync_dir(os.path.dirname(path))
+    except OSError:
+        try:
+            os.remove(tmp)
+        except OSError:
+            pass
+        raise
 
 
 class StateStore:
@@ -103,9 +119,16 @@ class StateStore:
         """Make ``m`` the current manifest (the step's commit point), then drop garbage."""
         if m.step < self.current.step:
             raise InternalError(f"commit of step {m.step} after step {self.current.step}")
-        atomic_write_bytes(os.path.join(self.root, f"manifest-{m.step}.json"), m.to_json().encode())
+        path = os.path.join(self.root, f"manifest-{m.step}.json")
+        try:
+            atomic_write_bytes(path, m.to_json().encode(), fault="state_commit")
+        except OSError as e:
+            raise StorageError(f"step {m.step} did not commit: cannot write {e.filename or path}: {describe(e)}") from e
         self.current = m
-        self.collect_garbage()
+        try:
+            self.collect_garbage()
+        except OSError:
+            pass   # garbage is collected again after the next commit
 
     def collect_garbage(self) -> None:
         """Remove manifests older than the last two and run files no kept manifest lists."""
@@ -141,17 +164,23 @@ class StateStore:
     def write_run(self, key: str, table: pa.Table, step: int, tag: str = "d") -> Run:
         """Write one immutable run file (not yet visible: the manifest lists it at commit)."""
         d = os.path.join(self.root, key)
-        os.makedirs(d, exist_ok=True)
         name = f"run-{step:010d}-{tag}.parquet"
         full = os.path.join(d, name)
         tmp = full + ".tmp"
         try:
+            os.makedirs(d, exist_ok=True)
             pq.write_table(table, tmp, compression="zstd")
+            io_point("state_write", tmp)
             with open(tmp, "rb") as f:
                 os.fsync(f.fileno())
             os.replace(tmp, full)
         except OSError as e:
-            raise PipelineError(f"cannot write state under {self.root}: {e}") from e
+            try:
+                os.remove(tmp)
+            except OSError:
+                pass
+            raise StorageError(f"step {step} did not commit: cannot write state {e.filename or tmp}: "
+                               f"{describe(e)}") from e
         return Run(f"{key}/{name}", table.num_rows, os.path.getsize(full))
 
     def needs_merge(self, runs: List[Run]) -> bool:

@@ -23,7 +23,7 @@ def test_public_api_is_pinned():
         "InputError", "ConnectorError", "PipelineError", "InternalError"])
     public = sorted(m for m in dir(Pipeline) if not m.startswith("_"))
     assert public == sorted([
-        "from_sql", "start", "pause", "resume", "stop", "status", "metrics", "checkpoint", "input_pandas",
+        "from_sql", "start", "pause", "resume", "stop", "status", "metrics", "checkpoint", "input_pandas", "input_csv",
         "input_json", "execute", "listen", "foreach_chunk", "wait_for_idle", "wait_for_completion", "query",
         "query_tabular", "query_parquet", "query_arrow", "query_pandas", "explain", "output_parquet"])
 

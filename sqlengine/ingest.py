@@ -1,0 +1,88 @@
+"""Taking one input call into the durable log: chunked, atomic, with an error policy.
+
+An input call converts its rows chunk by chunk (``CHUNK_ROWS`` rows at a time, so
+a huge DataFrame or CSV file is never converted whole in memory) and appends each
+chunk to one atomic log batch: either every chunk is committed, or, if a chunk
+fails (a bad row under ``on_error="reject"``, a full disk), none is.  Under
+``on_error="dead_letter"`` bad rows are written to a JSON-lines dead-letter file
+(durably, before the batch commits) and the good rows are applied.
+"""
+from __future__ import annotations
+
+import json
+import os
+import time
+from typing import Callable, Dict, Iterator, Optional
+
+import pyarrow as pa
+
+from planner.bind import TableDef
+from planner.errors import InputError
+
+from .faults import describe, io_point
+from .inputlog import InputLog
+from .inputs import Chunk, Errors
+from .state import fsync_dir
+from .zset import W, WEIGHT_TYPE, with_weight
+
+CHUNK_ROWS = 1_000_000   # rows converted and logged at a time; bounds an input call's memory
+
+
+class Ingest:
+    def __init__(self, log: InputLog, storage_dir: str, tables, notify: Callable[[], None]):
+        self.log = log
+        self.storage_dir = storage_dir
+        self.notify = notify
+        self.dead_lettered: Dict[str, int] = {t: 0 for t in tables}
+
+    def dead_letter_path(self, table: str, path: Optional[str]) -> str:
+        return os.path.abspath(path) if path else os.path.join(self.storage_dir, "dead_letter", f"{table}.jsonl")
+
+    def push(self, t: TableDef, chunks: Callable[[Errors, int], Iterator[Chunk]], on_error: str = "reject",
+             dead_letter: Optional[str] = None) -> int:
+        """Convert and log one input call atomically; returns the number of rows accepted."""
+        errs = Errors(t.name, on_error)
+        if dead_letter is not None and errs.reject:
+            raise InputError(f"table {t.name}: dead_letter is only used with on_error='dead_letter'")
+        accepted = 0
+        with self.log.batch(t.name) as batch:
+            for rows, weights in chunks(errs, CHUNK_ROWS):
+                if not rows.num_rows:
+                    continue
+                if isinstance(weights, int):
+                    data = with_weight(rows, weights)
+                else:
+                    data = rows.append_column(W, pa.array(weights, WEIGHT_TYPE))
+                batch.append(data)
+                accepted += rows.num_rows
+            if errs.bad:
+                self._write_dead_letters(t.name, errs, self.dead_letter_path(t.name, dead_letter), batch.id)
+            batch.commit()
+        self.dead_lettered[t.name] = self.dead_lettered.get(t.name, 0) + len(errs.bad)
+        self.notify()
+        return accepted
+
+    def _write_dead_letters(self, table: str, errs: Errors, path: str, batch_id: str) -> None:
+        """Append the bad rows to ``path`` (JSON lines) and fsync, before the batch commits."""
+        at = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+        lines = "".join(json.dumps({**rec, "batch": batch_id, "time": at}, default=str) + "\n"
+                        for _, rec in sorted(errs.bad.items()))
+        try:
+            d = os.path.dirname(path)
+            os.makedirs(d, exist_ok=True)
+            new = not os.path.exists(path)
+            with open(path, "a") as f:
+                size = f.tell()
+                try:
+                    f.write(lines)
+                    f.flush()
+                    io_point("dead_letter_write", path)
+                    os.fsync(f.fileno())
+                except OSError:
+                    f.truncate(size)   # no partial records of a batch that is not applied
+                    raise
+            if new:
+                fsync_dir(d)
+        except OSError as e:
+            raise InputError(f"input for table {table} was not accepted: cannot write the dead-letter file "
+                             f"{path}: {describe(e)}") from e
