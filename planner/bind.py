@@ -16,6 +16,7 @@ from sqlglot import exp
 from sqlglot.optimizer.annotate_types import annotate_types
 
 from .bind_subquery import SubqueryBinder, rewrite_late, scalar_subqueries
+from .bind_window import WindowBinder, find_windows
 from .errors import BindError, UnsupportedError
 from .logical import (AggCall, Aggregate, Distinct, Expr, Field, Filter, Join, Node, Project, Scan,
                       SetOp, UnionAll, col)
@@ -119,7 +120,7 @@ def split_and(e: Optional[exp.Expression]) -> List[exp.Expression]:
     return [e]
 
 
-class Binder(SubqueryBinder):
+class Binder(SubqueryBinder, WindowBinder):
     """Binds the SELECT of one view against the tables and views defined before it."""
 
     def __init__(self, sql: str, tables: Dict[str, TableDef], views: Dict[str, ViewDef]):
@@ -364,7 +365,9 @@ class Binder(SubqueryBinder):
         raise self.unsupported(f"{type(item).__name__} in FROM", item)
 
     def bind_select(self, select: exp.Select, ctes) -> Tuple[Node, List[str]]:
-        self.check_no_limit(select)
+        if select.args.get("fetch") is not None:
+            raise UnsupportedError("FETCH in a view is not supported (use ORDER BY ... LIMIT)", sql=self.sql,
+                                   offset=self.keyword_offset("FETCH", select.args["fetch"]))
         for key in ("windows", "qualify", "laterals", "pivots", "connect", "prewhere", "sample"):
             if select.args.get(key):
                 raise self.unsupported(key.upper(), select.args[key] if isinstance(select.args[key], exp.Expression) else select)
@@ -375,6 +378,10 @@ class Binder(SubqueryBinder):
         group = select.args.get("group")
         having = select.args.get("having")
         has_agg = any(self.find_aggs(e) for e, _ in items) or (having is not None)
+        windows = [w for e, _ in items for w in find_windows(e)]
+        pre = None
+        if windows and (group is not None or has_agg):
+            raise self.unsupported("window function in a grouped query (group in a subquery first)", windows[0])
         if group is not None or has_agg:
             # scalar subqueries outside aggregate calls are joined after grouping ("late"), those inside
             # aggregate arguments before it
@@ -389,14 +396,21 @@ class Binder(SubqueryBinder):
                 plan, having = self.attach_scalar_subqueries(plan, scope, having, ctes)
             plan, exprs = self.bind_aggregate(plan, scope, early, group, having, late)
         else:
+            if windows:
+                plan, items = self.attach_windows(plan, scope, items)
             exprs = []
             for e, _ in items:
                 plan, e = self.attach_scalar_subqueries(plan, scope, e, ctes)
                 exprs.append(self.bind_scalar(e, scope))
+            pre = (plan, exprs)
         names = unique_names([n for _, n in items])
         plan = Project(plan, tuple(exprs), tuple(names))
         if select.args.get("distinct"):
             plan = Distinct(plan)
+        if select.args.get("limit") is not None or select.args.get("offset") is not None:
+            distinct = bool(select.args.get("distinct"))
+            plan = self.bind_top_k(select, plan, names, items, scope, hidden_ok=pre is not None and not distinct,
+                                   pre=pre)
         return plan, names
 
     def expand_star(self, expressions, scope: Scope) -> List[Tuple[exp.Expression, str]]:
@@ -425,11 +439,10 @@ class Binder(SubqueryBinder):
     # ------------------------------------------------------------------ aggregates
     def find_aggs(self, e: exp.Expression) -> List[exp.Expression]:
         found = []
-        for n in e.walk(prune=lambda x: isinstance(x, (exp.Subquery, exp.Select, exp.Exists)) and x is not e):
-            if isinstance(n, (exp.Subquery, exp.Select, exp.Exists)):
+        for n in e.walk(prune=lambda x: isinstance(x, exp.Window) or
+                        (isinstance(x, (exp.Subquery, exp.Select, exp.Exists)) and x is not e)):
+            if isinstance(n, (exp.Subquery, exp.Select, exp.Exists, exp.Window)):
                 continue
-            if isinstance(n, exp.Window):
-                raise self.unsupported("window function " + n.this.sql(), n)
             if isinstance(n, exp.Grouping):
                 continue
             if isinstance(n, exp.AggFunc) or (isinstance(n, exp.Filter) and isinstance(n.this, exp.AggFunc)):

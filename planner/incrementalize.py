@@ -5,8 +5,8 @@ Reads each node's declared ``algebra``:
 * source   -> an ``input`` op (the table's change);
 * linear   -> the same node applied to its inputs' changes (``map`` / ``union``);
 * bilinear -> a ``join`` op reading the integrals of both inputs;
-* stateful -> ``aggregate`` (own accumulators, or the integral of its input) or
-  ``distinct`` (the integral of its input).
+* stateful -> ``aggregate`` (own accumulators, or the integral of its input),
+  ``distinct``, ``setop`` or ``window`` (the integrals of their inputs).
 
 Equal subplans are equal values, so they map to the same op: two views that
 share a subquery share its work and its state.
@@ -17,7 +17,7 @@ from typing import Dict
 
 from .circuit import Circuit, Op, Output, aggregate_mode
 from .errors import InternalError
-from .logical import Aggregate, Distinct, Join, Node, Scan, SetOp, UnionAll
+from .logical import Aggregate, Distinct, Join, Node, Scan, SetOp, UnionAll, Window
 
 
 class _Builder:
@@ -54,6 +54,9 @@ class _Builder:
             ins = (self.delta(node.left), self.delta(node.right))
             reads = (self.integral(node.left), self.integral(node.right))
             op = self.add(kind="setop", node=node, inputs=ins, reads=reads)
+        elif isinstance(node, Window):
+            ins = (self.delta(node.input),)
+            op = self.add(kind="window", node=node, inputs=ins, reads=(self.integral(node.input),))
         elif isinstance(node, Distinct):
             ins = (self.delta(node.input),)
             op = self.add(kind="distinct", node=node, inputs=ins, reads=(self.integral(node.input),))

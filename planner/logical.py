@@ -275,6 +275,33 @@ class SetOp(Node):
         return f"{self.op.capitalize()}{'All' if self.all else ''}"
 
 
+@dataclass(frozen=True)
+class Window(Node):
+    """Window functions sharing one PARTITION BY; output row = input row then one column per call.
+
+    ``calls`` are whole window expressions (``ROW_NUMBER() OVER (PARTITION BY c0 ORDER BY c2)``) over the
+    input row.  Stateful: for the partitions a change touches, recompute the calls over the partition's
+    old and new contents and emit new minus old (an empty ``partition`` is one partition: the whole input).
+    """
+
+    algebra: ClassVar[str] = "stateful"
+    input: Node
+    partition: Tuple[Expr, ...]
+    calls: Tuple[Expr, ...]
+    names: Tuple[str, ...]
+
+    @property
+    def inputs(self):
+        return (self.input,)
+
+    @property
+    def fields(self):
+        return self.input.fields + tuple(Field(n, c.type) for n, c in zip(self.names, self.calls))
+
+    def describe(self):
+        return "Window " + ", ".join(f"{c} AS {n}" for c, n in zip(self.calls, self.names))
+
+
 def walk(node: Node):
     """Yield ``node`` and its descendants, children first, each once."""
     seen = set()

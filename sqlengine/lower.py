@@ -21,9 +21,9 @@ from pyspark.sql import DataFrame, functions as F
 from planner.bind import DIALECT
 from planner.circuit import Op
 from planner.errors import UnsupportedError
-from planner.logical import Aggregate, Distinct, Filter, Join, Project, col
+from planner.logical import Aggregate, Distinct, Filter, Join, Project, Window, col
 
-from .zset import W, positive_spark
+from .zset import W, consolidate_spark, positive_spark
 
 
 @lru_cache(maxsize=4096)
@@ -223,6 +223,30 @@ class Lowerer:
         g = old.union(new).groupBy(*cols).agg(F.sum("__old").alias("o"), F.sum(W).alias("n"))
         w = F.when(F.col("n") > 0, 1).otherwise(0) - F.when(F.col("o") > 0, 1).otherwise(0)
         return g.select(*cols, w.cast("long").alias(W)).filter(F.col(W) != 0)
+
+    def lower_window(self, op: Op, ins, reads) -> DataFrame:
+        """Recompute the window calls over the touched partitions: calls(old + d) - calls(old), consolidated."""
+        node: Window = op.node
+        (d,) = ins
+        (state,) = reads
+        n = len(node.input.fields)
+        cols = data_cols(n)
+        if node.partition:
+            keys = [f"__p{i}" for i in range(len(node.partition))]
+
+            def keyed(df):
+                return df.select("*", *[sexpr(k.sql).alias(f"__p{i}") for i, k in enumerate(node.partition)])
+            old = null_safe_semi(keyed(state), keyed(d).select(*keys), keys).select(*cols, W)
+        else:
+            old = state
+        calls = [sexpr(c.sql).alias(col(n + i)) for i, c in enumerate(node.calls)]
+
+        def compute(z: DataFrame, sign: int) -> DataFrame:
+            z = positive_spark(z)
+            z = z.select(*cols, F.explode(F.array_repeat(F.lit(1), F.col(W).cast("int"))).alias("__rep"))
+            return z.select(*cols, *calls, F.lit(sign).cast("long").alias(W))
+
+        return consolidate_spark(compute(old.union(d), 1).union(compute(old, -1)))
 
     def lower_aggregate(self, op: Op, ins, reads, initial: bool = False) -> DataFrame:
         if op.mode == "accumulate":

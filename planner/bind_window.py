@@ -1,0 +1,149 @@
+"""Binding window functions and ORDER BY ... LIMIT (top-k) queries.
+
+Window calls of one SELECT that share a PARTITION BY become one :class:`Window`
+node, whose output appends a column per call; the SELECT list then reads those
+columns.  ``ORDER BY ... LIMIT k [OFFSET m]`` is a window without partitions:
+``ROW_NUMBER() OVER (ORDER BY ...)`` kept where it falls in ``(m, m + k]``.
+
+The binder class mixes this in.
+"""
+from __future__ import annotations
+
+from typing import Dict, List, Optional, Tuple
+
+from sqlglot import exp
+
+from .logical import Expr, Filter, Node, Project, Window, col
+from .types import BIGINT, SqlType
+
+RANKING = (exp.RowNumber, exp.Rank, exp.DenseRank, exp.Ntile)
+DOUBLE_RESULT = (exp.PercentRank, exp.CumeDist, exp.Avg)
+VALUE_OF_ARG = (exp.Lag, exp.Lead, exp.FirstValue, exp.LastValue, exp.NthValue, exp.Min, exp.Max)
+WINDOW_FUNCTIONS = RANKING + DOUBLE_RESULT + VALUE_OF_ARG + (exp.Sum, exp.Count)
+
+
+def find_windows(e: exp.Expression) -> List[exp.Window]:
+    """Window calls in ``e``, not looking into subqueries."""
+    return [n for n in e.walk(prune=lambda x: isinstance(x, (exp.Subquery, exp.Select)))
+            if isinstance(n, exp.Window)]
+
+
+class WindowBinder:
+    """Mixin for :class:`planner.bind.Binder`."""
+
+    def bind_window_call(self, w: exp.Window, scope) -> Expr:
+        func = w.this
+        if not isinstance(func, WINDOW_FUNCTIONS):
+            raise self.unsupported(f"window function {func.sql(dialect='duckdb')}", w)
+        if any(isinstance(a, exp.Distinct) for a in func.iter_expressions()):
+            raise self.unsupported("DISTINCT in a window function", w)
+        if isinstance(func, exp.Filter) or w.args.get("first") or isinstance(func, exp.IgnoreNulls):
+            raise self.unsupported("FILTER or IGNORE NULLS in a window function", w)
+        if find_windows(func) or any(self.find_aggs(a) for a in func.iter_expressions()):
+            raise self.bind_error("window and aggregate calls cannot be nested in a window function", w)
+        for n in w.walk():
+            if isinstance(n, (exp.Subquery, exp.Select, exp.Exists)):
+                raise self.unsupported("subquery in a window function", n)
+        out = w.copy()
+        for c in list(out.find_all(exp.Column)):
+            c.replace(exp.column(col(self.resolve(c, scope))))
+        arg = func.this if isinstance(func.this, exp.Expression) and not isinstance(func.this, exp.Star) else None
+        arg_type = self.bind_scalar(arg, scope).type if arg is not None else None
+        if isinstance(func, RANKING) or isinstance(func, exp.Count):
+            t = BIGINT.with_nullable(False)
+        elif isinstance(func, DOUBLE_RESULT):
+            t = SqlType("DOUBLE")
+        elif isinstance(func, exp.Sum):
+            t = self.agg_type("SUM", self.bind_scalar(arg, scope))
+        else:
+            t = arg_type.with_nullable(True)
+        return Expr(out.sql(dialect="duckdb"), t)
+
+    def attach_windows(self, plan: Node, scope, items) -> Tuple[Node, list]:
+        """One Window node per distinct PARTITION BY; window calls in ``items`` become column reads."""
+        from .bind import Rel
+        items = [(e.copy(), n) for e, n in items]
+        groups: Dict[Tuple[str, ...], list] = {}
+        for e, _ in items:
+            for w in find_windows(e):
+                part = tuple(self.bind_scalar(p, scope) for p in w.args.get("partition_by") or [])
+                groups.setdefault(tuple(p.sql for p in part), []).append((w, part))
+        refs: Dict[int, exp.Expression] = {}
+        for sig, calls in groups.items():
+            width = scope.width
+            alias = f"__win{len([r for r in scope.rels if (r.alias or '').startswith('__win')])}"
+            bound = [self.bind_window_call(w, scope) for w, _ in calls]
+            names = tuple(f"{alias.strip('_')}_{i}" for i in range(len(bound)))
+            plan = Window(plan, calls[0][1], tuple(bound), names)
+            scope.rels.append(Rel(alias, list(names), [b.type for b in bound], width))
+            for (w, _), name in zip(calls, names):
+                refs[id(w)] = exp.column(name, table=alias)
+        out = []
+        for e, n in items:
+            if id(e) in refs:
+                e = refs[id(e)]
+            else:
+                for w in find_windows(e):
+                    w.replace(refs[id(w)])
+            out.append((e, n))
+        return plan, out
+
+    # ------------------------------------------------------------------ ORDER BY ... LIMIT
+    def limit_value(self, node: Optional[exp.Expression], what: str) -> int:
+        if node is None:
+            return 0
+        v = node.args.get("expression") if isinstance(node, (exp.Limit, exp.Offset)) else node
+        if not (isinstance(v, exp.Literal) and not v.is_string and v.this.isdigit()):
+            raise self.unsupported(f"{what} that is not a non-negative integer literal", node)
+        return int(v.this)
+
+    def bind_top_k(self, select: exp.Select, plan: Node, names: List[str], items, scope,
+                   hidden_ok: bool, pre: Optional[Tuple[Node, list]]) -> Node:
+        """``ORDER BY ... LIMIT k OFFSET m`` over the SELECT's result ``plan`` (columns ``names``).
+        ``pre``: (input plan, bound exprs) of the final projection, so ORDER BY may use expressions over
+        the input that are not in the result (``hidden_ok``)."""
+        limit, offset = select.args.get("limit"), select.args.get("offset")
+        order = select.args.get("order")
+        if order is None:
+            raise self.unsupported("LIMIT or OFFSET without ORDER BY (the rows kept would be arbitrary)",
+                                   limit if limit is not None else offset)
+        k = self.limit_value(limit, "LIMIT") if limit is not None else None
+        m = self.limit_value(offset, "OFFSET")
+        n = len(names)
+        lowered = {nm.lower(): i for i, nm in enumerate(names)}
+        item_sql = [e.sql(dialect="duckdb") for e, _ in items]
+        hidden: List[Expr] = []
+        keys = []
+        for o in order.expressions:
+            e = o.this
+            if isinstance(e, exp.Literal) and not e.is_string:
+                pos = int(e.this)
+                if not 1 <= pos <= n:
+                    raise self.bind_error(f"ORDER BY position {pos} is out of range", e)
+                i = pos - 1
+            elif isinstance(e, exp.Column) and not e.table and e.name.lower() in lowered:
+                i = lowered[e.name.lower()]
+            elif e.sql(dialect="duckdb") in item_sql:
+                i = item_sql.index(e.sql(dialect="duckdb"))
+            elif hidden_ok and pre is not None:
+                hidden.append(self.bind_scalar(e, scope))
+                i = n + len(hidden) - 1
+            else:
+                raise self.unsupported("ORDER BY expression that is not a column of the result "
+                                       "(in a grouped or DISTINCT query with LIMIT)", e)
+            ordered = o.copy()
+            ordered.set("this", exp.column(col(i)))
+            keys.append(ordered.sql(dialect="duckdb"))
+        if hidden:
+            base, exprs = pre
+            plan = Project(base, tuple(exprs) + tuple(hidden),
+                           tuple(names) + tuple(f"__o{i}" for i in range(len(hidden))))
+        width = n + len(hidden)
+        rn = Expr(f"ROW_NUMBER() OVER (ORDER BY {', '.join(keys)})", BIGINT.with_nullable(False))
+        ranked = Window(plan, (), (rn,), ("__rn",))
+        cond = f"c{width} > {m}" + (f" AND c{width} <= {m + k}" if k is not None else "")
+        kept = Filter(ranked, Expr(cond, SqlType("BOOLEAN")))
+        return Project(kept, tuple(Expr(col(i), f.type) for i, f in enumerate(plan.fields[:n])), tuple(names))
+
+
+__all__ = ["WindowBinder", "find_windows"]
