@@ -102,10 +102,10 @@ class Pipeline:
         spark = self._spark or get_spark(self._spark_conf)
         self._spark = spark
         self.engine = Engine(self.program, spark, self.store)
-        self._check_program_unchanged()
         for sinks in self._sinks.values():
             for s in sinks:
                 s.recover(self.store.current.step)
+        self._apply_program_change()
         set_base(self.store.current.step)
         self._dispatcher.start()
         self._stop_requested = False
@@ -113,16 +113,31 @@ class Pipeline:
         self._thread = threading.Thread(target=self._loop, name=f"sqlengine-{self.name}", daemon=True)
         self._thread.start()
 
-    def _check_program_unchanged(self) -> None:
+    def _apply_program_change(self) -> None:
+        """Reopening a storage_dir with a changed program: keep the state of unchanged operators, drop
+        that of removed views, backfill new or changed views from the tables' committed contents (one
+        step, committed like any other).  A changed or removed table raises ``PipelineError`` naming it."""
         m = self.store.current
         if m.step == 0 and not m.runs:
             return
-        old = m.meta.get("objects", {})
-        new = self._objects()
+        old, new = m.meta.get("objects", {}), self._objects()
         changed = sorted(k for k in set(old) | set(new) if old.get(k) != new.get(k))
-        if changed:
-            raise PipelineError(f"the program differs from the one that wrote {self.storage_dir}: changed "
-                                f"objects: {', '.join(changed)}. Use a new storage_dir or the original program.")
+        if not changed:
+            return
+        tables = [k for k in changed if k.startswith("table ") and k in old]
+        if tables:
+            raise PipelineError(
+                f"the program differs from the one that wrote {self.storage_dir}: changed or removed tables: "
+                f"{', '.join(k[len('table '):] for k in tables)} (their stored rows do not fit the new program; "
+                f"changed objects: {', '.join(changed)}). Use a new storage_dir, or the original table definitions.")
+        old_keys = set(m.meta.get("keys", m.runs))
+        new_keys = set(self.engine.keys.values()) - old_keys
+        views = {k[len("view "):] for k in changed if k.startswith("view ") and k in new}
+        listened = (self._dispatcher.views() | set(self._sinks)) & views
+        step = m.step + 1
+        result = self.engine.backfill(step, new_keys, listened)
+        result.manifest.log_position = list(m.log_position)
+        self._commit_step(step, result, {}, list(m.log_position))
 
     def _objects(self) -> Dict[str, str]:
         out = {f"table {t}": repr(d.fields) for t, d in self.program.tables.items()}
@@ -458,7 +473,22 @@ class Pipeline:
         crash_point("step_start", step)
         result = self.engine.run_step(step, deltas, listened, initial=(step == 1))
         result.manifest.log_position = new_pos
+        self._commit_step(step, result, deltas, new_pos)
+        self._last_step_jobs = len(sc.statusTracker().getJobIdsForGroup(group))
+        self._latencies.append((time.perf_counter() - t0) * 1000)
+        try:
+            merged = self.engine.compact(step)
+            if merged is not None:
+                with self._commit_lock:
+                    self.store.commit(merged)
+                    self._snapshot = None
+        except StorageError as e:   # compaction is an optimization: the step is committed; merge later
+            self._storage_error = str(e)
+
+    def _commit_step(self, step: int, result, deltas: Dict[str, pa.Table], new_pos) -> None:
+        """Write sink files, commit the step's manifest, then deliver its outputs to listeners."""
         result.manifest.meta["objects"] = self._objects()
+        result.manifest.meta["keys"] = sorted(set(self.engine.keys.values()))
         for v, sinks in self._sinks.items():
             t = result.outputs.get(v)
             if t is not None:
@@ -482,16 +512,6 @@ class Pipeline:
         for v, n in result.changed_rows.items():
             self._rows_out[v] += n
         crash_point("delivered", step)
-        self._last_step_jobs = len(sc.statusTracker().getJobIdsForGroup(group))
-        self._latencies.append((time.perf_counter() - t0) * 1000)
-        try:
-            merged = self.engine.compact(step)
-            if merged is not None:
-                with self._commit_lock:
-                    self.store.commit(merged)
-                    self._snapshot = None
-        except StorageError as e:   # compaction is an optimization: the step is committed; merge later
-            self._storage_error = str(e)
 
     # ------------------------------------------------------------------ queries
     def _relations(self) -> Dict[str, bool]:

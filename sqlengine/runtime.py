@@ -224,25 +224,56 @@ class Engine:
             need |= {o.id for o in self.circuit.upstream(r)}
         return need
 
-    def run_step(self, step: int, table_deltas: Dict[str, pa.Table], listened: Set[str],
-                 initial: bool = False) -> StepResult:
-        """Run one step.  ``initial`` marks the first step of a new pipeline: global aggregates
-        (no GROUP BY) then emit their row for empty input, even with no input change."""
+    def backfill_ops(self, new_keys: Set[str], views: Set[str]) -> Set[int]:
+        roots = [op.id for op in self.ops if op.owns_state and self.keys[op.id] in new_keys]
+        roots += [self.circuit.outputs[v].delta for v in views]
+        need: Set[int] = set()
+        for r in roots:
+            need |= {o.id for o in self.circuit.upstream(r)}
+        return need
+
+    def backfill(self, step: int, new_keys: Set[str], views: Set[str]) -> StepResult:
+        """After a program change: compute the state of the operators ``new_keys`` names (new or changed
+        views) from scratch, with the tables' committed contents as the input change, and the changes of
+        ``views`` (their whole contents).  Operators that kept their state are not written; state of
+        operators the program no longer has is dropped from the manifest."""
         old = self.store.current
-        need = self.needed_ops(listened)
+        need = self.backfill_ops(new_keys, views)
+        contents = {op.node.table: consolidate_spark(self.read_state(self.table_integral(op.node.table), old))
+                    for op in self.ops if op.kind == "input" and op.id in need}
+        live = set(self.keys.values())
+        result = self.run_step(step, contents, views, initial=True, need=need, write_keys=new_keys)
+        result.manifest.runs = {k: v for k, v in result.manifest.runs.items() if k in live}
+        return result
+
+    def run_step(self, step: int, table_deltas: Dict[str, pa.Table], listened: Set[str],
+                 initial: bool = False, need: Optional[Set[int]] = None,
+                 write_keys: Optional[Set[str]] = None) -> StepResult:
+        """Run one step.  ``initial`` marks the first step of a new pipeline: global aggregates
+        (no GROUP BY) then emit their row for empty input, even with no input change.
+
+        For a backfill (``write_keys`` given): only ``need`` ops run, from empty state (every read sees no
+        rows), and only the state of ops in ``write_keys`` is written."""
+        old = self.store.current
+        reads_from = old if write_keys is None else Manifest()
+        need = self.needed_ops(listened) if need is None else need
         out_ids = {self.circuit.outputs[v].delta for v in listened}
         deltas: Dict[int, object] = {}
         new_runs: Dict[str, List[Run]] = {k: list(v) for k, v in old.runs.items()}
+
+        def writes(op_id: int) -> bool:
+            return write_keys is None or self.keys[op_id] in write_keys
+
         for op in self.ops:
             if op.id not in need:
                 continue
             if op.kind == "input":
                 d = table_deltas.get(op.node.table)
-                deltas[op.id] = d if d is not None and d.num_rows else EMPTY
+                deltas[op.id] = d if d is not None and (not isinstance(d, pa.Table) or d.num_rows) else EMPTY
                 continue
             if op.kind == "integrate":
                 d = deltas[op.inputs[0]]
-                if d is not EMPTY:
+                if d is not EMPTY and writes(op.id):
                     if not isinstance(d, pa.Table):  # pragma: no cover - integrate inputs are always cut
                         d = self.collect(d, self.arrow_schemas[op.inputs[0]])
                     if d is not EMPTY:
@@ -258,21 +289,22 @@ class Engine:
                 ins_df = [None if x is EMPTY else self.to_df(i, x) for i, x in zip(op.inputs, ins)]
             else:
                 ins_df = [self.to_df(i, x) for i, x in zip(op.inputs, ins)]
-            reads = [self.read_state(r, old) for r in op.reads]
+            reads = [self.read_state(r, reads_from) for r in op.reads]
             if op.kind == "aggregate" and op.mode == "accumulate":
                 partial = self.collect(self.lowerer.aggregate_partial(op, ins_df[0]), self.state_arrow[op.id],
                                        consolidate=False)
                 if seeds and partial is EMPTY:
                     df = self.lowerer.aggregate_output(op, self._cached_empty(op.id, self.state_schemas[op.id]),
-                                                       self.read_state(op.id, old), initial=True)
+                                                       self.read_state(op.id, reads_from), initial=True)
                 elif partial is EMPTY:
                     deltas[op.id] = EMPTY
                     continue
                 else:
-                    run = self.store.write_run(self.keys[op.id], partial, step)
-                    new_runs.setdefault(self.keys[op.id], []).append(run)
+                    if writes(op.id):
+                        run = self.store.write_run(self.keys[op.id], partial, step)
+                        new_runs.setdefault(self.keys[op.id], []).append(run)
                     pdf = self.spark.createDataFrame(partial, schema=self.state_schemas[op.id])
-                    df = self.lowerer.aggregate_output(op, pdf, self.read_state(op.id, old), initial=initial)
+                    df = self.lowerer.aggregate_output(op, pdf, self.read_state(op.id, reads_from), initial=initial)
             else:
                 df = self.lowerer.lower(op, ins_df, reads, initial=initial)
             cons = [c for c in self.consumers[op.id] if c in need]

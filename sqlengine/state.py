@@ -153,6 +153,8 @@ class StateStore:
                         os.remove(os.path.join(full, n))
                     elif n.endswith(".tmp"):
                         os.remove(os.path.join(full, n))
+                if not os.listdir(full):
+                    os.rmdir(full)    # an operator the program no longer has
 
     # ------------------------------------------------------------ runs
     def runs(self, key: str, m: Optional[Manifest] = None) -> List[Run]:
