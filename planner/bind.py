@@ -345,6 +345,8 @@ class Binder(SubqueryBinder, WindowBinder):
         if isinstance(item, exp.Table):
             if item.args.get("db") or item.args.get("catalog"):
                 raise self.unsupported("qualified table name " + item.sql(), item)
+            if isinstance(item.this, exp.Anonymous) and item.this.name.lower() in ("tumble", "hop"):
+                return self.bind_time_window(item.this, alias, ctes)
             if not isinstance(item.this, exp.Identifier):
                 raise self.unsupported("table function " + item.sql(), item)
             name = name_of(item.this)

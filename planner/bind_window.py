@@ -1,9 +1,13 @@
-"""Binding window functions and ORDER BY ... LIMIT (top-k) queries.
+"""Binding window functions, ORDER BY ... LIMIT (top-k) queries, and the TUMBLE / HOP table functions.
 
 Window calls of one SELECT that share a PARTITION BY become one :class:`Window`
 node, whose output appends a column per call; the SELECT list then reads those
 columns.  ``ORDER BY ... LIMIT k [OFFSET m]`` is a window without partitions:
 ``ROW_NUMBER() OVER (ORDER BY ...)`` kept where it falls in ``(m, m + k]``.
+
+``TUMBLE(rel, ts, size [, offset])`` and ``HOP(rel, ts, slide, size [, offset])`` in FROM add
+``window_start`` and ``window_end`` (TIMESTAMP) to each row of ``rel``; HOP repeats a row once per
+window that contains it.  A row whose time is NULL is in no window.  Both are linear (a projection; HOP a union of size/slide projections).
 
 The binder class mixes this in.
 """
@@ -13,8 +17,11 @@ from typing import Dict, List, Optional, Tuple
 
 from sqlglot import exp
 
-from .logical import Expr, Filter, Node, Project, Window, col
+from .logical import Expr, Filter, Node, Project, UnionAll, Window, col
 from .types import BIGINT, SqlType
+
+MICROS = {"microsecond": 1, "millisecond": 1000, "second": 10 ** 6, "minute": 60 * 10 ** 6,
+          "hour": 3600 * 10 ** 6, "day": 86400 * 10 ** 6}
 
 RANKING = (exp.RowNumber, exp.Rank, exp.DenseRank, exp.Ntile)
 DOUBLE_RESULT = (exp.PercentRank, exp.CumeDist, exp.Avg)
@@ -144,6 +151,63 @@ class WindowBinder:
         cond = f"c{width} > {m}" + (f" AND c{width} <= {m + k}" if k is not None else "")
         kept = Filter(ranked, Expr(cond, SqlType("BOOLEAN")))
         return Project(kept, tuple(Expr(col(i), f.type) for i, f in enumerate(plan.fields[:n])), tuple(names))
+
+
+    # ------------------------------------------------------------------ TUMBLE / HOP
+    def interval_micros(self, e: exp.Expression) -> int:
+        """A fixed-length INTERVAL literal in microseconds (months and years have no fixed length)."""
+        if isinstance(e, exp.Interval):
+            text = e.this.this if isinstance(e.this, exp.Literal) else None
+            unit = e.args.get("unit")
+            unit = unit.name if unit is not None else None
+            if text is not None and unit is None and len(str(text).split()) == 2:
+                text, unit = str(text).split()
+            if text is not None and unit is not None:
+                u = unit.lower().rstrip("s")
+                if u in MICROS and str(text).strip().isdigit() and int(text) > 0:
+                    return int(text) * MICROS[u]
+        raise self.unsupported("window size that is not a positive INTERVAL literal in days or smaller units", e)
+
+    def bind_time_window(self, fn: exp.Anonymous, alias, ctes):
+        """``TUMBLE(rel, ts, size [, offset])`` or ``HOP(rel, ts, slide, size [, offset])`` in FROM."""
+        kind = fn.name.lower()
+        args = list(fn.expressions)
+        n_sizes = 1 if kind == "tumble" else 2
+        if len(args) not in (2 + n_sizes, 3 + n_sizes) or not isinstance(args[0], exp.Column) \
+                or not isinstance(args[1], exp.Column):
+            raise self.bind_error(f"{kind.upper()} takes (table, time column, "
+                                  f"{'size' if kind == 'tumble' else 'slide, size'} [, offset])", fn)
+        from .bind import name_of
+        table = exp.Table(this=args[0].this.copy())
+        plan, _, names = self.bind_from_source(table, None, ctes)
+        tcol = name_of(args[1].this)
+        lowered = [n.lower() for n in names]
+        if tcol not in lowered:
+            raise self.bind_error(f"unknown column '{tcol}' in {kind.upper()}. Valid columns: {', '.join(names)}",
+                                  args[1])
+        ti = lowered.index(tcol)
+        if plan.fields[ti].type.base not in ("TIMESTAMP", "UNKNOWN"):
+            raise self.bind_error(f"{kind.upper()} needs a TIMESTAMP column; {tcol} is {plan.fields[ti].type}",
+                                  args[1])
+        sizes = [self.interval_micros(a) for a in args[2:2 + n_sizes]]
+        offset = self.interval_micros(args[2 + n_sizes]) if len(args) > 2 + n_sizes else 0
+        slide, size = (sizes[0], sizes[0]) if kind == "tumble" else sizes
+        if size % slide:
+            raise self.unsupported("HOP whose size is not a multiple of its slide", fn)
+        plan = Filter(plan, Expr(f"c{ti} IS NOT NULL", SqlType("BOOLEAN")))   # no time, no window
+        ts = f"UNIX_MICROS(c{ti})"
+        last = f"({ts} - ((({ts} - {offset}) % {slide}) + {slide}) % {slide})"
+        ts_type = SqlType("TIMESTAMP")
+        cols = tuple(Expr(col(i), f.type) for i, f in enumerate(plan.fields))
+        out_names = tuple(names) + ("window_start", "window_end")
+        branches = []
+        for i in range(size // slide):
+            start = f"{last} - {i * slide}"
+            branches.append(Project(plan, cols + (Expr(f"TIMESTAMP_MICROS({start})", ts_type),
+                                                  Expr(f"TIMESTAMP_MICROS({start} + {size})", ts_type)),
+                                    out_names))
+        out = branches[0] if len(branches) == 1 else UnionAll(tuple(branches))
+        return out, alias or kind, list(out_names)
 
 
 __all__ = ["WindowBinder", "find_windows"]

@@ -44,3 +44,36 @@ LIMITS = [
 @given(steps_strategy(TABLES))
 def test_order_by_limit_views(make_pipeline, steps):
     run_program(make_pipeline, SCHEMA, COLUMNS, LIMITS, steps)
+
+
+TIME_SCHEMA = "CREATE TABLE bid (auction INT, price INT, date_time TIMESTAMP);"
+TIME_COLUMNS = {"bid": ["auction", "price", "date_time"]}
+T0 = __import__("datetime").datetime(2026, 11, 22, 10, 0, 0)
+TIME_TABLES = {"bid": st.tuples(maybe(range(3)), maybe(range(0, 50, 7)),
+                                maybe([T0 + __import__("datetime").timedelta(seconds=s) for s in (0, 1, 4.5, 9, 10, 23)]))}
+
+
+def bucket(ts: str, slide_us: int, back: int = 0) -> str:
+    """DuckDB's spelling of a window start: the row's timestamp floored to ``slide_us``, ``back`` slides back."""
+    return f"make_timestamp(epoch_us({ts}) - (epoch_us({ts}) % {slide_us}) - {back * slide_us})"
+
+
+HOPPED = " UNION ALL ".join(f"SELECT auction, price, {bucket('date_time', 2_000_000, i)} AS window_start FROM bid"
+                            for i in range(3))
+TIME_WINDOWS = [
+    ("t_tumble", "SELECT window_start, window_end, COUNT(*) AS n, SUM(price) AS s "
+                 "FROM TUMBLE(bid, date_time, INTERVAL '10' SECOND) GROUP BY window_start, window_end",
+     True,
+     f"SELECT {bucket('date_time', 10_000_000)} AS ws, {bucket('date_time', 10_000_000)} + INTERVAL 10 SECOND, "
+     "COUNT(*), SUM(price) FROM bid WHERE date_time IS NOT NULL GROUP BY ws"),
+    ("t_hop", "SELECT auction, window_start, MAX(price) AS m "
+              "FROM HOP(bid, date_time, INTERVAL '2' SECOND, INTERVAL '6' SECOND) h GROUP BY auction, window_start",
+     True,
+     f"SELECT auction, window_start, MAX(price) FROM ({HOPPED}) h WHERE window_start IS NOT NULL "
+     "GROUP BY auction, window_start"),
+]
+
+
+@given(steps_strategy(TIME_TABLES))
+def test_tumble_and_hop(make_pipeline, steps):
+    run_program(make_pipeline, TIME_SCHEMA, TIME_COLUMNS, TIME_WINDOWS, steps)
