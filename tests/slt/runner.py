@@ -390,10 +390,16 @@ class FileRunner:
                             (self.query_lines is not None and rec.line not in self.query_lines):
                         continue
                 self.result.records += 1
-                if rec.kind == "statement":
-                    self._statement(rec)
-                else:
-                    self._query(rec)
+                try:
+                    if rec.kind == "statement":
+                        self._statement(rec)
+                    else:
+                        self._query(rec)
+                except Exception as e:  # a runner bug must not hide the rest of the file
+                    if rec.kind == "statement":
+                        self.result.statements["runner error: " + normalize_reason(e)] += 1
+                    else:
+                        self.result.outcomes.append(Outcome(rec.line, rec.sql, "error", "runner: " + normalize_reason(e)))
             self._flush()
         finally:
             self.con.close()
@@ -432,8 +438,7 @@ class FileRunner:
                 st["CREATE VIEW"] += 1
             return
         if isinstance(tree, exp.Drop) and tree.kind == "VIEW":
-            name = tree.this.name.lower()
-            existed = self.views.pop(name, None) is not None
+            existed = all([self.views.pop(n, None) is not None for n in _drop_names(tree)])
             if not existed and not tree.args.get("exists"):
                 st["unexpected outcome" if rec.expect_ok else "DROP VIEW"] += 1
             else:
@@ -467,7 +472,8 @@ class FileRunner:
         if ok and create_table:
             self.tables[tree.this.this.name.lower()] = engine_ddl or run_sql
         if ok and isinstance(tree, exp.Drop) and tree.kind == "TABLE":
-            self.tables.pop(tree.this.name.lower(), None)
+            for n in _drop_names(tree):
+                self.tables.pop(n, None)
 
     def _query(self, rec: slt.Record) -> None:
         self.result.queries += 1
@@ -696,6 +702,11 @@ class FileRunner:
             elif got != want:
                 failed[q.name] = ("wrong", f"differs from DuckDB {phase}",
                                   f"engine-duckdb {sorted((got - want).items())[:4]} duckdb-engine {sorted((want - got).items())[:4]}")
+
+
+def _drop_names(tree: exp.Drop) -> List[str]:
+    tables = tree.args.get("tables") or ([tree.this] if tree.this is not None else [])
+    return [t.name.lower() for t in tables]
 
 
 class _DropViews(Exception):
