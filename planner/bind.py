@@ -13,11 +13,11 @@ from dataclasses import dataclass
 from typing import Dict, List, Optional, Sequence, Tuple
 
 from sqlglot import exp
-from sqlglot.optimizer.annotate_types import annotate_types
 
 from .bind_subquery import SubqueryBinder, rewrite_late, scalar_subqueries
 from .bind_window import WindowBinder, find_windows
 from .errors import BindError, UnsupportedError
+from .semantics import typed
 from .logical import (AggCall, Aggregate, Distinct, Expr, Field, Filter, Join, Node, Project, Scan,
                       SetOp, UnionAll, col)
 from .types import BIGINT, UNKNOWN, SqlType, from_annotation
@@ -48,7 +48,7 @@ AGGREGATES = {
     exp.Variance: "VAR_SAMP", exp.VariancePop: "VAR_POP",
 }
 # Functions that sqlglot does not know by class but Spark and DuckDB share.
-ANONYMOUS_OK = {"md5", "repeat", "reverse", "strpos", "instr", "lpad", "rpad", "ltrim", "rtrim",
+ANONYMOUS_OK = {"md5", "round_even", "repeat", "reverse", "strpos", "instr", "lpad", "rpad", "ltrim", "rtrim",
                 "ascii", "chr", "sign", "ln", "log10", "pi", "least", "greatest", "nullif",
                 "char_length", "character_length", "last_day", "dayofweek", "dayofmonth", "dayofyear",
                 "week", "hour", "minute", "second", "year", "month", "day", "quarter"}
@@ -620,7 +620,8 @@ class Binder(SubqueryBinder, WindowBinder):
                 return n
 
             out = e.transform(fn)
-            return Expr(out.sql(dialect=DIALECT), self.annotate(out, out_types))
+            out, t = typed(out, out_types)
+            return Expr(out.sql(dialect=DIALECT), t)
 
         if having is not None:
             agg_plan = Filter(agg_plan, post(having))
@@ -698,20 +699,8 @@ class Binder(SubqueryBinder, WindowBinder):
         for c, pos in zip(list(out.find_all(exp.Column)), positions):
             c.replace(exp.column(col(pos)))
         types = scope.types()[base:]
-        return Expr(out.sql(dialect=DIALECT), self.annotate(out, types))
-
-    @staticmethod
-    def annotate(e: exp.Expression, types: Sequence[SqlType]) -> SqlType:
-        """Best-effort type of an expression over ``c<i>`` columns with the given types."""
-        try:
-            q = exp.select(e.copy().as_("r")).from_("t")
-            for c in q.find_all(exp.Column):
-                c.set("table", exp.to_identifier("t"))
-            schema = {col(i): t.sql for i, t in enumerate(types) if t.sql != "UNKNOWN"}
-            q = annotate_types(q, schema={"t": schema} if schema else None, dialect=DIALECT)
-            return from_annotation(q.expressions[0].type)
-        except Exception:  # sqlglot cannot type every expression; types are advisory
-            return UNKNOWN
+        out, t = typed(out, types)
+        return Expr(out.sql(dialect=DIALECT), t)
 
 
 def unique_names(names: Sequence[str]) -> List[str]:

@@ -26,10 +26,37 @@ from planner.logical import Aggregate, Distinct, Filter, Join, Project, Window, 
 from .zset import W, consolidate_spark, positive_spark
 
 
+def _dow(x: exp.Expression) -> exp.Expression:       # Spark DAYOFWEEK: Sunday = 1 .. Saturday = 7
+    return exp.Anonymous(this="DAYOFWEEK", expressions=[x])
+
+
+def _to_spark_semantics(n: exp.Expression) -> exp.Expression:
+    """DuckDB meanings that sqlglot's transpiler does not carry over (type-dependent ones are fixed by the
+    planner, see ``planner.semantics``): day-of-week numbering, EPOCH, WEEK, ROUND_EVEN."""
+    unit = n.name.upper() if isinstance(n, exp.Extract) else None
+    unit = {"DAYOFWEEK": "DOW", "WEEKDAY": "DOW", "DAYOFWEEKISO": "ISODOW", "DAYOFWEEK_ISO": "ISODOW"}.get(unit, unit)
+    if unit == "DOW" or isinstance(n, exp.DayOfWeek):           # DuckDB: Sunday = 0 .. Saturday = 6
+        return exp.Paren(this=exp.Sub(this=_dow(n.expression if unit else n.this), expression=exp.Literal.number(1)))
+    if unit == "ISODOW" or isinstance(n, exp.DayOfWeekIso):     # Monday = 1 .. Sunday = 7
+        x = n.expression if unit else n.this
+        return exp.Paren(this=exp.Add(this=exp.Mod(this=exp.Paren(this=exp.Add(this=_dow(x), expression=exp.Literal.number(5))),
+                                                   expression=exp.Literal.number(7)),
+                                      expression=exp.Literal.number(1)))
+    if unit == "EPOCH":
+        micros = exp.Anonymous(this="UNIX_MICROS", expressions=[exp.cast(n.expression, "TIMESTAMP")])
+        return exp.Paren(this=exp.Div(this=micros, expression=exp.Literal.number("1000000.0")))
+    if isinstance(n, exp.Anonymous) and n.name.upper() == "ROUND_EVEN":
+        return exp.Anonymous(this="BROUND", expressions=list(n.expressions))
+    if isinstance(n, exp.Week) or unit == "WEEK":               # ISO week in both
+        return exp.Anonymous(this="WEEKOFYEAR", expressions=[n.expression if unit else n.this])
+    return n
+
+
 @lru_cache(maxsize=4096)
 def spark_sql(expr_sql: str) -> str:
     """Transpile a bound expression from the planner's dialect to Spark SQL."""
-    return sqlglot.transpile(expr_sql, read=DIALECT, write="spark")[0]
+    tree = sqlglot.parse_one(expr_sql, read=DIALECT).transform(_to_spark_semantics)
+    return tree.sql(dialect="spark")
 
 
 def sexpr(expr_sql: str):

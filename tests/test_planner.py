@@ -17,13 +17,18 @@ def test_planner_imports_neither_spark_nor_pandas():
 
 
 @pytest.mark.parametrize("view, error, message, at", [
-    ("SELECT a, RANK() OVER (ORDER BY a) FROM t", UnsupportedError, "window function RANK()", "RANK"),
-    ("SELECT a FROM t ORDER BY a LIMIT 3", UnsupportedError, "LIMIT in a view", "LIMIT"),
+    ("SELECT a, RANK() OVER (ORDER BY COUNT(*)) FROM t GROUP BY a", UnsupportedError,
+     "window function in a grouped query", "RANK"),
+    ("SELECT a FROM t LIMIT 3", UnsupportedError, "LIMIT or OFFSET without ORDER BY", "3"),
     ("SELECT a FROM t WHERE a > 1 OR a IN (SELECT a FROM u)", UnsupportedError, "subquery in an expression",
      "SELECT a FROM u"),
-    ("SELECT a FROM t WHERE a NOT IN (SELECT a FROM u)", UnsupportedError, "NOT IN with a subquery", "a NOT"),
+    ("SELECT a FROM t WHERE a NOT IN (SELECT a FROM u WHERE u.b = t.b)", UnsupportedError,
+     "correlated NOT IN subquery", "a NOT"),
+    ("SELECT a, (SELECT b FROM u) AS x FROM t", UnsupportedError, "scalar subquery that is not an aggregate", "b FROM"),
+    ("SELECT a FROM t WHERE a > (SELECT MAX(u.a) FROM u WHERE u.b < t.b)", UnsupportedError,
+     "correlation is not outer expression = inner expression", "u.b <"),
     ("SELECT t.a FROM t SEMI JOIN u ON t.a = u.a", UnsupportedError, "SEMI JOIN", "u ON"),
-    ("SELECT a FROM t ORDER BY a LIMIT 1 + 1", UnsupportedError, "LIMIT in a view", "LIMIT"),
+    ("SELECT a FROM t ORDER BY a LIMIT 1 + 1", UnsupportedError, "LIMIT that is not a non-negative integer", "1 + 1"),
     ("SELECT zz FROM t", BindError, "unknown column 'zz'. Valid columns: t.a, t.b, t.c", "zz"),
     ("SELECT a FROM nope", BindError, "unknown table or view 'nope'", "nope"),
     ("SELECT a FROM t, u", BindError, "ambiguous", "a FROM"),

@@ -1,0 +1,82 @@
+"""Typing bound expressions, and rewrites that keep DuckDB's meaning when the expression runs on Spark.
+
+Programs are written in DuckDB's dialect and checked against DuckDB, but run on
+Spark, whose semantics differ for a few operations on typed values.  Where the
+difference depends on operand types, it is fixed here, at bind time, by
+rewriting into an equivalent DuckDB expression that Spark evaluates the same way:
+
+* ``date - date`` is a number of days (Spark: an interval) -> ``date_diff('day', b, a)``;
+* ``date +/- interval`` is a TIMESTAMP (Spark: a DATE) -> the date is cast to TIMESTAMP first;
+* ``CAST(x AS <integer>)`` rounds (Spark truncates): a DECIMAL half away from zero
+  -> ``CAST(ROUND(x) AS <integer>)``, a DOUBLE or REAL half to even -> ``CAST(ROUND_EVEN(x, 0) AS ...)``.
+
+Type-independent differences (day-of-week numbering, EPOCH) are fixed when
+lowering to Spark SQL (``sqlengine.lower.spark_sql``).
+"""
+from __future__ import annotations
+
+from typing import Sequence, Tuple
+
+from sqlglot import exp
+from sqlglot.optimizer.annotate_types import annotate_types
+
+from .logical import col
+from .types import UNKNOWN, SqlType, from_annotation
+
+DIALECT = "duckdb"
+T = exp.DataType.Type
+INTEGRAL = {T.TINYINT, T.SMALLINT, T.INT, T.BIGINT, T.INT128, T.UTINYINT, T.USMALLINT, T.UINT, T.UBIGINT}
+
+
+def _is(node: exp.Expression, types) -> bool:
+    t = getattr(node, "type", None)
+    return t is not None and t.this in types
+
+
+def _annotate(e: exp.Expression, types: Sequence[SqlType]) -> exp.Expression:
+    q = exp.select(e.copy().as_("r")).from_("t")
+    for c in q.find_all(exp.Column):
+        c.set("table", exp.to_identifier("t"))
+    schema = {col(i): t.sql for i, t in enumerate(types) if t.sql != "UNKNOWN"}
+    q = annotate_types(q, schema={"t": schema} if schema else None, dialect=DIALECT)
+    return q.expressions[0].this
+
+
+def _rewrite(n: exp.Expression):
+    if isinstance(n, exp.Sub) and _is(n.this, {T.DATE}) and _is(n.expression, {T.DATE}):
+        return exp.DateDiff(this=n.this.copy(), expression=n.expression.copy(), unit=exp.var("DAY"))
+    if isinstance(n, (exp.Add, exp.Sub)):
+        a, b = n.this, n.expression
+        if _is(a, {T.DATE}) and isinstance(b, exp.Interval):
+            return type(n)(this=exp.cast(a.copy(), "TIMESTAMP"), expression=b.copy())
+        if isinstance(n, exp.Add) and isinstance(a, exp.Interval) and _is(b, {T.DATE}):
+            return exp.Add(this=a.copy(), expression=exp.cast(b.copy(), "TIMESTAMP"))
+    if isinstance(n, exp.Cast) and n.to.this in INTEGRAL and _is(n.this, {T.DECIMAL}):
+        return exp.Cast(this=exp.Round(this=n.this.copy()), to=n.to.copy())
+    if isinstance(n, exp.Cast) and n.to.this in INTEGRAL and _is(n.this, {T.DOUBLE, T.FLOAT}):
+        even = exp.Anonymous(this="ROUND_EVEN", expressions=[n.this.copy(), exp.Literal.number(0)])
+        return exp.Cast(this=even, to=n.to.copy())
+    return n
+
+
+def _unqualify(e: exp.Expression) -> exp.Expression:
+    for c in e.find_all(exp.Column):
+        c.set("table", None)
+    return e
+
+
+def typed(e: exp.Expression, types: Sequence[SqlType]) -> Tuple[exp.Expression, SqlType]:
+    """``e`` (over columns ``c<i>`` of the given types) with the rewrites above applied, and its type
+    (best effort: UNKNOWN where sqlglot cannot type it; types are advisory)."""
+    try:
+        annotated = _annotate(e, types)
+    except Exception:  # sqlglot cannot type every expression
+        return e, UNKNOWN
+    rewritten = annotated.transform(_rewrite)
+    if rewritten.sql(dialect=DIALECT) != annotated.sql(dialect=DIALECT):
+        try:
+            annotated = _annotate(_unqualify(rewritten), types)
+        except Exception:
+            return _unqualify(rewritten), UNKNOWN
+        rewritten = annotated
+    return _unqualify(rewritten.copy()), from_annotation(rewritten.type)
