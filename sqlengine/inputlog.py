@@ -42,7 +42,8 @@ class InputLog:
     def __init__(self, root: str, first_seq: int = 0):
         self.root = root
         os.makedirs(root, exist_ok=True)
-        self.lock = threading.RLock()
+        self.lock = threading.RLock()          # held by an append or a whole batch
+        self.files_lock = threading.Lock()     # guards ``files``: the step thread trims while a batch is written
         self.cache: Dict[int, Entry] = {}
         self.files: Dict[int, str] = {}
         self._recover()
@@ -106,7 +107,8 @@ class InputLog:
             seq = self.next_seq
             name = f"{seq:012d}.arrow"
             self._write(name, table, data)
-            self.files[seq] = name
+            with self.files_lock:
+                self.files[seq] = name
             self.cache[seq] = Entry(seq, table, data)
             self.next_seq = seq + 1
             return seq
@@ -120,7 +122,9 @@ class InputLog:
         if e is not None:
             return e
         try:
-            with ipc.open_file(pa.memory_map(os.path.join(self.root, self.files[seq]))) as r:
+            with self.files_lock:
+                name = self.files[seq]
+            with ipc.open_file(pa.memory_map(os.path.join(self.root, name))) as r:
                 t = r.read_all()
         except (OSError, KeyError, pa.ArrowInvalid) as err:
             raise PipelineError(f"input log entry {seq} is unreadable: {err}") from err
@@ -134,19 +138,20 @@ class InputLog:
 
     def truncate_before(self, seq: int) -> None:
         """Forget entries before ``seq`` (committed ones), and commit records of batches wholly before it."""
-        for s in [s for s in self.cache if s < seq]:
-            del self.cache[s]
-        with self.lock:
-            for s in sorted(s for s in self.files if s < seq):
-                try:
-                    os.remove(os.path.join(self.root, self.files.pop(s)))
-                except OSError:
-                    pass
+        for s in [s for s in list(self.cache) if s < seq]:
+            self.cache.pop(s, None)
+        with self.files_lock:
+            gone = [self.files.pop(s) for s in sorted(s for s in self.files if s < seq)]
             alive = {n.partition("-b")[2][:-len(".arrow")] for n in self.files.values()}
+        for name in gone:
             try:
-                for n in os.listdir(self.root):
-                    if n.startswith("batch-") and n.endswith(".commit") and n[len("batch-"):-len(".commit")] not in alive:
-                        os.remove(os.path.join(self.root, n))
+                os.remove(os.path.join(self.root, name))
+            except OSError:
+                pass
+        # commit records of batches whose chunks are all consumed (never of a batch being committed now)
+        for b in {n.partition("-b")[2][:-len(".arrow")] for n in gone} - alive - {""}:
+            try:
+                os.remove(os.path.join(self.root, f"batch-{b}.commit"))
             except OSError:
                 pass
 
@@ -218,8 +223,9 @@ class Batch:
             except OSError:
                 pass
             raise log._error(self.table, tmp, e) from e
-        for i, name in enumerate(self.names):
-            log.files[first + i] = name
+        with log.files_lock:
+            for i, name in enumerate(self.names):
+                log.files[first + i] = name
         log.next_seq = first + len(self.names)
         return log.next_seq - 1
 

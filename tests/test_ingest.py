@@ -170,3 +170,33 @@ def test_uncommitted_chunks_are_discarded_when_the_log_is_reopened(tmp_path):
     assert [again.read(s).data.num_rows for s in range(4)] == [2, 2, 2, 2]
     again.truncate_before(4)
     assert os.listdir(root) == []
+
+
+def test_memory_of_an_input_call_is_bounded_by_the_chunk(tmp_path, monkeypatch):
+    """Arrow memory allocated while converting and logging 200,000 rows: a few chunks' worth with 10,000-row
+    chunks, the whole batch's worth in one chunk (the measurement is sensitive)."""
+    import numpy as np
+    import pyarrow as pa
+    from sqlengine import Pipeline
+    peaks = []
+    real = inputlog.Batch.append
+
+    def append(batch, data):
+        peaks.append(pa.total_allocated_bytes())
+        real(batch, data)
+    monkeypatch.setattr(inputlog.Batch, "append", append)
+    n = 200_000
+    df = pd.DataFrame({"id": np.arange(n), "k": np.arange(n) % 7, "x": np.ones(n)})
+    whole = n * (8 + 4 + 8 + 8)      # the converted batch: id, k (INT), x, weight
+    used = {}
+    for chunk in (10_000, n):
+        p = Pipeline.from_sql("CREATE TABLE big (id BIGINT NOT NULL, k INT, x DOUBLE)",
+                              storage_dir=str(tmp_path / str(chunk)))     # not started: input is only logged
+        monkeypatch.setattr(ingest, "CHUNK_ROWS", chunk)
+        peaks.clear()
+        base = pa.total_allocated_bytes()
+        p.input_pandas("big", df)
+        used[chunk] = max(peaks) - base
+        assert p.log.next_seq == (n // chunk if chunk < n else 1)
+    # one chunk converts k to INT and adds the weight (12 bytes a row); chunked, at most two chunks are alive
+    assert used[n] >= n * 12 and used[10_000] <= 2 * 10_000 * 12 and used[10_000] < whole / 8, used
