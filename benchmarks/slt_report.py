@@ -88,6 +88,13 @@ def render(results: List[FileResult], command: str, max_queries, differential: s
                  f"{tot['dialect']} | {tot['unsup']} | {tot['error']} | {tot['skipped']} | {tot['duck']} | "
                  f"{pct:.1f} | {tot['pipes']} | {tot['secs']:.0f} |")
     lines.append("")
+    st = Counter()
+    for r in results:
+        st.update(r.statements)
+    if st:
+        lines.append("Statement records: " + ", ".join(f"{k} {v}" for k, v in sorted(st.items())) +
+                     " (*unexpected outcome*: DuckDB, holding the tables, disagreed with `statement ok`/`error`).")
+        lines.append("")
     for status, title in (("unsupported", "Unsupported records by reason"), ("error", "Errors by reason"),
                           ("dialect", "Mismatches shared with DuckDB")):
         reasons = Counter()
