@@ -25,6 +25,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from typing import Dict, List
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 if ROOT not in sys.path:
@@ -69,8 +70,19 @@ def run(suite: str, size, n_inserts: int, spark) -> dict:
             "rows": rows, "total_s": time.time() - t0, "tie": tie}
 
 
-def section(res: list, args, started: float, load0, load1) -> str:
-    out = [BEGIN, "## Acceptance: TPC-H and Nexmark views vs. recomputation", ""]
+def _preamble() -> List[str]:
+    return [BEGIN, "## Acceptance: TPC-H and Nexmark views vs. recomputation", "",
+            "`python -m benchmarks.acceptance` (see its docstring): per suite, one pipeline with every query "
+            "that compiles, as materialized views; generated data in insert batches with delete batches in "
+            "between. After every batch each view is checked twice: its ad-hoc query result and its change "
+            "stream integrated from the start, both against DuckDB recomputing the view over the same current "
+            "tables (multisets; floats and decimals within a relative tolerance of 1e-6). *Check time* is the "
+            "time spent comparing that view (query, DuckDB recomputation, comparison); the engine's step time "
+            "is shared by all views of the pipeline and given per batch. The machine is shared (2 CPUs, other "
+            "work running), so times are wall-clock including waiting for the CPU.", ""]
+
+
+def suite_section(r: dict, started: float, load0: float) -> List[str]:
     try:
         commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True,
                                 text=True).stdout.strip()
@@ -78,47 +90,74 @@ def section(res: list, args, started: float, load0, load1) -> str:
                                capture_output=True, text=True).stdout.strip()
     except Exception:  # noqa: BLE001
         commit, dirty = "?", ""
-    out += [f"- Date: {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime(started))} "
-            f"(run took {(time.time() - started) / 60:.1f} min)",
-            f"- Command: `python -m benchmarks.acceptance {' '.join(sys.argv[1:])}`".replace(" `", " `"),
-            f"- Code: git commit `{commit}`" + (" with uncommitted changes in planner/ or sqlengine/ "
-                                                 "(other work in progress in the same checkout)" if dirty else ""),
-            f"- Machine: {os.cpu_count()} CPUs, load average (1 min) at start / end: {load0:.1f} / {load1:.1f} "
-            "(the machine is shared; times are wall-clock and include waiting for the CPU)",
-            f"- Python {platform.python_version()}; one Spark session (`local[*]`, shuffle partitions 1)",
-            "- Each view is checked after every batch twice: its ad-hoc query result and its change stream "
-            "integrated from the start, both against DuckDB recomputing the view over the same current "
-            "tables (multisets; floats and decimals within a relative tolerance of 1e-6). "
-            "*Check time* is the time spent comparing that view (query, DuckDB recomputation, comparison); "
-            "the engine's step time is shared by all views of the pipeline and given per batch below.",
-            ""]
+    run = r["run"]
+    name = "TPC-H" if r["suite"] == "tpch" else "Nexmark"
+    size = f"SF {r['size']}" if r["suite"] == "tpch" else f"{int(r['size']):,} events"
+    n_ok = sum(1 for v in r["views"] if run.results[v].ok)
+    out = [f"### {name} ({size})", "",
+           f"- Date: {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime(started))}; command "
+           f"`python -m benchmarks.acceptance {' '.join(sys.argv[1:])}`; git commit `{commit}`"
+           + (" plus uncommitted changes in planner/ or sqlengine/ (work in progress in the same checkout)"
+              if dirty else ""),
+           f"- Load average (1 min) at start / end: {load0:.1f} / {os.getloadavg()[0]:.1f} on "
+           f"{os.cpu_count()} CPUs; Python {platform.python_version()}, one local Spark session "
+           "(shuffle partitions 1)",
+           "- Rows generated: " + ", ".join(f"{t} {n:,}" for t, n in r["rows"].items()),
+           "- Batches: " + "; ".join(f"{lab}: " + ", ".join(f"{k} {t} {n:,}" for k, t, n in ops)
+                                     for lab, ops in r["batches"]),
+           f"- Pipeline start (compile + Spark) {run.start_s:.1f} s; batches processed in "
+           + ", ".join(f"{x:.1f}" for x in run.step_s) + f" s; whole suite {r['total_s'] / 60:.1f} min", "",
+           f"**{n_ok} of {len(r['compiled'])} queries run and match the recomputation after every batch.**", "",
+           "| query | supported | compared | batches checked | result | check time (s) |",
+           "|---|---|---|---|---|---|"]
+    for v, err in r["compiled"].items():
+        if err is not None:
+            out.append(f"| {v} | no: {_md(_first_line(err))} | - | 0 | not run | - |")
+            continue
+        if v not in r["views"]:
+            out.append(f"| {v} | yes | skipped: result depends on tie order "
+                       f"({_md(r['hdr'][v].get('Deterministic', ''))}) | 0 | not compared | - |")
+            continue
+        vr = run.results[v]
+        how = "tie-insensitive projection" if v in r["tie"] else "exact (float tol.)"
+        res_s = "pass" if vr.ok else "FAIL: " + _md(vr.failures[0][:300])
+        out.append(f"| {v} | yes | {how} | {vr.steps} | {res_s} | {vr.check_s:.1f} |")
+    out.append("")
+    return out
+
+
+def _old_suites(path: str) -> Dict[str, List[str]]:
+    """{heading: lines} of the suite sections (``### ...``) already in the report."""
+    if not os.path.exists(path):
+        return {}
+    old = open(path).read()
+    if BEGIN not in old or END not in old:
+        return {}
+    block = old[old.index(BEGIN) + len(BEGIN):old.index(END)].splitlines()
+    out: Dict[str, List[str]] = {}
+    cur = None
+    for line in block:
+        if line.startswith("### "):
+            cur = line.split(" (")[0]
+            out[cur] = []
+        if cur:
+            out[cur].append(line)
+    return out
+
+
+def section(path: str, res: list, started: float, load0: float) -> str:
+    """The report block: this run's suites, plus suite sections of earlier runs for other suites."""
+    new = {}
     for r in res:
-        run = r["run"]
-        name = "TPC-H" if r["suite"] == "tpch" else "Nexmark"
-        size = f"SF {r['size']}" if r["suite"] == "tpch" else f"{int(r['size']):,} events"
-        n_ok = sum(1 for v in r["views"] if run.results[v].ok)
-        out += [f"### {name} ({size})", "",
-                f"Rows generated: " + ", ".join(f"{t} {n:,}" for t, n in r["rows"].items()) + ".",
-                f"Batches: " + "; ".join(f"{lab}: " + ", ".join(f"{k} {t} {n:,}" for k, t, n in ops)
-                                          for lab, ops in r["batches"]) + ".", "",
-                f"**{n_ok} of {len(r['compiled'])} queries run and match the recomputation after every batch**; "
-                f"pipeline start (compile + Spark) {run.start_s:.1f} s, batches "
-                + ", ".join(f"{s:.1f}" for s in run.step_s) + f" s; whole suite {r['total_s'] / 60:.1f} min.", "",
-                "| query | supported | compared | batches checked | result | check time (s) |",
-                "|---|---|---|---|---|---|"]
-        for v, err in r["compiled"].items():
-            if err is not None:
-                out.append(f"| {v} | no: {_md(_first_line(err))} | - | 0 | not run | - |")
-                continue
-            if v not in r["views"]:
-                out.append(f"| {v} | yes | skipped: result depends on tie order "
-                           f"({_md(r['hdr'][v].get('Deterministic', ''))}) | 0 | not compared | - |")
-                continue
-            vr = run.results[v]
-            how = "tie-insensitive projection" if v in r["tie"] else "exact (float tol.)"
-            res_s = "pass" if vr.ok else "FAIL: " + _md(vr.failures[0][:300])
-            out.append(f"| {v} | yes | {how} | {vr.steps} | {res_s} | {vr.check_s:.1f} |")
-        out.append("")
+        lines = suite_section(r, started, load0)
+        new[lines[0].split(" (")[0]] = lines
+    old = _old_suites(path)
+    out = _preamble()
+    for head in ("### TPC-H", "### Nexmark"):
+        if head in new:
+            out += new[head]
+        elif head in old:
+            out += [l for l in old[head]]
     out.append(END)
     return "\n".join(out)
 
@@ -155,8 +194,7 @@ def main(argv=None) -> int:
     for suite in [s.strip() for s in args.suites.split(",") if s.strip()]:
         size = args.tpch_sf if suite == "tpch" else args.nexmark_events
         res.append(run(suite, size, args.inserts, spark))
-        text = section(res, args, started, load0, os.getloadavg()[0])
-        write_section(args.out, text)
+        write_section(args.out, section(args.out, res, started, load0))
     for r in res:
         for v in r["views"]:
             vr = r["run"].results[v]
