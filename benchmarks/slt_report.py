@@ -68,25 +68,26 @@ def render(results: List[FileResult], command: str, max_queries, differential: s
                  "DuckDB's recomputation); *wrong* = a different result (an engine bug until shown otherwise); "
                  "*as DuckDB* = the same mismatch DuckDB gives for the same query (a SQLite dialect difference); "
                  "*unsupported* = rejected by the engine (reasons below); *error* = crashed. *DuckDB* = how many "
-                 "of the queries DuckDB answers as recorded, for context. *pass %* is of all queries run.")
+                 "of the queries DuckDB answers as recorded, for context. *pass %* is of all queries run. "
+                 "*diff. checked* = passing views that also matched DuckDB after the deletes and after the re-inserts.")
     lines.append("")
-    lines.append("| file | records | queries | pass | wrong | as DuckDB | unsupported | error | skipped | DuckDB | pass % | pipelines | time (s) |")
-    lines.append("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    lines.append("| file | records | queries | pass | wrong | as DuckDB | unsupported | error | skipped | DuckDB | pass % | diff. checked | pipelines | time (s) |")
+    lines.append("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     tot = Counter()
     for r in results:
         row = dict(records=r.records, queries=r.queries, ok=r.count("pass"), wrong=r.count("wrong"),
                    dialect=r.count("dialect"), unsup=r.count("unsupported"), error=r.count("error"),
-                   skipped=r.skipped, duck=r.duckdb_pass, pipes=r.pipelines)
+                   skipped=r.skipped, duck=r.duckdb_pass, pipes=r.pipelines, diff=r.differential_views)
         tot.update(row)
         tot["secs"] += r.seconds
         pct = 100.0 * row["ok"] / row["queries"] if row["queries"] else 0.0
         lines.append(f"| {os.path.basename(r.path)} | {row['records']} | {row['queries']} | {row['ok']} | "
                      f"{row['wrong']} | {row['dialect']} | {row['unsup']} | {row['error']} | {row['skipped']} | "
-                     f"{row['duck']} | {pct:.1f} | {row['pipes']} | {r.seconds:.0f} |")
+                     f"{row['duck']} | {pct:.1f} | {row['diff']} | {row['pipes']} | {r.seconds:.0f} |")
     pct = 100.0 * tot["ok"] / tot["queries"] if tot["queries"] else 0.0
     lines.append(f"| **total** | {tot['records']} | {tot['queries']} | {tot['ok']} | {tot['wrong']} | "
                  f"{tot['dialect']} | {tot['unsup']} | {tot['error']} | {tot['skipped']} | {tot['duck']} | "
-                 f"{pct:.1f} | {tot['pipes']} | {tot['secs']:.0f} |")
+                 f"{pct:.1f} | {tot['diff']} | {tot['pipes']} | {tot['secs']:.0f} |")
     lines.append("")
     st = Counter()
     for r in results:
@@ -157,6 +158,9 @@ def main(argv=None) -> int:
     spark = get_spark({"spark.sql.shuffle.partitions": "1", "spark.driver.memory": "2g"})
     t0 = time.time()
     results = []
+    command = ("python -m benchmarks.slt_report " + " ".join(argv if argv is not None else sys.argv[1:])).strip()
+    diff = "off" if args.no_differential else ("on" if args.differential_queries is None else
+                                                f"on for the first {args.differential_queries} queries of each file")
     for f in files:
         r = run_file(f, spark=spark, max_queries=args.max_queries, differential=not args.no_differential,
                      differential_queries=args.differential_queries, seed=args.seed)
@@ -164,11 +168,10 @@ def main(argv=None) -> int:
         print(f"{os.path.basename(f)}: {r.queries} queries, {r.count('pass')} pass, {r.count('wrong')} wrong, "
               f"{r.count('dialect')} as DuckDB, {r.count('unsupported')} unsupported, {r.count('error')} errors, "
               f"{r.seconds:.0f} s", file=sys.stderr, flush=True)
-    command = "python -m benchmarks.slt_report " + " ".join(argv if argv is not None else sys.argv[1:])
-    diff = "off" if args.no_differential else ("on" if args.differential_queries is None else
-                                                f"on for the first {args.differential_queries} queries of each file")
-    text = render(results, command.strip(), args.max_queries, diff, args.show_wrong,
-                  time.time() - t0)
+        if args.out and len(results) < len(files):  # partial results survive an interrupted run
+            write_section(args.out, render(results, command, args.max_queries, diff, args.show_wrong,
+                                           time.time() - t0) + f"\n(Partial: {len(results)} of {len(files)} files.)\n")
+    text = render(results, command, args.max_queries, diff, args.show_wrong, time.time() - t0)
     print(text)
     if args.out:
         write_section(args.out, text)

@@ -95,6 +95,7 @@ class FileResult:
     seconds: float = 0.0
     pipelines: int = 0
     duckdb_pass: int = 0        # queries DuckDB answers as expected (same rewrites), for context
+    differential_views: int = 0  # views that passed the delete/re-insert phase (compared with DuckDB)
 
     def count(self, status: str) -> int:
         return sum(1 for o in self.outcomes if o.status == status)
@@ -686,6 +687,8 @@ class FileRunner:
         again = {q.name: q.oracle_rows for q in queries
                  if q.name not in failed and not q.plan.has_limit and q.oracle_rows is not None}
         self._compare_phase(p, queries, handlers, again, failed, "after re-inserting them")
+        self.result.differential_views += sum(1 for q in queries if q.name in again and q.name in deleted
+                                              and q.name not in failed)
 
     def _compare_phase(self, p, queries, handlers, expected, failed, phase) -> None:
         for q in queries:
