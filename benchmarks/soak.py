@@ -70,7 +70,7 @@ def write_section(path: str, name: str, text: str) -> None:
         f.write(new)
 
 
-def machine() -> str:
+def machine(when: str = "at start") -> str:
     import pyspark
     load = " ".join(f"{x:.2f}" for x in os.getloadavg())
     mem = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2 ** 30
@@ -84,7 +84,7 @@ def machine() -> str:
     except OSError:
         commit = "?"
     return (f"{os.cpu_count()} CPUs, {mem:.1f} GiB RAM, {platform.platform()}; Python {platform.python_version()}, "
-            f"pyspark {pyspark.__version__}, {java}; git commit `{commit}`; load average at start {load}")
+            f"pyspark {pyspark.__version__}, {java}; git commit `{commit}`; load average {when} {load}")
 
 
 # ------------------------------------------------------------------ memory
@@ -207,7 +207,7 @@ def bounded(samples: List[dict]) -> Dict[str, tuple]:
     return out
 
 
-def report(res: dict, args, started: str) -> str:
+def report(res: dict, args, started: str, host: str) -> str:
     s = res["samples"]
     b = bounded(s)
     lines = [
@@ -217,11 +217,12 @@ def report(res: dict, args, started: str) -> str:
         f"{res['inserted']:,} rows inserted and {res['deleted']:,} deleted in {s[-1]['step']:,} steps",
         f"- Command: `nice -n 10 .venv/bin/python -m benchmarks.soak --minutes {args.minutes:g} --window {args.window} "
         f"--batch {args.batch} --interval {args.interval:g}`",
-        f"- Machine: {machine()} (other agents' work was running on the same 2 cores)",
+        f"- Machine: {host} (other agents' work was running on the same 2 cores)",
         f"- Workload: table `ev` (id, k, v) with {N_KEYS} keys, a sliding window of {args.window:,} live rows: each "
         f"round inserts {args.batch:,} new rows, deletes the {args.batch:,} oldest, and waits for the steps. Views: "
         "`by_k` (GROUP BY k: COUNT, SUM), `joined` (ev JOIN dim on k, 200-row dimension table), "
-        "`minmax` (GROUP BY k: MIN, MAX).",
+        "`minmax` (GROUP BY k: MIN, MAX). After the window first filled, the live rows were replaced "
+        f"{max(0, res['deleted']) / args.window:.1f} times over.",
         "- Driver RSS: the Python process; JVM RSS: its `java` child process (Spark driver JVM, "
         "`spark.driver.memory` 2g). State: all operators' LSM runs as listed by the committed manifest "
         "(`status()[\"state_size\"]`); disk: the whole storage directory (state, manifests, input log).",
@@ -255,8 +256,9 @@ def main(argv=None) -> int:
     ap.add_argument("--no-write", action="store_true", help="only print the report")
     args = ap.parse_args(argv)
     started = dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M")
+    host = machine()
     res = run(args.minutes, args.window, args.batch, args.interval)
-    text = report(res, args, started)
+    text = report(res, args, started, host)
     print(text)
     if not args.no_write:
         write_section(args.out, "soak", text)
