@@ -125,7 +125,7 @@ SELECT x FROM t
 query I rowsort
 SELECT x FROM t ORDER BY y LIMIT 1
 ----
-1
+3
 
 query I rowsort
 SELECT x FROM t WHERE x < (SELECT 9)
