@@ -14,7 +14,7 @@ from typing import Dict, List, Optional, Sequence, Tuple
 
 from sqlglot import exp
 
-from .bind_subquery import SubqueryBinder, rewrite_late, scalar_subqueries
+from .bind_subquery import SubqueryBinder, rewrite_late, rewrite_subquery_predicates, scalar_subqueries
 from .bind_window import WindowBinder, find_windows
 from .errors import BindError, UnsupportedError
 from .semantics import typed
@@ -210,6 +210,7 @@ class Binder(SubqueryBinder, WindowBinder):
         scope = Scope(rels)
         where = split_and(select.args["where"].this) if select.args.get("where") else []
         sub_preds = [c for c in where if is_subquery_predicate(c)]
+        where = [c if is_subquery_predicate(c) else rewrite_subquery_predicates(c, self, scope) for c in where]
         scalar = [c for c in where if not is_subquery_predicate(c) and scalar_subqueries(c)]
         where = [c for c in where if not is_subquery_predicate(c) and not scalar_subqueries(c)]
         plan = self.bind_joins(select, plans, rels, scope, where)
@@ -376,9 +377,11 @@ class Binder(SubqueryBinder, WindowBinder):
         if isinstance(select.args.get("distinct"), exp.Distinct) and select.args["distinct"].args.get("on"):
             raise self.unsupported("DISTINCT ON", select.args["distinct"])
         plan, scope, _ = self.bind_from(select, ctes)
-        items = self.expand_star(select.expressions, scope)
+        items = [(rewrite_subquery_predicates(e, self, scope), n) for e, n in self.expand_star(select.expressions, scope)]
         group = select.args.get("group")
         having = select.args.get("having")
+        if having is not None:
+            having = exp.Having(this=rewrite_subquery_predicates(having.this, self, scope))
         has_agg = any(self.find_aggs(e) for e, _ in items) or (having is not None)
         windows = [w for e, _ in items for w in find_windows(e)]
         pre = None
@@ -663,6 +666,11 @@ class Binder(SubqueryBinder, WindowBinder):
 
     def try_resolve(self, c: exp.Column, scope: Scope) -> Optional[int]:
         table = name_of(c.args["table"]) if c.args.get("table") else None
+        if table is not None and table.startswith("__outer"):   # bind_subquery.outer_ref: a pinned position
+            s: Optional[Scope] = scope
+            while s is not None and f"__outer{id(s)}" != table:
+                s = s.parent
+            return int(c.name[1:]) if s is not None else None
         name = c.name if isinstance(c.this, exp.Identifier) and c.this.quoted else c.name.lower()
         hits = []
         for ri, r in enumerate(scope.rels):

@@ -214,28 +214,24 @@ class SubqueryBinder:
     def attach_scalar(self, plan: Node, scope, sq: exp.Subquery, ctes, strict: bool):
         from .bind import Rel
         q, value = self.scalar_select(sq)
-        _, inner_scope, local, correlated = self.split_correlated(q, ctes)
+        inner_plan, inner_scope, local, correlated = self.split_correlated(q, ctes)
         width = scope.width
-        alias = f"__sq{sum(1 for r in scope.rels if (r.alias or '').startswith('__sq'))}"
+        alias = self.subquery_alias(scope)
         if not correlated:
             sub_plan, _ = self.bind_query(q, ctes)
             kind = "left" if q.args.get("having") is not None else "inner"
             plan = Join(plan, sub_plan, (), (), None, kind)
-            scope.rels.append(Rel(alias, ["v"], [sub_plan.fields[0].type], width))
-            return plan, exp.column("v", table=alias)
+            scope.rels.append(Rel(alias, ["__v"], [sub_plan.fields[0].type], width))
+            return plan, exp.column("__v", table=alias)
         if q.args.get("having") is not None or q.args.get("distinct"):
             raise self.unsupported("correlated scalar subquery with HAVING or DISTINCT", sq)
         nested = self.nested_scope(inner_scope, scope)
-        pairs = []
-        for w in correlated:
-            sides = self.correlated_sides(w, nested, width)
-            if sides is None:
-                raise self.unsupported("correlated scalar subquery whose correlation is not "
-                                       "outer expression = inner expression", w)
-            pairs.append(sides)
         for c in value.find_all(exp.Column):
             if self.try_resolve(c, inner_scope) is None:
                 raise self.unsupported("outer column in a scalar subquery's SELECT list", c)
+        pairs = [self.correlated_sides(w, nested, width) for w in correlated]
+        if any(p is None for p in pairs):
+            return self.attach_scalar_general(plan, scope, q, value, inner_plan, local, correlated, ctes)
         empty, empty_is_null = empty_value(value)
         marker = not (strict and empty_is_null)
         inner = q.copy()
@@ -250,13 +246,84 @@ class SubqueryBinder:
         lkeys = tuple(self.bind_scalar(outer_key, scope) for outer_key, _ in pairs)
         rkeys = tuple(Expr(col(width + i), sub_plan.fields[i].type) for i in range(len(pairs)))
         plan = Join(plan, sub_plan, lkeys, rkeys, None, "left" if marker else "inner")
-        names = [f"k{i}" for i in range(len(pairs))] + ["v"] + (["m"] if marker else [])
+        names = [f"__k{i}" for i in range(len(pairs))] + ["__v"] + (["__m"] if marker else [])
         scope.rels.append(Rel(alias, names, [f.type for f in sub_plan.fields], width))
-        ref = exp.column("v", table=alias)
+        ref = exp.column("__v", table=alias)
         if marker and not empty_is_null:
-            ref = exp.Case(ifs=[exp.If(this=exp.column("m", table=alias).is_(exp.Null()), true=empty)],
+            ref = exp.Case(ifs=[exp.If(this=exp.column("__m", table=alias).is_(exp.Null()), true=empty)],
                            default=ref)
         return plan, ref
+
+    @staticmethod
+    def subquery_alias(scope) -> str:
+        return f"__sq{sum(1 for r in scope.rels if (r.alias or '').startswith('__sq'))}"
+
+    def attach_scalar_general(self, plan: Node, scope, q: exp.Select, value: exp.Expression, inner_plan: Node,
+                              local, correlated, ctes):
+        """A scalar subquery correlated by arbitrary conditions, decorrelated over the domain of the outer
+        columns it uses: D = DISTINCT outer columns; D LEFT JOIN inner ON the correlated conditions, grouped
+        by D (a D row without inner rows is a group over no rows: COUNT 0, others NULL); joined back to the
+        outer rows on the domain columns, NULL-safely."""
+        from .bind import Rel, Scope
+        _, inner_scope, _, _ = self.split_correlated(q, ctes)
+        width = scope.width
+        nested = self.nested_scope(inner_scope, scope)
+        types = scope.types()
+        oc: List[int] = []
+        for w in correlated:
+            for c in w.find_all(exp.Column):
+                if self.try_resolve(c, inner_scope) is None:
+                    p = self.resolve(c, nested)
+                    if p not in oc:
+                        oc.append(p)
+        m = len(oc)
+        dnames = [f"__d{i}" for i in range(m)]
+        dom = Distinct(Project(plan, tuple(Expr(col(p), types[p]) for p in oc), tuple(dnames)))
+        if local:
+            inner_plan = Filter(inner_plan, self.bind_scalar(exp.and_(*local), inner_scope))
+        wi = len(inner_plan.fields)
+        inner_m = Project(inner_plan, tuple(Expr(col(j), f.type) for j, f in enumerate(inner_plan.fields))
+                          + (Expr("TRUE", BOOLEAN),), tuple(f.name for f in inner_plan.fields) + ("__m",))
+        scope_j = Scope([Rel("__dom", dnames, [types[p] for p in oc], 0)]
+                        + [Rel(r.alias, r.names, r.types, r.offset + m) for r in inner_scope.rels]
+                        + [Rel("__mark", ["__m"], [BOOLEAN], m + wi)])
+        scope_j.hidden = {(i + 1, n) for i, n in inner_scope.hidden}
+
+        def to_domain(w):
+            w = w.copy()
+            for c in list(w.find_all(exp.Column)):
+                if self.try_resolve(c, inner_scope) is None:
+                    c.replace(exp.column(f"__d{oc.index(self.resolve(c, nested))}", table="__dom"))
+            return w
+
+        lkeys, rkeys, residual = [], [], []
+        for w in map(to_domain, correlated):
+            sides = None
+            if isinstance(w, exp.EQ):
+                ra, rb = self.rels_of(w.this, scope_j), self.rels_of(w.expression, scope_j)
+                if ra == {0} and rb and 0 not in rb:
+                    sides = (w.this, w.expression)
+                elif rb == {0} and ra and 0 not in ra:
+                    sides = (w.expression, w.this)
+            if sides is None:
+                residual.append(w)
+            else:
+                lkeys.append(self.bind_scalar(sides[0], scope_j))
+                rkeys.append(self.bind_scalar(sides[1], scope_j))
+        res = self.bind_scalar(exp.and_(*residual), scope_j) if residual else None
+        joined = Join(dom, inner_m, tuple(lkeys), tuple(rkeys), res, "left")
+        counted = value.copy().transform(
+            lambda n: exp.Count(this=exp.column("__m", table="__mark"))
+            if isinstance(n, exp.Count) and isinstance(n.this, exp.Star) else n)
+        keys = [exp.column(d, table="__dom") for d in dnames]
+        items = [(k, d) for k, d in zip(keys, dnames)] + [(counted, "__v")]
+        agg_plan, exprs = self.bind_grouped(joined, scope_j, items, keys, [], None)
+        grouped = Project(agg_plan, tuple(exprs), tuple(dnames) + ("__v",))
+        plan = Join(plan, grouped, tuple(Expr(col(p), types[p]) for p in oc),
+                    tuple(Expr(col(width + i), types[p]) for i, p in enumerate(oc)), None, "inner", null_safe=True)
+        alias = self.subquery_alias(scope)
+        scope.rels.append(Rel(alias, dnames + ["__v"], [f.type for f in grouped.fields], width))
+        return plan, exp.column("__v", table=alias)
 
     def late_scalar(self, sq: exp.Subquery, ctes, index: int):
         """An uncorrelated scalar subquery evaluated after grouping: (placeholder column, plan, join kind)."""
@@ -267,7 +334,84 @@ class SubqueryBinder:
                                    sq)
         sub_plan, _ = self.bind_query(q, ctes)
         kind = "left" if q.args.get("having") is not None else "inner"
-        return exp.column("v", table=f"__late{index}"), sub_plan, kind
+        return exp.column("__v", table=f"__late{index}"), sub_plan, kind
+
+
+def has_subquery_predicate(e: exp.Expression) -> bool:
+    """An IN (subquery) or EXISTS in ``e`` outside nested subqueries."""
+    return any(isinstance(n, exp.Exists) or (isinstance(n, exp.In) and n.args.get("query") is not None)
+               for n in e.walk(prune=lambda x: isinstance(x, (exp.Subquery, exp.Select)) and x is not e))
+
+
+def _count_subquery(q: exp.Select, extra: Optional[exp.Expression]) -> exp.Expression:
+    """``(SELECT COUNT(*) FROM <q's FROM> WHERE <q's WHERE> [AND extra])``."""
+    c = q.copy()
+    for key in ("order", "limit", "offset", "distinct"):
+        c.set(key, None)
+    where = c.args.get("where")
+    conds = ([where.this] if where is not None else []) + ([extra] if extra is not None else [])
+    c.set("where", exp.Where(this=exp.and_(*conds)) if conds else None)
+    c.set("expressions", [exp.Count(this=exp.Star())])
+    return exp.Subquery(this=c)
+
+
+def _simple_select(q) -> bool:
+    return isinstance(q, exp.Select) and not any(q.args.get(k) for k in ("group", "having", "distinct", "limit",
+                                                                           "offset", "with", "with_"))
+
+
+def outer_ref(pos: int, scope) -> exp.Column:
+    """A column reference to position ``pos`` of ``scope`` that no nested scope can capture."""
+    return exp.column(f"p{pos}", table=f"__outer{id(scope)}")
+
+
+def rewrite_subquery_predicates(e: exp.Expression, binder=None, scope=None) -> exp.Expression:
+    """IN (subquery) and EXISTS that are not top-level WHERE conjuncts (under OR or NOT, in SELECT, ...) as
+    COUNT scalar subqueries, keeping SQL's three-valued IN:
+    ``x IN (q)`` is TRUE if some value of q equals x, FALSE if q is empty, NULL if x or some value of q is
+    NULL, else FALSE."""
+    def fn(n):
+        if isinstance(n, exp.Exists):
+            q = n.this.this if isinstance(n.this, exp.Subquery) else n.this
+            if not _simple_select(q):
+                q = exp.select("*").from_(exp.Subquery(this=q.copy(), alias=exp.TableAlias(this=exp.to_identifier("__e"))))
+            return exp.GT(this=_count_subquery(q, None), expression=exp.Literal.number(0))
+        if isinstance(n, exp.In) and n.args.get("query") is not None:
+            q = n.args["query"]
+            q = q.this if isinstance(q, exp.Subquery) else q
+            x = n.this.copy()
+            if binder is not None:   # pin x's columns to the outer query (the subquery may reuse its names)
+                for c in list(x.find_all(exp.Column)):
+                    ref = outer_ref(binder.resolve(c, scope), scope)
+                    if c is x:
+                        x = ref
+                    else:
+                        c.replace(ref)
+            if _simple_select(q) and len(q.expressions) == 1 and not any(
+                    isinstance(a, exp.AggFunc) for a in q.expressions[0].walk()):
+                y = q.expressions[0]
+                y = y.this if isinstance(y, exp.Alias) else y
+            else:
+                wrapped = exp.Subquery(this=q.copy(), alias=exp.TableAlias(
+                    this=exp.to_identifier("__in"), columns=[exp.to_identifier("__y")]))
+                q = exp.select("*").from_(wrapped)
+                y = exp.column("__y", table="__in")
+            match = _count_subquery(q, exp.EQ(this=y.copy(), expression=x.copy()))
+            anyrow = _count_subquery(q, None)
+            nulls = _count_subquery(q, exp.Is(this=y.copy(), expression=exp.Null()))
+            zero = exp.Literal.number(0)
+            return exp.Case(ifs=[
+                exp.If(this=exp.GT(this=match, expression=zero), true=exp.true()),
+                exp.If(this=exp.EQ(this=anyrow, expression=zero), true=exp.false()),
+                exp.If(this=exp.or_(exp.Is(this=x.copy(), expression=exp.Null()),
+                                    exp.GT(this=nulls, expression=zero.copy())),
+                       true=exp.cast(exp.Null(), "BOOLEAN"))],
+                default=exp.false())
+        return n
+
+    if not has_subquery_predicate(e):
+        return e
+    return e.copy().transform(fn)
 
 
 def is_inside_aggregate(n: exp.Expression, root: exp.Expression) -> bool:
@@ -295,4 +439,4 @@ def rewrite_late(binder, e: exp.Expression, ctes, late: list) -> exp.Expression:
     return e
 
 
-__all__ = ["SubqueryBinder", "scalar_subqueries", "rewrite_late", "empty_value"]
+__all__ = ["SubqueryBinder", "scalar_subqueries", "rewrite_late", "empty_value", "rewrite_subquery_predicates"]

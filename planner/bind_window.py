@@ -80,7 +80,7 @@ class WindowBinder:
             width = scope.width
             alias = f"__win{len([r for r in scope.rels if (r.alias or '').startswith('__win')])}"
             bound = [self.bind_window_call(w, scope) for w, _ in calls]
-            names = tuple(f"{alias.strip('_')}_{i}" for i in range(len(bound)))
+            names = tuple(f"{alias}_{i}" for i in range(len(bound)))
             plan = Window(plan, calls[0][1], tuple(bound), names)
             scope.rels.append(Rel(alias, list(names), [b.type for b in bound], width))
             for (w, _), name in zip(calls, names):

@@ -176,6 +176,7 @@ class Join(Node):
     right_keys: Tuple[Expr, ...]  # over the joined row: c(L) .. c(L+R-1)
     residual: Optional[Expr]      # over the joined row
     kind: str = "inner"           # inner | left | right | full | semi | anti
+    null_safe: bool = False       # keys match when both are NULL (IS NOT DISTINCT FROM); inner joins only
 
     @property
     def inputs(self):
@@ -193,7 +194,8 @@ class Join(Node):
         return left + right
 
     def describe(self):
-        keys = " AND ".join(f"{l} = {r}" for l, r in zip(self.left_keys, self.right_keys)) or "TRUE"
+        eq = "IS NOT DISTINCT FROM" if self.null_safe else "="
+        keys = " AND ".join(f"{l} {eq} {r}" for l, r in zip(self.left_keys, self.right_keys)) or "TRUE"
         extra = f" AND {self.residual}" if self.residual else ""
         name = {"inner": "Join", "semi": "SemiJoin", "anti": "AntiJoin"}.get(self.kind,
                                                                            f"{self.kind.capitalize()}OuterJoin")

@@ -199,7 +199,8 @@ class Lowerer:
         if node.left_keys:
             left = left.select("*", *[sexpr(k.sql).alias(f"__lk{i}") for i, k in enumerate(node.left_keys)])
             right = right.select("*", *[sexpr(k.sql).alias(f"__rk{i}") for i, k in enumerate(node.right_keys)])
-            cond = reduce(lambda a, b: a & b, [left[f"__lk{i}"] == right[f"__rk{i}"]
+            eq = (lambda a, b: a.eqNullSafe(b)) if node.null_safe else (lambda a, b: a == b)
+            cond = reduce(lambda a, b: a & b, [eq(left[f"__lk{i}"], right[f"__rk{i}"])
                                                for i in range(len(node.left_keys))])
             joined = left.join(right, cond, "inner")
         else:

@@ -46,3 +46,20 @@ PREDICATES = [
 @given(steps_strategy(TABLES))
 def test_not_in_and_nested_subqueries(make_pipeline, steps):
     run_program(make_pipeline, SCHEMA, COLUMNS, PREDICATES, steps)
+
+
+GENERAL = [
+    ("g_corr_nonequi", "SELECT a.k, a.x, (SELECT COUNT(*) FROM b WHERE b.y < a.x) AS n FROM a", True),
+    ("g_corr_mixed", "SELECT a.k, (SELECT MAX(b.y) FROM b WHERE b.k = a.k AND b.y <> a.x) AS m FROM a", False),
+    ("g_corr_where", "SELECT x, v FROM a AS o WHERE (SELECT SUM(i.x) FROM a AS i WHERE i.x < o.x) > 0", False),
+    ("g_in_or", "SELECT k, x FROM a WHERE x IN (SELECT y FROM b) OR k = 2", True),
+    ("g_not_in_or", "SELECT k, x FROM a WHERE NOT (x IN (SELECT y FROM b WHERE b.k > 0) OR k = 2)", False),
+    ("g_in_select", "SELECT k, EXISTS (SELECT 1 FROM b WHERE b.k = a.k) AS e, x IN (SELECT y FROM b) AS i FROM a",
+     False),
+    ("g_same_names", "SELECT k, x FROM a WHERE x IN (SELECT x FROM a WHERE k > 0) OR x IS NULL", False),
+]
+
+
+@given(steps_strategy(TABLES))
+def test_general_correlation_and_predicates_in_expressions(make_pipeline, steps):
+    run_program(make_pipeline, SCHEMA, COLUMNS, GENERAL, steps)
