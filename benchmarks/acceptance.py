@@ -50,6 +50,7 @@ def _first_line(e: Exception) -> str:
 def run(suite: str, size, n_inserts: int, spark) -> dict:
     from sqlengine import Pipeline
     t0 = time.time()
+    code = _code_version()   # the code this process runs (the checkout may change during the run)
     compiled = classify(suite)
     det = workloads.deterministic(suite)
     hdr = workloads.headers(suite)
@@ -67,7 +68,18 @@ def run(suite: str, size, n_inserts: int, spark) -> dict:
                   tie_checks={v: c for v, c in tie.items() if v in views}, log=log)
     return {"suite": suite, "size": size, "compiled": compiled, "det": det, "hdr": hdr, "views": views,
             "run": r, "batches": [(lab, [(k, t, len(df)) for k, t, df in ops]) for lab, ops in batches],
-            "rows": rows, "total_s": time.time() - t0, "tie": tie}
+            "rows": rows, "total_s": time.time() - t0, "tie": tie, "code": code}
+
+
+def _code_version():
+    try:
+        commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True,
+                                text=True).stdout.strip()
+        dirty = subprocess.run(["git", "status", "--porcelain", "planner", "sqlengine"], cwd=ROOT,
+                               capture_output=True, text=True).stdout.strip()
+    except Exception:  # noqa: BLE001
+        commit, dirty = "?", ""
+    return commit, dirty
 
 
 def _preamble() -> List[str]:
@@ -83,13 +95,7 @@ def _preamble() -> List[str]:
 
 
 def suite_section(r: dict, started: float, load0: float) -> List[str]:
-    try:
-        commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True,
-                                text=True).stdout.strip()
-        dirty = subprocess.run(["git", "status", "--porcelain", "planner", "sqlengine"], cwd=ROOT,
-                               capture_output=True, text=True).stdout.strip()
-    except Exception:  # noqa: BLE001
-        commit, dirty = "?", ""
+    commit, dirty = r["code"]
     run = r["run"]
     name = "TPC-H" if r["suite"] == "tpch" else "Nexmark"
     size = f"SF {r['size']}" if r["suite"] == "tpch" else f"{int(r['size']):,} events"
