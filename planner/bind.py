@@ -18,7 +18,7 @@ from .bind_subquery import SubqueryBinder, rewrite_late, rewrite_subquery_predic
 from .bind_window import WindowBinder, find_windows
 from .errors import BindError, UnsupportedError
 from .semantics import typed
-from .logical import (AggCall, Aggregate, Distinct, Expr, Field, Filter, Join, Node, Project, Scan,
+from .logical import (AggCall, Aggregate, Distinct, Expr, Field, Filter, Join, Node, OneRow, Project, Scan,
                       SetOp, UnionAll, col)
 from .types import BIGINT, UNKNOWN, SqlType, from_annotation
 
@@ -196,11 +196,9 @@ class Binder(SubqueryBinder, WindowBinder):
     def bind_from(self, select: exp.Select, ctes) -> Tuple[Node, Scope, List[exp.Expression]]:
         """FROM, JOINs and WHERE: returns the joined plan, its scope, and leftover conjuncts (none)."""
         from_ = select.args.get("from") or select.args.get("from_")
-        if from_ is None:
-            raise self.unsupported("SELECT without FROM", select)
-        items = [from_.this] + [j.this for j in select.args.get("joins") or []]
-        rels: List[Rel] = []
-        plans: List[Node] = []
+        items = [from_.this] + [j.this for j in select.args.get("joins") or []] if from_ is not None else []
+        rels: List[Rel] = [] if items else [Rel("__one", [], [], 0)]
+        plans: List[Node] = [] if items else [OneRow()]
         offset = 0
         for item in items:
             plan, alias, names = self.bind_from_item(item, ctes)

@@ -23,7 +23,7 @@ INVERTIBLE = {"COUNT_STAR", "COUNT", "SUM", "AVG"}
 class Op:
     """One circuit operator.
 
-    kind:      input | map | union | join | aggregate | distinct | setop | window | integrate
+    kind:      input | constant | map | union | join | aggregate | distinct | setop | window | integrate
     node:      the logical node whose change this op computes (for integrate: the node it sums)
     inputs:    ids of the ops whose changes it consumes
     reads:     ids of integrate ops whose state (as of the previous step) it reads

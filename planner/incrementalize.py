@@ -3,6 +3,7 @@
 Reads each node's declared ``algebra``:
 
 * source   -> an ``input`` op (the table's change);
+* constant -> a ``constant`` op (its rows in the first step, nothing after);
 * linear   -> the same node applied to its inputs' changes (``map`` / ``union``);
 * bilinear -> a ``join`` op reading the integrals of both inputs;
 * stateful -> ``aggregate`` (own accumulators, or the integral of its input),
@@ -17,7 +18,7 @@ from typing import Dict
 
 from .circuit import Circuit, Op, Output, aggregate_mode
 from .errors import InternalError
-from .logical import Aggregate, Distinct, Join, Node, Scan, SetOp, UnionAll, Window
+from .logical import Aggregate, Distinct, Join, Node, OneRow, Scan, SetOp, UnionAll, Window
 
 
 class _Builder:
@@ -34,7 +35,9 @@ class _Builder:
     def delta(self, node: Node) -> int:
         if node in self.delta_ids:
             return self.delta_ids[node]
-        if node.algebra == "source":
+        if isinstance(node, OneRow):
+            op = self.add(kind="constant", node=node)
+        elif node.algebra == "source":
             assert isinstance(node, Scan)
             op = self.add(kind="input", node=node)
         elif node.algebra == "linear":

@@ -10,6 +10,7 @@ by the right row).
 Each node class declares ``algebra``, which incrementalization reads:
 
 * ``source``   - a table's change stream;
+* ``constant`` - a fixed relation, emitted once in the first step;
 * ``linear``   - apply the node to the change itself, no state;
 * ``bilinear`` - needs the integrated value of both inputs (joins);
 * ``stateful`` - keeps per-key state and emits -old/+new for touched keys.
@@ -95,6 +96,21 @@ class Scan(Node):
 
     def describe(self):
         return f"Scan {self.table}"
+
+
+@dataclass(frozen=True)
+class OneRow(Node):
+    """One row with no columns: the FROM of a SELECT without FROM.  Its change is that row, once, in the
+    pipeline's first step (and in the backfill of a view added later)."""
+
+    algebra: ClassVar[str] = "constant"
+
+    @property
+    def fields(self):
+        return ()
+
+    def describe(self):
+        return "OneRow"
 
 
 @dataclass(frozen=True)

@@ -42,6 +42,13 @@ def _annotate(e: exp.Expression, types: Sequence[SqlType]) -> exp.Expression:
     return q.expressions[0].this
 
 
+def _decimal_literal(x: exp.Expression) -> bool:
+    """``2.5`` or ``-2.5``: DuckDB types a literal with a point as DECIMAL."""
+    while isinstance(x, (exp.Neg, exp.Paren)):
+        x = x.this
+    return isinstance(x, exp.Literal) and not x.is_string and "." in x.this and "e" not in x.this.lower()
+
+
 def _rewrite(n: exp.Expression):
     if isinstance(n, exp.Sub) and _is(n.this, {T.DATE}) and _is(n.expression, {T.DATE}):
         return exp.DateDiff(this=n.this.copy(), expression=n.expression.copy(), unit=exp.var("DAY"))
@@ -51,7 +58,7 @@ def _rewrite(n: exp.Expression):
             return type(n)(this=exp.cast(a.copy(), "TIMESTAMP"), expression=b.copy())
         if isinstance(n, exp.Add) and isinstance(a, exp.Interval) and _is(b, {T.DATE}):
             return exp.Add(this=a.copy(), expression=exp.cast(b.copy(), "TIMESTAMP"))
-    if isinstance(n, exp.Cast) and n.to.this in INTEGRAL and _is(n.this, {T.DECIMAL}):
+    if isinstance(n, exp.Cast) and n.to.this in INTEGRAL and (_is(n.this, {T.DECIMAL}) or _decimal_literal(n.this)):
         return exp.Cast(this=exp.Round(this=n.this.copy()), to=n.to.copy())
     if isinstance(n, exp.Cast) and n.to.this in INTEGRAL and _is(n.this, {T.DOUBLE, T.FLOAT}):
         even = exp.Anonymous(this="ROUND_EVEN", expressions=[n.this.copy(), exp.Literal.number(0)])

@@ -70,7 +70,7 @@ class Engine:
     def _derive_schemas(self) -> None:
         """Lower every op over empty frames once: Spark's analyzer gives each change's exact schema."""
         for op in self.ops:
-            if op.kind == "input":
+            if op.kind in ("input", "constant"):
                 self.schemas[op.id] = table_spark_schema(op.node.fields)
                 continue
             if op.kind == "integrate":
@@ -270,6 +270,9 @@ class Engine:
             if op.kind == "input":
                 d = table_deltas.get(op.node.table)
                 deltas[op.id] = d if d is not None and (not isinstance(d, pa.Table) or d.num_rows) else EMPTY
+                continue
+            if op.kind == "constant":   # SELECT without FROM: its one row, once
+                deltas[op.id] = pa.table({W: pa.array([1], pa.int64())}) if initial else EMPTY
                 continue
             if op.kind == "integrate":
                 d = deltas[op.inputs[0]]

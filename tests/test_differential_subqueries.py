@@ -63,3 +63,15 @@ GENERAL = [
 @given(steps_strategy(TABLES))
 def test_general_correlation_and_predicates_in_expressions(make_pipeline, steps):
     run_program(make_pipeline, SCHEMA, COLUMNS, GENERAL, steps)
+
+
+NO_FROM = [
+    ("f_constant", "SELECT 1 AS one, 'x' || 'y' AS s, CAST(2.5 AS INT) AS r", True),
+    ("f_in_subquery", "SELECT 2 IN (SELECT k FROM a) AS has2, NOT EXISTS (SELECT 1 FROM b WHERE y > 1) AS none", True),
+    ("f_aggregate", "SELECT (SELECT COUNT(*) FROM a) - (SELECT COUNT(*) FROM b) AS d", False),
+]
+
+
+@given(steps_strategy(TABLES, max_steps=2))
+def test_select_without_from(make_pipeline, steps):
+    run_program(make_pipeline, SCHEMA, COLUMNS, NO_FROM, steps)
