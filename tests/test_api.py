@@ -173,7 +173,7 @@ def test_storage_dir_that_cannot_be_written(tmp_path):
 
 
 def test_expression_spark_cannot_run_fails_at_start_naming_the_view(make_pipeline):
-    p = make_pipeline("CREATE TABLE t (ts TIMESTAMP); CREATE VIEW e AS SELECT EXTRACT(EPOCH FROM ts) AS s FROM t",
+    p = make_pipeline("CREATE TABLE t (ts TIMESTAMP); CREATE VIEW e AS SELECT EXTRACT(MILLENNIUM FROM ts) AS s FROM t",
                       start=False)
     with pytest.raises(UnsupportedError, match=r"in view e\) cannot run on Spark"):
         p.start()
