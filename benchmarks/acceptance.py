@@ -34,6 +34,7 @@ if ROOT not in sys.path:
 import workloads  # noqa: E402
 from tests.workload_oracle import (NEXMARK_TIE_CHECKS, classify, nexmark_batches,  # noqa: E402
                                    run_suite, tpch_batches)
+from benchmarks import report  # noqa: E402
 
 BEGIN, END = "<!-- BEGIN acceptance -->", "<!-- END acceptance -->"
 
@@ -173,14 +174,11 @@ def _md(s: str) -> str:
 
 
 def write_section(path: str, text: str) -> None:
-    old = open(path).read() if os.path.exists(path) else ""
-    if BEGIN in old and END in old:
-        a, b = old.index(BEGIN), old.index(END) + len(END)
-        new = old[:a] + text + old[b:]
-    else:
-        new = old.rstrip("\n") + ("\n\n" if old else "") + text + "\n"
-    with open(path, "w") as f:
-        f.write(new)
+    """``text`` is the whole section, markers included (see :func:`section`)."""
+    inner = text.strip()
+    inner = inner[len(BEGIN):] if inner.startswith(BEGIN) else inner
+    inner = inner[:-len(END)] if inner.endswith(END) else inner
+    report.write_section(path, "acceptance", inner.strip())
 
 
 def main(argv=None) -> int:

@@ -26,7 +26,8 @@ import time
 import numpy as np
 import pandas as pd
 
-from benchmarks.soak import ROOT, machine, mib, rss, write_section
+from benchmarks.report import write_section
+from benchmarks.soak import ROOT, machine, mib, rss
 
 SQL = """CREATE TABLE ev (id BIGINT NOT NULL, k INT, v BIGINT, x DOUBLE);
 CREATE MATERIALIZED VIEW by_k AS SELECT k, COUNT(*) AS n, SUM(v) AS s FROM ev GROUP BY k;"""

@@ -21,8 +21,8 @@ from collections import Counter
 from typing import List
 
 from tests.slt.runner import DBNAME, FileResult, run_file, test_files
+from benchmarks.report import write_section
 
-BEGIN, END = "<!-- BEGIN slt -->", "<!-- END slt -->"
 
 
 def _machine() -> str:
@@ -129,19 +129,6 @@ def render(results: List[FileResult], command: str, max_queries, differential: s
     return "\n".join(lines).rstrip() + "\n"
 
 
-def write_section(path: str, text: str) -> None:
-    old = open(path).read() if os.path.exists(path) else ""
-    block = f"{BEGIN}\n{text}{END}\n"
-    if BEGIN in old and END in old:
-        head, rest = old.split(BEGIN, 1)
-        tail = rest.split(END, 1)[1]
-        new = head + block + tail.lstrip("\n")
-    else:
-        new = old.rstrip("\n") + ("\n\n" if old else "") + block
-    with open(path, "w") as f:
-        f.write(new)
-
-
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--files", nargs="*", help="test files (default: all of tests/slt/*.test)")
@@ -169,12 +156,12 @@ def main(argv=None) -> int:
               f"{r.count('dialect')} as DuckDB, {r.count('unsupported')} unsupported, {r.count('error')} errors, "
               f"{r.seconds:.0f} s", file=sys.stderr, flush=True)
         if args.out and len(results) < len(files):  # partial results survive an interrupted run
-            write_section(args.out, render(results, command, args.max_queries, diff, args.show_wrong,
+            write_section(args.out, "slt", render(results, command, args.max_queries, diff, args.show_wrong,
                                            time.time() - t0) + f"\n(Partial: {len(results)} of {len(files)} files.)\n")
     text = render(results, command, args.max_queries, diff, args.show_wrong, time.time() - t0)
     print(text)
     if args.out:
-        write_section(args.out, text)
+        write_section(args.out, "slt", text)
     return 0
 
 

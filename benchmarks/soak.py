@@ -34,6 +34,7 @@ from typing import Dict, List
 
 import numpy as np
 import pandas as pd
+from benchmarks.report import write_section
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -54,22 +55,7 @@ BOUND = 1.5
 METRICS = ("state_bytes", "state_rows", "driver_rss", "jvm_rss")
 
 
-# ------------------------------------------------------------------ report sections
-def write_section(path: str, name: str, text: str) -> None:
-    """Replace the text between ``<!-- BEGIN name -->`` and ``<!-- END name -->`` in ``path``
-    (appending the markers and the text if absent); the rest of the file is kept."""
-    begin, end = f"<!-- BEGIN {name} -->", f"<!-- END {name} -->"
-    old = open(path).read() if os.path.exists(path) else ""
-    block = f"{begin}\n{text.rstrip()}\n{end}"
-    if begin in old and end in old:
-        head, rest = old.split(begin, 1)
-        new = head + block + rest.split(end, 1)[1]
-    else:
-        new = old.rstrip() + ("\n\n" if old.strip() else "") + block + "\n"
-    with open(path, "w") as f:
-        f.write(new)
-
-
+# ------------------------------------------------------------------ report
 def machine(when: str = "at start") -> str:
     import pyspark
     load = " ".join(f"{x:.2f}" for x in os.getloadavg())

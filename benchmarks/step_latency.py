@@ -39,6 +39,7 @@ from typing import Callable, Dict, List, Optional
 import numpy as np
 import pandas as pd
 import pyarrow as pa
+from benchmarks.report import write_section
 
 CHUNK = 500_000
 SPARK_CONF = {"spark.driver.memory": "8g"}
@@ -657,9 +658,7 @@ def main(args, argv: List[str]) -> int:
         vers = versions(spark)
         text = render_markdown(results, args, cmdline, code, started, time.perf_counter() - t_start, machine, vers,
                                spark_info(spark), (load0, " ".join(f"{x:.2f}" for x in os.getloadavg())))
-        os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
-        with open(args.out, "w") as f:
-            f.write(text + "\n")
+        write_section(args.out, "latency", text)
         return text
 
     if args.warmup:
