@@ -28,7 +28,7 @@ import pyarrow.ipc as ipc
 from planner.errors import InputError, PipelineError
 
 from .faults import describe, io_point
-from .state import fsync_dir
+from .state import atomic_write_bytes, fsync_dir
 
 
 @dataclass
@@ -207,22 +207,12 @@ class Batch:
             return log.append(self.table, self.buffered) if self.buffered is not None else -1
         first = log.next_seq
         path = os.path.join(log.root, f"batch-{self.id}.commit")
-        tmp = path + ".tmp"
+        record = json.dumps({"first": first, "chunks": len(self.names), "rows": self.rows}).encode()
         try:
-            with open(tmp, "w") as f:
-                json.dump({"first": first, "chunks": len(self.names), "rows": self.rows}, f)
-                f.flush()
-                io_point("log_write", tmp)
-                os.fsync(f.fileno())
-            os.replace(tmp, path)
-            fsync_dir(log.root)
+            atomic_write_bytes(path, record, fault="log_write")
         except OSError as e:
             self.done = False
-            try:
-                os.remove(tmp)
-            except OSError:
-                pass
-            raise log._error(self.table, tmp, e) from e
+            raise log._error(self.table, path + ".tmp", e) from e
         with log.files_lock:
             for i, name in enumerate(self.names):
                 log.files[first + i] = name
