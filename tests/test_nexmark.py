@@ -15,9 +15,8 @@ import pytest
 
 import workloads
 from sqlengine import Pipeline
-from sqlengine.errors import BindError, UnsupportedError
 
-from .workload_oracle import NEXMARK_TIE_CHECKS, classify, nexmark_batches, run_suite
+from .workload_oracle import NEXMARK_TIE_CHECKS, check_view, classify, nexmark_batches, run_suite
 
 N_EVENTS = 3000     # 60 people, 180 auctions, 2760 bids
 N_INSERTS = 2       # insert batches; one batch of deletes after the second
@@ -64,18 +63,6 @@ def test_queries_listed():
 @pytest.mark.parametrize("name", QUERIES)
 def test_nexmark_view(name, nexmark_run, tmp_path):
     compiled, run = nexmark_run
-    if name in EXPECTED_UNSUPPORTED:
-        reason = EXPECTED_UNSUPPORTED[name]
-        err = BindError if reason.startswith("BindError") else UnsupportedError
-        with pytest.raises(err):
-            Pipeline.from_sql(workloads.program("nexmark", [name]), storage_dir=str(tmp_path / "p"))
-        return
-    if not _compared(name):
-        pytest.skip(f"{name}: result depends on tie order: {workloads.headers('nexmark')[name]['Deterministic']}")
-    assert compiled[name] is None, f"{name} does not compile: {compiled[name]!r}"
-    r = run.results[name]
-    assert r.steps or r.failures, f"{name} was not checked"
-    if name in KNOWN_WRONG:
-        assert r.failures, f"{name} now matches the recomputation; remove it from KNOWN_WRONG"
-        return
-    assert not r.failures, f"{name} differs from the recomputation:\n" + "\n".join(r.failures)
+    skip = None if _compared(name) else \
+        f"{name}: result depends on tie order: {workloads.headers('nexmark')[name]['Deterministic']}"
+    check_view("nexmark", name, compiled, run, tmp_path, EXPECTED_UNSUPPORTED, KNOWN_WRONG, skip_reason=skip)

@@ -14,9 +14,8 @@ import pytest
 
 import workloads
 from sqlengine import Pipeline
-from sqlengine.errors import BindError, UnsupportedError
 
-from .workload_oracle import classify, run_suite, tpch_batches
+from .workload_oracle import check_view, classify, run_suite, tpch_batches
 
 SF = 0.001          # 1.5k orders, ~6k lineitems
 N_INSERTS = 2       # insert batches; one batch of deletes after the second
@@ -55,16 +54,4 @@ def test_queries_listed():
 @pytest.mark.parametrize("name", QUERIES)
 def test_tpch_view(name, tpch_run, tmp_path):
     compiled, run = tpch_run
-    if name in EXPECTED_UNSUPPORTED:
-        reason = EXPECTED_UNSUPPORTED[name]
-        err = BindError if reason.startswith("BindError") else UnsupportedError
-        with pytest.raises(err):
-            Pipeline.from_sql(workloads.program("tpch", [name]), storage_dir=str(tmp_path / "p"))
-        return
-    assert compiled[name] is None, f"{name} does not compile: {compiled[name]!r}"
-    r = run.results[name]
-    assert r.steps or r.failures, f"{name} was not checked"
-    if name in KNOWN_WRONG:
-        assert r.failures, f"{name} now matches the recomputation; remove it from KNOWN_WRONG"
-        return
-    assert not r.failures, f"{name} differs from the recomputation:\n" + "\n".join(r.failures)
+    check_view("tpch", name, compiled, run, tmp_path, EXPECTED_UNSUPPORTED, KNOWN_WRONG)

@@ -427,3 +427,27 @@ class _FailedRun:
 
     def stop(self):
         pass
+
+
+def check_view(suite: str, name: str, compiled, run, tmp_path, expected_unsupported, known_wrong,
+               skip_reason=None) -> None:
+    """The per-query assertions of tests/test_tpch.py and tests/test_nexmark.py: an expected-unsupported
+    query must still fail to compile; otherwise it must have been checked, and match the recomputation
+    (a known-wrong one must still differ).  ``skip_reason``: the query is not compared (tie order)."""
+    import pytest
+    from sqlengine import Pipeline
+    from sqlengine.errors import BindError, UnsupportedError
+    if name in expected_unsupported:
+        err = BindError if expected_unsupported[name].startswith("BindError") else UnsupportedError
+        with pytest.raises(err):
+            Pipeline.from_sql(workloads.program(suite, [name]), storage_dir=str(tmp_path / "p"))
+        return
+    if skip_reason:
+        pytest.skip(skip_reason)
+    assert compiled[name] is None, f"{name} does not compile: {compiled[name]!r}"
+    r = run.results[name]
+    assert r.steps or r.failures, f"{name} was not checked"
+    if name in known_wrong:
+        assert r.failures, f"{name} now matches the recomputation; remove it from KNOWN_WRONG"
+        return
+    assert not r.failures, f"{name} differs from the recomputation:\n" + "\n".join(r.failures)
