@@ -231,7 +231,7 @@ class SubqueryBinder:
                 raise self.unsupported("outer column in a scalar subquery's SELECT list", c)
         pairs = [self.correlated_sides(w, nested, width) for w in correlated]
         if any(p is None for p in pairs):
-            return self.attach_scalar_general(plan, scope, q, value, inner_plan, local, correlated, ctes)
+            return self.attach_scalar_general(plan, scope, value, inner_plan, inner_scope, local, correlated)
         empty, empty_is_null = empty_value(value)
         marker = not (strict and empty_is_null)
         inner = q.copy()
@@ -258,14 +258,13 @@ class SubqueryBinder:
     def subquery_alias(scope) -> str:
         return f"__sq{sum(1 for r in scope.rels if (r.alias or '').startswith('__sq'))}"
 
-    def attach_scalar_general(self, plan: Node, scope, q: exp.Select, value: exp.Expression, inner_plan: Node,
-                              local, correlated, ctes):
+    def attach_scalar_general(self, plan: Node, scope, value: exp.Expression, inner_plan: Node, inner_scope,
+                              local, correlated):
         """A scalar subquery correlated by arbitrary conditions, decorrelated over the domain of the outer
         columns it uses: D = DISTINCT outer columns; D LEFT JOIN inner ON the correlated conditions, grouped
         by D (a D row without inner rows is a group over no rows: COUNT 0, others NULL); joined back to the
         outer rows on the domain columns, NULL-safely."""
         from .bind import Rel, Scope
-        _, inner_scope, _, _ = self.split_correlated(q, ctes)
         width = scope.width
         nested = self.nested_scope(inner_scope, scope)
         types = scope.types()
