@@ -21,6 +21,7 @@ from planner.circuit import Op
 from planner.errors import UnsupportedError
 from planner.program import Program
 
+from .local_step import LocalExecutor
 from .lower import Lowerer, null_safe_semi
 from .schema import arrow_schema_of, table_spark_schema
 from .state import Manifest, Run, StateStore
@@ -50,6 +51,9 @@ class Engine:
         self.spark = spark
         self.store = store
         self.lowerer = Lowerer(spark)
+        self.local = LocalExecutor(self)
+        self.steps_local = 0      # steps run on the driver (see local_step) and on Spark
+        self.steps_spark = 0
         self.ops = self.circuit.ops
         self.keys = {op.id: state_key(op) for op in self.ops if op.owns_state}
         self.consumers: Dict[int, List[int]] = {op.id: [] for op in self.ops}
@@ -133,6 +137,8 @@ class Engine:
     def stored_rows(self, op: int, probe: pa.Table, cols: List[str]) -> pa.Table:
         """Committed rows of integral ``op`` equal (NULL-safely) on ``cols`` to some row of ``probe``,
         consolidated, as Arrow on the driver (one Spark job)."""
+        if self.local.cached(op, self.store.current):
+            return self.local.stored_rows(op, probe, cols)
         from pyspark.sql.types import StructType
         keys = probe.select(cols).group_by(cols).aggregate([])
         schema = StructType([self.state_schemas[op][c] for c in cols])
@@ -257,6 +263,12 @@ class Engine:
         old = self.store.current
         reads_from = old if write_keys is None else Manifest()
         need = self.needed_ops(listened) if need is None else need
+        self.local.cache.retain([r.path for runs in old.runs.values() for r in runs])
+        if write_keys is None and self.local.usable(table_deltas, need, old):
+            self.steps_local += 1
+            deltas, new_runs = self.local.run_step(step, table_deltas, need, initial, lambda op_id: True)
+            return self._result(step, old, new_runs, deltas, listened)
+        self.steps_spark += 1
         out_ids = {self.circuit.outputs[v].delta for v in listened}
         deltas: Dict[int, object] = {}
         new_runs: Dict[str, List[Run]] = {k: list(v) for k, v in old.runs.items()}
@@ -280,8 +292,7 @@ class Engine:
                     if not isinstance(d, pa.Table):  # pragma: no cover - integrate inputs are always cut
                         d = self.collect(d, self.arrow_schemas[op.inputs[0]])
                     if d is not EMPTY:
-                        run = self.store.write_run(self.keys[op.id], d.cast(self.state_arrow[op.id]), step)
-                        new_runs.setdefault(self.keys[op.id], []).append(run)
+                        self.local.write_run(op.id, d.cast(self.state_arrow[op.id]), step, new_runs)
                 continue
             ins = [deltas[i] for i in op.inputs]
             seeds = initial and op.kind == "aggregate" and not op.node.keys
@@ -304,8 +315,7 @@ class Engine:
                     continue
                 else:
                     if writes(op.id):
-                        run = self.store.write_run(self.keys[op.id], partial, step)
-                        new_runs.setdefault(self.keys[op.id], []).append(run)
+                        self.local.write_run(op.id, partial, step, new_runs)
                     pdf = self.spark.createDataFrame(partial, schema=self.state_schemas[op.id])
                     df = self.lowerer.aggregate_output(op, pdf, self.read_state(op.id, reads_from), initial=initial)
             else:
@@ -317,6 +327,9 @@ class Engine:
                 deltas[op.id] = self.collect(df, self.arrow_schemas[op.id])
             else:
                 deltas[op.id] = df
+        return self._result(step, old, new_runs, deltas, listened)
+
+    def _result(self, step: int, old: Manifest, new_runs, deltas, listened: Set[str]) -> StepResult:
         outputs = {}
         for v in listened:
             d = deltas.get(self.circuit.outputs[v].delta, EMPTY)
@@ -342,22 +355,28 @@ class Engine:
             op_id = by_key[key]
             start = self.store.merge_plan(rs)
             part = rs[start:]
-            schema = self.state_schemas[op_id]
-            df = self.spark.read.schema(schema).parquet(*[f"{self.store.root}/{r.path}" for r in part])
             op = self.ops[op_id]
-            if op.kind == "aggregate":
-                k = len(op.node.keys)
-                accs = [c for c in df.columns if c.startswith("__")]
-                keys = [c for c in df.columns if not c.startswith("__")]
-                merged = (df.groupBy(*keys).agg(*[F.sum(c).alias(c) for c in accs]) if k
-                          else df.agg(*[F.sum(c).alias(c) for c in accs]))
-                merged = merged.filter(F.col("__cnt") != 0)
-            else:
-                merged = consolidate_spark(df)
-            t = merged.toArrow().cast(self.state_arrow[op_id])
+            t = self.local.merge(op, [r.path for r in part])
+            if t is None:
+                t = self._merge_on_spark(op, part)
             run = self.store.write_run(key, t, step, tag=f"m{len(rs)}")
+            self.local.cache.put(run.path, t)
             runs[key] = rs[:start] + [run]
             changed = True
         if not changed:
             return None
         return Manifest(step=m.step, log_position=m.log_position, runs=runs, meta=m.meta)
+
+    def _merge_on_spark(self, op: Op, part: List[Run]) -> pa.Table:
+        schema = self.state_schemas[op.id]
+        df = self.spark.read.schema(schema).parquet(*[f"{self.store.root}/{r.path}" for r in part])
+        if op.kind == "aggregate":
+            k = len(op.node.keys)
+            accs = [c for c in df.columns if c.startswith("__")]
+            keys = [c for c in df.columns if not c.startswith("__")]
+            merged = (df.groupBy(*keys).agg(*[F.sum(c).alias(c) for c in accs]) if k
+                      else df.agg(*[F.sum(c).alias(c) for c in accs]))
+            merged = merged.filter(F.col("__cnt") != 0)
+        else:
+            merged = consolidate_spark(df)
+        return merged.toArrow().cast(self.state_arrow[op.id])

@@ -1,0 +1,188 @@
+"""Running a small step on the driver: DuckDB over Arrow, state read through the key-hash cache.
+
+A Spark job costs 30-100 ms on this kind of machine even for ten rows, and a
+step of a realistic circuit needs several, so a step of a few hundred changed
+rows would cost seconds on Spark whatever the size of the state.  When a
+step's input is small (``LOCAL_STEP_ROWS``) and every state it reads is in the
+driver's state cache, the engine runs it here instead: the same operators,
+lowered to DuckDB SQL (:mod:`sqlengine.local_lower`), reading only the state
+rows of the keys the change touches.  The step writes the same runs and
+commits the same manifest as a Spark step, so the two paths interleave freely
+(a bulk load on Spark, then small steps on the driver).
+"""
+from __future__ import annotations
+
+import os
+from typing import Dict, List, Optional, Set
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from .local_lower import LocalLowerer, ProbeSpec, cols
+from .state import Manifest, Run
+from .state_cache import StateCache
+from .zset import W, consolidate_arrow
+
+LOCAL_STEP_ROWS = 200_000   # default; SQLENGINE_LOCAL_STEP_ROWS overrides it (0: every step on Spark)
+
+
+def cast_to(t: pa.Table, schema: pa.Schema) -> pa.Table:
+    """``t`` (columns in ``schema``'s order) cast to ``schema``; floats cast to a DECIMAL are rounded to its
+    scale first (DuckDB divides decimals in DOUBLE, Spark in DECIMAL)."""
+    t = t.rename_columns(schema.names)
+    try:
+        return t.cast(schema)
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+        arrays = []
+        for c, f in zip(t.columns, schema):
+            if pa.types.is_decimal(f.type) and pa.types.is_floating(c.type):
+                c = pc.round(c, ndigits=f.type.scale, round_mode="half_towards_infinity")
+            arrays.append(c.cast(f.type, safe=False))
+        return pa.Table.from_arrays(arrays, schema=schema)
+
+
+class LocalExecutor:
+    """Runs steps of ``engine``'s circuit on the driver."""
+
+    def __init__(self, engine):
+        self.engine = engine
+        self.cache = StateCache(engine.store.root)
+        self.lowerer = LocalLowerer()
+        self.max_rows = int(os.environ.get("SQLENGINE_LOCAL_STEP_ROWS", LOCAL_STEP_ROWS))
+
+    # ------------------------------------------------------------ state
+    def _runs(self, op_id: int, m: Manifest) -> List[str]:
+        return [r.path for r in self.engine.store.runs(self.engine.keys[op_id], m)]
+
+    def cached(self, op_id: int, m: Manifest) -> bool:
+        return self.cache.all_cached(self._runs(op_id, m), self.engine.state_arrow[op_id])
+
+    def read(self, op_id: int, m: Manifest, spec: tuple, probe_tables: List[pa.Table],
+             probe_specs: List[tuple]) -> pa.Table:
+        """State rows of ``op_id`` (a superset of those) whose ``spec`` key equals the key of some probe row;
+        an empty ``spec`` reads all of it."""
+        paths, schema = self._runs(op_id, m), self.engine.state_arrow[op_id]
+        if not spec:
+            return self.cache.full(paths, schema)
+        hashes = [self.cache.hasher.hashes(t, s) for t, s in zip(probe_tables, probe_specs) if t is not None]
+        probe = np.concatenate(hashes) if hashes else np.zeros(0, np.uint64)
+        return self.cache.lookup(paths, schema, spec, probe)
+
+    def stored_rows(self, op_id: int, probe: pa.Table, key_cols: List[str]) -> pa.Table:
+        """Committed rows of integral ``op_id`` equal (NULL-safely) on ``key_cols`` to a row of ``probe``,
+        consolidated."""
+        m = self.engine.store.current
+        spec = tuple(key_cols)
+        rows = self.read(op_id, m, spec, [probe], [spec])
+        rows = consolidate_arrow(rows) if rows.num_rows else rows
+        if not rows.num_rows:
+            return rows
+        cond = " AND ".join(f"x.{c} IS NOT DISTINCT FROM p.{c}" for c in key_cols)
+        out = self.lowerer.run(f"SELECT x.* FROM S x SEMI JOIN (SELECT DISTINCT {', '.join(key_cols)} FROM P) p "
+                               f"ON {cond}", S=rows, P=probe.select(key_cols))
+        return cast_to(out, rows.schema)
+
+    def usable(self, table_deltas: Dict[str, object], need: Set[int], m: Manifest) -> bool:
+        """Can this step run here: small Arrow input, every state it touches cached."""
+        rows = 0
+        for d in table_deltas.values():
+            if d is None:
+                continue
+            if not isinstance(d, pa.Table):
+                return False
+            rows += d.num_rows
+        if rows > self.max_rows or self.max_rows <= 0:
+            return False
+        eng = self.engine
+        for op in eng.ops:
+            if op.id not in need:
+                continue
+            states = list(op.reads) + ([op.id] if op.kind == "aggregate" and op.mode == "accumulate" else [])
+            if not all(self.cached(s, m) for s in states):
+                return False
+        return True
+
+    # ------------------------------------------------------------ the step
+    def _finish(self, out, schema: pa.Schema) -> Optional[pa.Table]:
+        parts = out if isinstance(out, list) else [out]
+        parts = [cast_to(p, schema) for p in parts if p.num_rows]
+        if not parts:
+            return None
+        t = consolidate_arrow(pa.concat_tables(parts))
+        return t if t.num_rows else None
+
+    def write_run(self, op_id: int, t: pa.Table, step: int, new_runs: Dict[str, List[Run]]) -> None:
+        key = self.engine.keys[op_id]
+        run = self.engine.store.write_run(key, t, step)
+        self.cache.put(run.path, t)
+        new_runs.setdefault(key, []).append(run)
+
+    def run_step(self, step: int, table_deltas: Dict[str, pa.Table], need: Set[int], initial: bool,
+                 writes) -> tuple:
+        """The changes of every op in ``need`` as Arrow (``None``: empty) and the step's new runs."""
+        eng = self.engine
+        old = eng.store.current
+        deltas: Dict[int, Optional[pa.Table]] = {}
+        new_runs: Dict[str, List[Run]] = {k: list(v) for k, v in old.runs.items()}
+        for op in eng.ops:
+            if op.id not in need:
+                continue
+            if op.kind == "input":
+                d = table_deltas.get(op.node.table)
+                deltas[op.id] = d if d is not None and d.num_rows else None
+                continue
+            if op.kind == "constant":
+                deltas[op.id] = pa.table({W: pa.array([1], pa.int64())}) if initial else None
+                continue
+            if op.kind == "integrate":
+                d = deltas[op.inputs[0]]
+                if d is not None and writes(op.id):
+                    self.write_run(op.id, d.cast(eng.state_arrow[op.id]), step, new_runs)
+                continue
+            ins = [deltas[i] for i in op.inputs]
+            seeds = initial and op.kind == "aggregate" and not op.node.keys
+            if all(x is None for x in ins) and not seeds:
+                deltas[op.id] = None
+                continue
+            if op.kind not in ("join", "union", "setop"):
+                ins = [eng.arrow_schemas[i].empty_table() if x is None else x for x, i in zip(ins, op.inputs)]
+            if op.kind == "aggregate" and op.mode == "accumulate":
+                out = self._accumulate(op, ins[0], old, step, initial, new_runs, writes)
+            else:
+                reads = []
+                for r, ps in zip(op.reads, LocalLowerer.probe_specs(op)):
+                    reads.append(self.read(r, old, ps.spec, [ins[i] for i, _ in ps.sources],
+                                           [s for _, s in ps.sources]))
+                out = self.lowerer.lower(op, ins, reads, initial=initial)
+            deltas[op.id] = self._finish(out, eng.arrow_schemas[op.id])
+        return deltas, new_runs
+
+    def _accumulate(self, op, d: pa.Table, old: Manifest, step: int, initial: bool,
+                    new_runs: Dict[str, List[Run]], writes) -> Optional[pa.Table]:
+        eng = self.engine
+        schema = eng.state_arrow[op.id]
+        partial = cast_to(self.lowerer.aggregate_partial(op, d), schema)
+        keys = tuple(cols(len(op.node.keys)))
+        own = self.read(op.id, old, keys, [partial], [keys])
+        if partial.num_rows and writes(op.id):
+            self.write_run(op.id, partial, step, new_runs)
+        if not partial.num_rows and not initial:
+            return None
+        return self.lowerer.aggregate_output(op, partial, own, eng.lowerer.acc_columns(op.node), initial=initial)
+
+    # ------------------------------------------------------------ compaction
+    def merge(self, op, paths: List[str]) -> Optional[pa.Table]:
+        """The runs at ``paths`` merged into one (``None`` if they are not all cached)."""
+        schema = self.engine.state_arrow[op.id]
+        if not self.cache.all_cached(paths, schema):
+            return None
+        t = self.cache.full(paths, schema)
+        if op.kind != "aggregate":
+            return consolidate_arrow(t)
+        k = len(op.node.keys)
+        accs = [c for c in schema.names if c.startswith("__")]
+        sums = ", ".join(f"SUM({c}) AS {c}" for c in accs)
+        group = (" GROUP BY ALL" if k else "") + " HAVING SUM(__cnt) != 0"
+        out = self.lowerer.run(f"SELECT {', '.join(cols(k) + [sums])} FROM T{group}", T=t)
+        return cast_to(out, schema)
