@@ -26,8 +26,8 @@ def parse_args(argv=None) -> argparse.Namespace:
                     help="timed steps per workload and size; the first is a warm-up (default 7)")
     ap.add_argument("--out", default="benchmarks/RESULTS.md", help="Markdown report (default benchmarks/RESULTS.md)")
     ap.add_argument("--quick", action="store_true", help="smoke run: sizes=10000, steps=3")
-    ap.add_argument("--workloads", default="groupby,minmax,join",
-                    help="comma-separated subset of groupby,minmax,join (default all)")
+    ap.add_argument("--workloads", default="groupby,minmax,join,q3",
+                    help="comma-separated subset of groupby,minmax,join,q3 (default all)")
     ap.add_argument("--no-warmup", dest="warmup", action="store_false",
                     help="skip the untimed process warm-up (every workload once at N=10,000) before measuring")
     ap.add_argument("--seed", type=int, default=42, help="seed of the generated data (default 42)")

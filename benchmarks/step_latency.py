@@ -39,6 +39,7 @@ from typing import Callable, Dict, List, Optional
 import numpy as np
 import pandas as pd
 import pyarrow as pa
+from benchmarks.memory import RssSampler
 from benchmarks.report import write_section
 
 CHUNK = 500_000
@@ -108,6 +109,44 @@ def _new_f(n: int, count: int, rng: np.random.Generator, current: pd.DataFrame) 
     return _f_rows(first, count, n_keys_of(n), rng)
 
 
+Q3_SCHEMA = """CREATE TABLE customer (c_custkey BIGINT NOT NULL, c_mktsegment VARCHAR);
+CREATE TABLE orders (o_orderkey BIGINT NOT NULL, o_custkey BIGINT, o_orderdate DATE, o_shippriority INT);
+CREATE TABLE lineitem (l_orderkey BIGINT NOT NULL, l_linenumber INT, l_extendedprice DOUBLE, l_discount DOUBLE,
+                       l_shipdate DATE);"""
+Q3_SELECT = ("SELECT l_orderkey, SUM(l_extendedprice * (1 - l_discount)) AS revenue, o_orderdate, o_shippriority "
+             "FROM customer JOIN orders ON c_custkey = o_custkey JOIN lineitem ON l_orderkey = o_orderkey "
+             "WHERE c_mktsegment = 'BUILDING' AND o_orderdate < DATE '1995-03-15' "
+             "AND l_shipdate > DATE '1995-03-15' GROUP BY l_orderkey, o_orderdate, o_shippriority")
+SEGMENTS = np.array(["AUTOMOBILE", "BUILDING", "FURNITURE", "HOUSEHOLD", "MACHINERY"])
+
+
+def _lineitems(first: int, n: int, n_orders: int, rng: np.random.Generator) -> pd.DataFrame:
+    return pd.DataFrame({
+        "l_orderkey": rng.integers(0, n_orders, n, dtype=np.int64),
+        "l_linenumber": np.arange(first, first + n, dtype=np.int64) % 1_000_000,
+        "l_extendedprice": rng.integers(100, 10_000_000, n) / 100.0,
+        "l_discount": rng.integers(0, 11, n) / 100.0,
+        "l_shipdate": pd.to_datetime("1992-01-01") + pd.to_timedelta(rng.integers(0, 2400, n), unit="D"),
+    }).assign(l_shipdate=lambda d: d.l_shipdate.dt.date)
+
+
+def _gen_q3(n: int, rng: np.random.Generator) -> Dict[str, pd.DataFrame]:
+    n_orders, n_cust = max(1, n // 4), max(1, n // 40)
+    customer = pd.DataFrame({"c_custkey": np.arange(n_cust, dtype=np.int64),
+                             "c_mktsegment": SEGMENTS[rng.integers(0, 5, n_cust)]})
+    orders = pd.DataFrame({
+        "o_orderkey": np.arange(n_orders, dtype=np.int64),
+        "o_custkey": rng.integers(0, n_cust, n_orders, dtype=np.int64),
+        "o_orderdate": (pd.to_datetime("1992-01-01") + pd.to_timedelta(rng.integers(0, 2400, n_orders), unit="D")
+                        ).date,
+        "o_shippriority": rng.integers(0, 2, n_orders).astype(np.int32)})
+    return {"customer": customer, "orders": orders, "lineitem": _lineitems(0, n, n_orders, rng)}
+
+
+def _new_lineitems(n: int, count: int, rng: np.random.Generator, current: pd.DataFrame) -> pd.DataFrame:
+    return _lineitems(int(rng.integers(0, 1 << 40)), count, max(1, n // 4), rng)
+
+
 WORKLOADS: Dict[str, Workload] = {
     "groupby": Workload(
         "groupby", f"{T_SCHEMA}\nCREATE MATERIALIZED VIEW agg AS {GROUPBY_SELECT};", "agg", GROUPBY_SELECT,
@@ -124,6 +163,11 @@ WORKLOADS: Dict[str, Workload] = {
         f"CREATE MATERIALIZED VIEW j AS {JOIN_SELECT};", "j", JOIN_SELECT,
         "f", ["id"], _gen_join, _new_f,
         "f (N rows) JOIN d (N/10 rows) on k; changes to f"),
+    "q3": Workload(
+        "q3", f"{Q3_SCHEMA}\nCREATE MATERIALIZED VIEW q3 AS {Q3_SELECT};", "q3", Q3_SELECT,
+        "lineitem", ["l_orderkey"], _gen_q3, _new_lineitems,
+        "TPC-H q3 shape: customer (N/40) JOIN orders (N/4) JOIN lineitem (N rows), filters, SUM per order; "
+        "changes to lineitem"),
 }
 
 
@@ -220,6 +264,14 @@ class Result:
     check: str = "not run"
     check_detail: str = ""
     error: Optional[str] = None
+    steps_on: Dict[str, int] = field(default_factory=dict)         # status()["steps_run_on"] over the timed changes
+    state: Dict[str, Dict[str, int]] = field(default_factory=dict)  # status()["state_size"] at the end
+    adhoc_first_ms: Optional[float] = None                         # first query after a step (loads the snapshot)
+    adhoc_point_ms: List[float] = field(default_factory=list)
+    adhoc_agg_ms: List[float] = field(default_factory=list)
+    view_rows: Optional[int] = None
+    driver_peak_mib: Optional[float] = None
+    jvm_peak_mib: Optional[float] = None
 
     # after discarding the warm-up change
     def _rest(self, xs):
@@ -365,6 +417,7 @@ def run_one(w: Workload, n: int, args, seed: int) -> Result:
     res.rows = {t: len(df) for t, df in tables.items()}
     work = tempfile.mkdtemp(prefix=f"sqlengine-bench-{w.name}-{n}-")
     p = None
+    rss = RssSampler().start()
     try:
         # The SparkSession is process-wide: spark_conf only matters for the first pipeline that starts.
         p = Pipeline.from_sql(w.program, name=f"bench-{w.name}-{n}", storage_dir=os.path.join(work, "pipeline"),
@@ -384,6 +437,7 @@ def run_one(w: Workload, n: int, args, seed: int) -> Result:
         log(f"{w.name} N={n:,}: loaded in {res.load_s:.1f} s ({res.load_steps} engine steps)")
 
         current = tables[w.changed]
+        on0 = dict(p.status()["steps_run_on"])
         n_ins = args.change - args.change // 2
         n_del = args.change // 2
         for s in range(args.steps):
@@ -414,6 +468,10 @@ def run_one(w: Workload, n: int, args, seed: int) -> Result:
                 f"state writes {ph['write_run']:,.0f} ms")
         tables[w.changed] = current
         res.rows = {t: len(df) for t, df in tables.items()}
+        st = p.status()
+        res.steps_on = {k: v - on0.get(k, 0) for k, v in st["steps_run_on"].items()}
+        res.state = st["state_size"]
+        adhoc(p, w, current, rng, res)
         actual = p.query_arrow(f"SELECT * FROM {w.view}")
         p.stop()
         p = None
@@ -434,8 +492,31 @@ def run_one(w: Workload, n: int, args, seed: int) -> Result:
             except Exception:  # noqa: BLE001
                 pass
     finally:
+        rss.stop()
+        res.driver_peak_mib, res.jvm_peak_mib = rss.driver_peak_mib, rss.jvm_peak_mib
         shutil.rmtree(work, ignore_errors=True)
     return res
+
+
+ADHOC_QUERIES = 21
+
+
+def adhoc(p, w: Workload, current: pd.DataFrame, rng: np.random.Generator, res: Result) -> None:
+    """Ad-hoc query latency on the view after the timed changes: the first query after a step (it loads the
+    committed snapshot), then point lookups and small range aggregates on the view's key."""
+    col = w.sort_keys[0]               # also a column of the changed table, so its values are real keys
+    src = current[col].to_numpy()
+    t0 = time.perf_counter()
+    res.view_rows = p.query_arrow(f"SELECT COUNT(*) AS n FROM {w.view}").column(0)[0].as_py()
+    res.adhoc_first_ms = (time.perf_counter() - t0) * 1000
+    for _ in range(ADHOC_QUERIES):
+        x = int(src[rng.integers(0, len(src))])
+        t0 = time.perf_counter()
+        p.query_arrow(f"SELECT * FROM {w.view} WHERE {col} = {x}")
+        res.adhoc_point_ms.append((time.perf_counter() - t0) * 1000)
+        t0 = time.perf_counter()
+        p.query_arrow(f"SELECT COUNT(*) AS n, MIN({col}) AS lo FROM {w.view} WHERE {col} BETWEEN {x} AND {x + 1000}")
+        res.adhoc_agg_ms.append((time.perf_counter() - t0) * 1000)
 
 
 # --------------------------------------------------------------------------- report
@@ -517,6 +598,58 @@ def summary_row(r: Result) -> List[str]:
             r.check + (" (error)" if r.error else "")]
 
 
+TARGET_HEADER = ["workload", "N", "step median (ms)", "≤ 1,000 ms", "vs smallest N (≤ 2×)", "Spark ÷ step (≥ 20×)",
+                 "DuckDB ÷ step (≥ 5×)", "steps on driver / Spark"]
+
+
+def _met(ok: Optional[bool]) -> str:
+    return "-" if ok is None else ("met" if ok else "**missed**")
+
+
+def target_rows(results: List[Result], sizes: List[int]) -> List[List[str]]:
+    """Issue 5's step-latency targets, per workload and size."""
+    base = {r.workload: r.step_median for r in results if r.n == sizes[0]}
+    rows = []
+    for r in results:
+        m = r.step_median
+        if m is None:
+            continue
+        growth = _ratio(m, base.get(r.workload)) if r.n != sizes[0] else None
+        sp, dd = _ratio(r.spark_median, m), _ratio(r.duckdb_median, m)
+        rows.append([r.workload, f"{r.n:,}", _fmt(m), _met(m <= 1000),
+                     "-" if growth is None else f"{growth:.2f}× {_met(growth <= 2)}",
+                     "-" if sp is None else f"{_fmt_ratio(sp)} {_met(sp >= 20)}",
+                     "-" if dd is None else f"{_fmt_ratio(dd)} {_met(dd >= 5)}",
+                     f"{r.steps_on.get('driver', 0)} / {r.steps_on.get('spark', 0)}"])
+    return rows
+
+
+ADHOC_HEADER = ["workload", "N", "view rows", "first query after a step (ms)", "point lookup p50 (ms)",
+                "small aggregate p50 (ms)", "< 50 ms p50", "peak driver RSS (MiB)", "peak JVM RSS (MiB)",
+                "state: operators / runs / rows / MiB"]
+
+
+def adhoc_row(r: Result) -> List[str]:
+    pt = statistics.median(r.adhoc_point_ms) if r.adhoc_point_ms else None
+    ag = statistics.median(r.adhoc_agg_ms) if r.adhoc_agg_ms else None
+    st = r.state.values()
+    state = (f"{len(r.state)} / {sum(x['runs'] for x in st)} / {sum(x['rows'] for x in st):,} / "
+             f"{sum(x['bytes'] for x in st) / 2**20:,.1f}") if r.state else "-"
+    return [r.workload, f"{r.n:,}", "-" if r.view_rows is None else f"{r.view_rows:,}", _fmt(r.adhoc_first_ms),
+            _fmt(pt), _fmt(ag), _met(None if pt is None else max(pt, ag) < 50), _fmt(r.driver_peak_mib, 0),
+            _fmt(r.jvm_peak_mib, 0), state]
+
+
+def state_lines(results: List[Result]) -> List[str]:
+    out = []
+    for r in results:
+        if r.state:
+            out.append(f"- {r.workload} N={r.n:,}: " + "; ".join(
+                f"`{k}` {v['runs']} runs, {v['rows']:,} rows, {v['bytes'] / 2**20:,.1f} MiB"
+                for k, v in sorted(r.state.items())))
+    return out
+
+
 PHASE_HEADER = ["workload", "N", "step median (ms)", "clamp_deletes (ms)", "run_step (ms)", "compact (ms)",
                 "commit (ms)", "outside these (ms)", "Spark actions: count / ms", "state writes (ms)",
                 "Spark jobs / change (all)", "per-change wall times (ms, first = warm-up)"]
@@ -590,6 +723,15 @@ def render_markdown(results: List[Result], args, cmdline: str, code: str, starte
                 md_table(["workload"] + [f"step median at N={n:,} (ms)" for n in args.sizes] +
                          [f"N={args.sizes[-1]:,} ÷ N={args.sizes[0]:,}", "table grew"],
                          scaling_rows(results, args.sizes)), ""]
+    out += ["## Targets (issue 5)", "", md_table(TARGET_HEADER, target_rows(results, args.sizes)), "",
+            "## Ad-hoc queries, memory and state", "",
+            "After the timed changes: the first query after a step loads the committed snapshot into DuckDB; then "
+            f"{ADHOC_QUERIES} point lookups (`SELECT * FROM view WHERE key = x`) and {ADHOC_QUERIES} small "
+            "aggregates (`COUNT(*), MIN(key)` over a key range of 1,000) on the materialized view, no step in "
+            "between. Peak RSS is sampled every 0.5 s during the workload's load, changes and queries (the JVM is "
+            "shared by all workloads of the run, so its peak includes earlier ones). State is "
+            "`status()[\"state_size\"]` at the end: every operator's runs on disk.", "",
+            md_table(ADHOC_HEADER, [adhoc_row(r) for r in results]), ""] + state_lines(results) + [""]
     out += ["## How to read this", "",
             "*step median* is the wall time of one change of "
             f"{args.change} rows, from the first `input_pandas` call to `wait_for_idle()` returning (median "

@@ -71,7 +71,7 @@ class Pipeline:
         self._stepping = False
         self._error: Optional[BaseException] = None
         self._error_raised = False
-        self._snapshot: Optional[Snapshot] = None
+        self._snapshot = Snapshot()
         self._dispatcher = Dispatcher(self._callback_failed)
         self._latencies: List[float] = []
         self._rows_in: Dict[str, int] = {t: 0 for t in self.program.tables}
@@ -484,7 +484,6 @@ class Pipeline:
             if merged is not None:
                 with self._commit_lock:
                     self.store.commit(merged)
-                    self._snapshot = None
         except StorageError as e:   # compaction is an optimization: the step is committed; merge later
             self._storage_error = str(e)
 
@@ -501,7 +500,6 @@ class Pipeline:
         crash_point("runs_written", step)
         with self._commit_lock:
             self.store.commit(result.manifest)
-            self._snapshot = None
         crash_point("committed", step)
         for table, d in deltas.items():
             self._rows_in[table] += int(pa.compute.sum(pa.compute.abs(d.column(W))).as_py() or 0)
@@ -522,25 +520,24 @@ class Pipeline:
         rel.update({v: d.materialized for v, d in self.program.views.items()})
         return rel
 
-    def _get_snapshot(self) -> Snapshot:
-        with self._commit_lock:
-            m = self.store.current
-            if self._snapshot is not None and self._snapshot.step == m.step:
-                return self._snapshot
-            eng = self.engine
-            relations = [(t, eng.table_integral(t), [f.name for f in d.fields]) for t, d in self.program.tables.items()]
-            relations += [(v, out.integral, list(out.names)) for v, out in self.program.circuit.outputs.items()
-                          if out.integral is not None]
-            tables = {name: load_relation(self.store.paths(eng.keys[op]), eng.state_arrow[op], names)
-                      for name, op, names in relations}
-            self._snapshot = Snapshot(m.step, tables)
-            return self._snapshot
-
     def _run_query(self, sql: str) -> pa.Table:
         self._check()
         self._require_started()
-        q = check_query(sql, self._relations())
-        return self._get_snapshot().run(q)
+        relations = self._relations()
+        q = check_query(sql, relations)
+        used = {name_of(t.this) for t in q.find_all(exp.Table) if isinstance(t.this, exp.Identifier)} & set(relations)
+        eng = self.engine
+        with self._snapshot.lock:
+            with self._commit_lock:   # every relation of the query from the same committed step
+                for name in sorted(used):
+                    op = (eng.table_integral(name) if name in self.program.tables
+                          else self.program.circuit.outputs[name].integral)
+                    signature = tuple(self.store.paths(eng.keys[op]))
+                    if self._snapshot.needs(name, signature):
+                        names = ([f.name for f in self.program.tables[name].fields] if name in self.program.tables
+                                 else list(self.program.circuit.outputs[name].names))
+                        self._snapshot.load(name, signature, load_relation(eng.state_rows(op), names))
+            return self._snapshot.run(q)
 
     def query_arrow(self, sql: str) -> pa.Table:
         """Run a read-only SELECT over the materialized tables and views of the last committed step."""

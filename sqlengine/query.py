@@ -14,7 +14,6 @@ from typing import Dict, List, Optional
 
 import duckdb
 import pyarrow as pa
-import pyarrow.parquet as pq
 import sqlglot
 from sqlglot import exp
 
@@ -68,19 +67,31 @@ def check_query(sql: str, relations: Dict[str, bool]) -> exp.Expression:
 
 
 class Snapshot:
-    """The materialized relations of one committed step, loaded into DuckDB."""
+    """Materialized relations loaded into a private DuckDB, each as of the step its runs belong to.
 
-    def __init__(self, step: int, tables: Dict[str, pa.Table]):
-        self.step = step
+    Relations are loaded when a query first needs them and reloaded only when their runs change, so a
+    query after a step reloads just the relations that step changed.  The caller loads all relations of
+    one query from one committed step (see ``Pipeline._run_query``)."""
+
+    def __init__(self):
         self.con = duckdb.connect(":memory:")
         self.con.execute("SET TimeZone = 'UTC'")
-        self.lock = threading.Lock()
-        for name, t in tables.items():
-            self.con.register("__load", t)
-            self.con.execute(f'CREATE TABLE "{name}" AS SELECT * FROM __load')
-            self.con.unregister("__load")
         self.con.execute("SET enable_external_access = false")
         self.con.execute("SET lock_configuration = true")
+        self.lock = threading.RLock()
+        self.loaded: Dict[str, tuple] = {}    # relation -> signature (its run paths) of the loaded contents
+
+    def needs(self, name: str, signature: tuple) -> bool:
+        return self.loaded.get(name) != signature
+
+    def load(self, name: str, signature: tuple, t: pa.Table) -> None:
+        with self.lock:
+            self.con.register("__load", t)
+            try:
+                self.con.execute(f'CREATE OR REPLACE TABLE "{name}" AS SELECT * FROM __load')
+            finally:
+                self.con.unregister("__load")
+            self.loaded[name] = signature
 
     def run(self, q: exp.Expression) -> pa.Table:
         text = q.sql(dialect="duckdb")
@@ -91,10 +102,10 @@ class Snapshot:
                 raise BindError(f"query failed: {str(e).splitlines()[0]}") from None
 
 
-def load_relation(paths: List[str], schema: pa.Schema, names: List[str]) -> pa.Table:
-    """Consolidated contents of a relation from its runs, rows repeated by weight, SQL column names."""
-    parts = [pq.read_table(p).cast(schema) for p in paths]
-    t = pa.concat_tables(parts) if parts else schema.empty_table()
+def load_relation(runs: pa.Table, names: List[str]) -> pa.Table:
+    """Consolidated contents of a relation from its runs (concatenated), rows repeated by weight, SQL column
+    names."""
+    t = runs
     t = consolidate_arrow(t) if t.num_rows else t
     t = expand_arrow(t.filter(pa.compute.greater(t.column(W), 0))) if t.num_rows else t.drop_columns([W])
     return t.rename_columns(names)

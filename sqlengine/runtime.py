@@ -11,6 +11,7 @@ costs nothing.
 from __future__ import annotations
 
 import hashlib
+import os
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Set
 
@@ -107,6 +108,17 @@ class Engine:
         if not paths:
             return self._cached_empty(op_id, schema)
         return self.spark.read.schema(schema).parquet(*paths)
+
+    def state_rows(self, op_id: int) -> pa.Table:
+        """The committed runs of a state-owning op, concatenated (unconsolidated), from the driver's state
+        cache where they are cached, else from their files."""
+        import pyarrow.parquet as pq
+        schema = self.state_arrow[op_id]
+        parts = []
+        for r in self.store.runs(self.keys[op_id]):
+            t = self.local.cache.load(r.path, schema)
+            parts.append(t if t is not None else pq.read_table(os.path.join(self.store.root, r.path)).cast(schema))
+        return pa.concat_tables(parts) if parts else schema.empty_table()
 
     def _cached_empty(self, op_id: int, schema) -> DataFrame:
         if op_id not in self._empty:

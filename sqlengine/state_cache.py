@@ -13,8 +13,8 @@ not the size of the state.
 Hash equality is necessary but not sufficient for key equality: a lookup
 returns a superset of the matching rows, and every consumer applies its exact
 (NULL-safe) key match afterwards.  Values are normalized before hashing so
-that keys that compare equal in SQL hash equally: every number as DOUBLE,
-DATE as TIMESTAMP.
+that keys that compare equal in SQL hash equally: every number, date and
+timestamp as a DOUBLE.
 
 The cache is bounded (``budget_bytes``); a run that does not fit is not cached,
 and an operator whose runs are not all cached is read by Spark.
@@ -27,6 +27,7 @@ from typing import Dict, List, Optional, Sequence, Tuple
 
 import duckdb
 import numpy as np
+import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
@@ -35,24 +36,33 @@ Spec = Tuple[str, ...]   # key expressions (DuckDB SQL over c0..) a state is loo
 DEFAULT_BUDGET_BYTES = int(os.environ.get("SQLENGINE_STATE_CACHE_BYTES", str(8 << 30)))
 
 
-def _normalized(t: pa.Table) -> pa.Table:
-    cols = []
-    for c in t.columns:
+def _normalized(t: pa.Table) -> pd.DataFrame:
+    """Key columns as pandas, with values that compare equal in SQL made identical: every number, date,
+    timestamp and boolean as a DOUBLE (-0.0 as 0.0; NULL as NaN), everything else as it is."""
+    out = {}
+    for i, c in enumerate(t.columns):
         ty = c.type
-        if pa.types.is_integer(ty) or pa.types.is_floating(ty) or pa.types.is_decimal(ty):
-            c = c.cast(pa.float64(), safe=False)
-        elif pa.types.is_date(ty):
+        if pa.types.is_date(ty):
             c = c.cast(pa.timestamp("us"))
-        elif pa.types.is_timestamp(ty) and ty.tz is not None:
-            c = c.cast(pa.timestamp("us", tz=ty.tz)).cast(pa.timestamp("us"))
-        elif pa.types.is_boolean(ty):
-            c = c.cast(pa.float64())
-        cols.append(c)
-    return pa.table(cols, names=[f"k{i}" for i in range(len(cols))])
+            ty = c.type
+        if pa.types.is_timestamp(ty):
+            c = c.cast(pa.int64())
+        if pa.types.is_integer(c.type) or pa.types.is_floating(c.type) or pa.types.is_decimal(c.type) \
+                or pa.types.is_boolean(c.type):
+            v = c.cast(pa.float64(), safe=False).to_numpy(zero_copy_only=False) + 0.0
+        else:
+            v = c.to_pandas()
+        out[f"k{i}"] = v
+    return pd.DataFrame(out)
+
+
+def _is_column(e: str) -> bool:
+    return e.startswith("c") and e[1:].isdigit()
 
 
 class KeyHasher:
-    """Hashes of key expressions over Arrow tables (one private DuckDB connection, serialized)."""
+    """Hashes of key expressions over Arrow tables.  Plain columns are read directly; other expressions are
+    evaluated by a private DuckDB connection."""
 
     def __init__(self):
         self.con = duckdb.connect(":memory:")
@@ -61,6 +71,8 @@ class KeyHasher:
 
     def keys(self, t: pa.Table, spec: Spec) -> pa.Table:
         """The key expressions' values for every row of ``t`` (columns k0..)."""
+        if all(_is_column(e) for e in spec):
+            return t.select(list(spec))
         with self.lock:
             self.con.register("__t", t)
             try:
@@ -69,18 +81,12 @@ class KeyHasher:
             finally:
                 self.con.unregister("__t")
 
-    def hash_keys(self, keys: pa.Table) -> np.ndarray:
+    @staticmethod
+    def hash_keys(keys: pa.Table) -> np.ndarray:
         """uint64 hash of each row of a key table (as returned by :meth:`keys`)."""
         if keys.num_rows == 0:
             return np.zeros(0, np.uint64)
-        k = _normalized(keys)
-        with self.lock:
-            self.con.register("__k", k)
-            try:
-                h = self.con.sql(f"SELECT hash({', '.join(k.column_names)}) AS h FROM __k").to_arrow_table()
-            finally:
-                self.con.unregister("__k")
-        return h.column(0).to_numpy()
+        return pd.util.hash_pandas_object(_normalized(keys), index=False).to_numpy()
 
     def hashes(self, t: pa.Table, spec: Spec) -> np.ndarray:
         return self.hash_keys(self.keys(t, spec))
