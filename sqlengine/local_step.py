@@ -2,9 +2,11 @@
 
 A Spark job costs 30-100 ms on this kind of machine even for ten rows, and a
 step of a realistic circuit needs several, so a step of a few hundred changed
-rows would cost seconds on Spark whatever the size of the state.  When a
-step's input is small (``LOCAL_STEP_ROWS``) and every state it reads is in the
-driver's state cache, the engine runs it here instead: the same operators,
+rows would cost seconds on Spark whatever the size of the state; and with a
+local master, Spark runs on the same cores as the driver, where DuckDB loads a
+million rows 5-20x faster (benchmarks/RESULTS.md).  When every state a step
+reads is in the driver's state cache, and Spark is local or the step's input
+is small (``CLUSTER_LOCAL_STEP_ROWS``), the engine runs the step here: the same operators,
 lowered to DuckDB SQL (:mod:`sqlengine.local_lower`), reading only the state
 rows of the keys the change touches.  The step writes the same runs and
 commits the same manifest as a Spark step, so the two paths interleave freely
@@ -24,7 +26,10 @@ from .state import Manifest, Run
 from .state_cache import StateCache
 from .zset import W, consolidate_arrow
 
-LOCAL_STEP_ROWS = 200_000   # default; SQLENGINE_LOCAL_STEP_ROWS overrides it (0: every step on Spark)
+# Steps with at most this many input rows run on the driver when Spark runs on a cluster; with a local master
+# (Spark on the same cores as the driver) every step whose state fits the cache does.  SQLENGINE_LOCAL_STEP_ROWS
+# overrides both (0: every step on Spark).
+CLUSTER_LOCAL_STEP_ROWS = 200_000
 
 
 def cast_to(t: pa.Table, schema: pa.Schema) -> pa.Table:
@@ -49,7 +54,13 @@ class LocalExecutor:
         self.engine = engine
         self.cache = StateCache(engine.store.root)
         self.lowerer = LocalLowerer()
-        self.max_rows = int(os.environ.get("SQLENGINE_LOCAL_STEP_ROWS", LOCAL_STEP_ROWS))
+        env = os.environ.get("SQLENGINE_LOCAL_STEP_ROWS")
+        if env is not None:
+            self.max_rows = int(env)
+        elif str(engine.spark.sparkContext.master).startswith("local"):
+            self.max_rows = 1 << 62
+        else:
+            self.max_rows = CLUSTER_LOCAL_STEP_ROWS
 
     # ------------------------------------------------------------ state
     def _runs(self, op_id: int, m: Manifest) -> List[str]:

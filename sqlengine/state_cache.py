@@ -112,6 +112,7 @@ class StateCache:
                 return True
             if self.used + table.nbytes > self.budget:
                 return False
+            table = table.combine_chunks()   # so that take() of a few rows does not concatenate the chunks
             self.tables[path] = table
             self.used += table.nbytes
             return True
