@@ -4,7 +4,7 @@
 #   ./run.sh setup          Java 17 check (installs it with apt-get when root), .venv, pinned deps
 #   ./run.sh demo [args]    the main job (python -m sqlengine.demo)
 #   ./run.sh test [args]    the test suite (pytest; the same command CI runs via .ci/run)
-#   ./run.sh bench [args]   the benchmarks (python -m benchmarks.run)
+#   ./run.sh bench [args]   the benchmark suite (python -m benchmarks.suite --scale smoke|small|full)
 set -euo pipefail
 
 cd "$(dirname "$0")"
@@ -23,7 +23,7 @@ commands:
   setup           check/install Java 17, create .venv, install pinned deps from pyproject.toml (idempotent)
   demo [args]     run the main job: python -m sqlengine.demo [--bids N] [--steps N] [--out DIR] [--seed N]
   test [args]     run the test suite: python -m pytest -q [pytest args]
-  bench [args]    run the benchmarks: python -m benchmarks.run [args]
+  bench [args]    run the benchmark suite: python -m benchmarks.suite [--scale smoke|small|full] [args]
 EOF
 }
 
@@ -129,7 +129,7 @@ case "$cmd" in
         ;;
     bench)
         setup
-        exec "$PY" -m benchmarks.run "$@"
+        exec "$PY" -m benchmarks.suite "$@"
         ;;
     -h|--help|help)
         usage

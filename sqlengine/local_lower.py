@@ -30,6 +30,7 @@ from planner.circuit import Op
 from planner.errors import UnsupportedError
 from planner.logical import Aggregate, Filter, Join, Project, Window, col
 
+from . import arrow_ops
 from .zset import W
 
 AGG_FUNCS = {"COUNT", "SUM", "AVG", "MIN", "MAX", "STDDEV_SAMP", "STDDEV_POP", "VAR_SAMP", "VAR_POP"}
@@ -151,6 +152,9 @@ class LocalLowerer:
         if isinstance(node, Filter):
             return self.run(f"SELECT * FROM d WHERE ({duck(node.predicate.sql)})", d=d)
         if isinstance(node, Project):
+            fast = arrow_ops.project_columns(node, d)
+            if fast is not None:
+                return fast
             items = [f"({duck(e.sql)}) AS {col(i)}" for i, e in enumerate(node.exprs)]
             return self.run(f"SELECT {_select(items + [W])} FROM d", d=d)
         raise UnsupportedError(f"linear node {type(node).__name__} has no local lowering")
@@ -179,6 +183,9 @@ class LocalLowerer:
         return out
 
     def _join(self, node: Join, left: pa.Table, right: pa.Table) -> pa.Table:
+        fast = arrow_ops.equi_join(node, left, right)
+        if fast is not None:
+            return fast
         nl, nr = len(node.left.fields), len(node.right.fields)
         r = f"SELECT {_select([f'{col(j)} AS {col(nl + j)}' for j in range(nr)] + [f'{W} AS __w2'])} FROM R"
         if node.left_keys:
@@ -343,6 +350,9 @@ class LocalLowerer:
         if op.mode == "accumulate":
             raise UnsupportedError("accumulating aggregates are lowered in two phases (partial, output)")
         node: Aggregate = op.node
+        fast = arrow_ops.aggregate_recompute(node, ins[0], None if initial else reads[0])
+        if fast is not None:
+            return fast
         k = len(node.keys)
         n_in = len(node.input.fields)
         keys = cols(k)
@@ -373,6 +383,9 @@ class LocalLowerer:
 
     # accumulate mode (see Lowerer.acc_columns): partial sums of the change, then totals over state
     def aggregate_partial(self, op: Op, d: pa.Table) -> pa.Table:
+        fast = arrow_ops.aggregate_partial(op.node, d)
+        if fast is not None:
+            return fast
         node: Aggregate = op.node
         k = len(node.keys)
         parts = [f"SUM({W}) AS __cnt"]
@@ -387,6 +400,9 @@ class LocalLowerer:
 
     def aggregate_output(self, op: Op, partial: pa.Table, state: pa.Table, accs: List[str],
                          initial: bool = False) -> pa.Table:
+        fast = arrow_ops.aggregate_output(op.node, partial, state, accs, initial)
+        if fast is not None:
+            return fast
         node: Aggregate = op.node
         k = len(node.keys)
         keys = cols(k)

@@ -81,18 +81,12 @@ class LocalExecutor:
         return self.cache.lookup(paths, schema, spec, probe)
 
     def stored_rows(self, op_id: int, probe: pa.Table, key_cols: List[str]) -> pa.Table:
-        """Committed rows of integral ``op_id`` equal (NULL-safely) on ``key_cols`` to a row of ``probe``,
-        consolidated."""
-        m = self.engine.store.current
+        """Committed rows of integral ``op_id`` whose ``key_cols`` hash like those of a row of ``probe``,
+        consolidated: a superset of the rows with an equal key, for callers that look rows up by exact key
+        (clamping deletes, primary-key upserts)."""
         spec = tuple(key_cols)
-        rows = self.read(op_id, m, spec, [probe], [spec])
-        rows = consolidate_arrow(rows) if rows.num_rows else rows
-        if not rows.num_rows:
-            return rows
-        cond = " AND ".join(f"x.{c} IS NOT DISTINCT FROM p.{c}" for c in key_cols)
-        out = self.lowerer.run(f"SELECT x.* FROM S x SEMI JOIN (SELECT DISTINCT {', '.join(key_cols)} FROM P) p "
-                               f"ON {cond}", S=rows, P=probe.select(key_cols))
-        return cast_to(out, rows.schema)
+        rows = self.read(op_id, self.engine.store.current, spec, [probe], [spec])
+        return consolidate_arrow(rows) if rows.num_rows else rows
 
     def usable(self, table_deltas: Dict[str, object], need: Set[int], m: Manifest) -> bool:
         """Can this step run here: small Arrow input, every state it touches cached."""

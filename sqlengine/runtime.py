@@ -147,8 +147,9 @@ class Engine:
         return t if t.num_rows else EMPTY
 
     def stored_rows(self, op: int, probe: pa.Table, cols: List[str]) -> pa.Table:
-        """Committed rows of integral ``op`` equal (NULL-safely) on ``cols`` to some row of ``probe``,
-        consolidated, as Arrow on the driver (one Spark job)."""
+        """Committed rows of integral ``op`` equal (NULL-safely) on ``cols`` to some row of ``probe`` (from the
+        driver's state cache: possibly more rows, see ``LocalExecutor.stored_rows``), consolidated, as Arrow
+        on the driver (one Spark job when not cached)."""
         if self.local.cached(op, self.store.current):
             return self.local.stored_rows(op, probe, cols)
         from pyspark.sql.types import StructType

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import os
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional
 
@@ -61,6 +62,7 @@ class Manifest:
 
 
 def fsync_dir(path: str) -> None:
+    """fsync a directory (or a file) by path."""
     fd = os.open(path, os.O_RDONLY)
     try:
         os.fsync(fd)
@@ -95,6 +97,7 @@ class StateStore:
 
     def __init__(self, root: str):
         self.root = root
+        self._unsynced = set()   # run files written but not yet fsynced (done at the next commit)
         os.makedirs(root, exist_ok=True)
         self.current = self._load_latest()
 
@@ -115,12 +118,24 @@ class StateStore:
                 continue  # a torn manifest cannot exist (atomic rename), but be defensive
         return Manifest()
 
+    def _sync_runs(self) -> None:
+        """fsync the run files written since the last commit, and their directories, in parallel (fsync
+        releases the GIL; a step writes a run per changed operator, and one fsync after another would cost
+        a step ~2 ms per operator)."""
+        files = sorted(self._unsynced)
+        if not files:
+            return
+        with ThreadPoolExecutor(max_workers=min(8, len(files))) as pool:
+            list(pool.map(fsync_dir, files + sorted({os.path.dirname(f) for f in files})))
+        self._unsynced.clear()
+
     def commit(self, m: Manifest) -> None:
         """Make ``m`` the current manifest (the step's commit point), then drop garbage."""
         if m.step < self.current.step:
             raise InternalError(f"commit of step {m.step} after step {self.current.step}")
         path = os.path.join(self.root, f"manifest-{m.step}.json")
         try:
+            self._sync_runs()
             atomic_write_bytes(path, m.to_json().encode(), fault="state_commit")
         except OSError as e:
             raise StorageError(f"step {m.step} did not commit: cannot write {e.filename or path}: {describe(e)}") from e
@@ -164,7 +179,8 @@ class StateStore:
         return [os.path.join(self.root, r.path) for r in self.runs(key, m)]
 
     def write_run(self, key: str, table: pa.Table, step: int, tag: str = "d") -> Run:
-        """Write one immutable run file (not yet visible: the manifest lists it at commit)."""
+        """Write one immutable run file (not yet visible: the manifest lists it at commit, which first makes
+        it durable)."""
         d = os.path.join(self.root, key)
         name = f"run-{step:010d}-{tag}.parquet"
         full = os.path.join(d, name)
@@ -173,9 +189,8 @@ class StateStore:
             os.makedirs(d, exist_ok=True)
             pq.write_table(table, tmp, compression="zstd")
             io_point("state_write", tmp)
-            with open(tmp, "rb") as f:
-                os.fsync(f.fileno())
             os.replace(tmp, full)
+            self._unsynced.add(full)
         except OSError as e:
             try:
                 os.remove(tmp)
