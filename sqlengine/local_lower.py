@@ -78,6 +78,16 @@ def _null_safe_eq(a: str, b: str) -> str:
     return f"{a} IS NOT DISTINCT FROM {b}"
 
 
+def _old_and_new(keys: List[str], change: str) -> str:
+    """CTEs ``old`` (the rows of state ``S`` whose ``keys`` equal, NULL-safely, those of a row of ``change``;
+    all of ``S`` without keys) and ``new`` (``old`` plus ``change``)."""
+    old = "SELECT * FROM S"
+    if keys:
+        cond = " AND ".join(_null_safe_eq(f"x.{c}", f"t.{c}") for c in keys)
+        old = f"SELECT x.* FROM S x SEMI JOIN (SELECT DISTINCT {_select(keys)} FROM {change}) t ON {cond}"
+    return f"WITH old AS ({old}), new AS (SELECT * FROM old UNION ALL BY NAME SELECT * FROM {change})"
+
+
 class ProbeSpec:
     """How an op reads one state: by key expressions ``spec`` (over the state's columns), with the probe
     keys computed from ``sources``: (input index, key expressions over that input's change).  ``spec``
@@ -373,12 +383,7 @@ class LocalLowerer:
         (d,) = ins
         if initial:
             return self.run(agg("D", 1), D=d)
-        old = "SELECT * FROM S"
-        if k:
-            cond = " AND ".join(_null_safe_eq(f"x.{c}", f"t.{c}") for c in keys)
-            old = f"SELECT x.* FROM S x SEMI JOIN (SELECT DISTINCT {_select(keys)} FROM D) t ON {cond}"
-        sql = (f"WITH old AS ({old}), new AS (SELECT * FROM old UNION ALL SELECT * FROM D) "
-               f"{agg('new', 1)} UNION ALL {agg('old', -1)}")
+        sql = f"{_old_and_new(keys, 'D')} {agg('new', 1)} UNION ALL {agg('old', -1)}"
         return self.run(sql, S=reads[0], D=d)
 
     # accumulate mode (see Lowerer.acc_columns): partial sums of the change, then totals over state
@@ -426,10 +431,5 @@ class LocalLowerer:
 
         if initial:
             return self.run(total("P", 1), P=partial)
-        old = "SELECT * FROM S"
-        if k:
-            cond = " AND ".join(_null_safe_eq(f"x.{c}", f"t.{c}") for c in keys)
-            old = f"SELECT x.* FROM S x SEMI JOIN (SELECT {_select(keys)} FROM P) t ON {cond}"
-        sql = (f"WITH old AS ({old}), new AS (SELECT * FROM old UNION ALL BY NAME SELECT * FROM P) "
-               f"{total('new', 1)} UNION ALL {total('old', -1)}")
+        sql = f"{_old_and_new(keys, 'P')} {total('new', 1)} UNION ALL {total('old', -1)}"
         return self.run(sql, S=state, P=partial)
