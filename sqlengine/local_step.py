@@ -109,12 +109,14 @@ class LocalExecutor:
         return True
 
     # ------------------------------------------------------------ the step
-    def _finish(self, out, schema: pa.Schema) -> Optional[pa.Table]:
+    def _finish(self, out, schema: pa.Schema, consolidate: bool) -> Optional[pa.Table]:
         parts = out if isinstance(out, list) else [out]
         parts = [cast_to(p, schema) for p in parts if p.num_rows]
         if not parts:
             return None
-        t = consolidate_arrow(pa.concat_tables(parts))
+        t = pa.concat_tables(parts)
+        if consolidate:
+            t = consolidate_arrow(t)
         return t if t.num_rows else None
 
     def write_run(self, op_id: int, t: pa.Table, step: int, new_runs: Dict[str, List[Run]]) -> None:
@@ -130,6 +132,7 @@ class LocalExecutor:
         old = eng.store.current
         deltas: Dict[int, Optional[pa.Table]] = {}
         new_runs: Dict[str, List[Run]] = {k: list(v) for k, v in old.runs.items()}
+        outputs = {o.delta for o in eng.circuit.outputs.values()}
         for op in eng.ops:
             if op.id not in need:
                 continue
@@ -160,7 +163,9 @@ class LocalExecutor:
                     reads.append(self.read(r, old, ps.spec, [ins[i] for i, _ in ps.sources],
                                            [s for _, s in ps.sources]))
                 out = self.lowerer.lower(op, ins, reads, initial=initial)
-            deltas[op.id] = self._finish(out, eng.arrow_schemas[op.id])
+            # linear ops pass duplicates on (still the right Z-set); what users receive is consolidated
+            deltas[op.id] = self._finish(out, eng.arrow_schemas[op.id],
+                                         consolidate=op.algebra != "linear" or op.id in outputs)
         return deltas, new_runs
 
     def _accumulate(self, op, d: pa.Table, old: Manifest, step: int, initial: bool,

@@ -166,10 +166,11 @@ class Engine:
         """
         op = self.table_integral(table)
         schema = self.state_arrow[op]
-        parts = [consolidate_arrow(p.cast(schema)) for p in parts]
+        parts = [p.cast(schema) for p in parts]
         negs = [p.filter(pa.compute.less(p.column(W), 0)) for p in parts]
-        if not any(n.num_rows for n in negs):
-            return consolidate_arrow(pa.concat_tables(parts))
+        if not any(n.num_rows for n in negs):   # inserts only: a Z-set need not be consolidated to be right
+            return pa.concat_tables(parts)
+        parts = [consolidate_arrow(p) for p in parts]
         cols = [c for c in schema.names if c != W]
         probe_rows = pa.concat_tables(negs)
         have_t = self.stored_rows(op, probe_rows, cols)
