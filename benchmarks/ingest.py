@@ -20,34 +20,17 @@ import os
 import shutil
 import sys
 import tempfile
-import threading
 import time
 
 import numpy as np
 import pandas as pd
 
 from benchmarks.report import write_section
-from benchmarks.soak import ROOT, machine, mib, rss
+from benchmarks.memory import Sampler, rss
+from benchmarks.soak import ROOT, machine, mib
 
 SQL = """CREATE TABLE ev (id BIGINT NOT NULL, k INT, v BIGINT, x DOUBLE);
 CREATE MATERIALIZED VIEW by_k AS SELECT k, COUNT(*) AS n, SUM(v) AS s FROM ev GROUP BY k;"""
-
-
-class Sampler(threading.Thread):
-    def __init__(self, period: float = 0.1):
-        super().__init__(daemon=True)
-        self.period = period
-        self.phase = "setup"
-        self.peaks = {}
-        self.stop_flag = False
-
-    def run(self):
-        while not self.stop_flag:
-            r = rss()
-            pk = self.peaks.setdefault(self.phase, {"driver_rss": 0, "jvm_rss": 0})
-            for k, v in r.items():
-                pk[k] = max(pk[k], v)
-            time.sleep(self.period)
 
 
 def main(argv=None) -> int:

@@ -59,10 +59,10 @@ import sqlglot
 from sqlglot import exp
 
 import workloads
-from benchmarks.ingest import Sampler
+from benchmarks.memory import Sampler, rss
 from benchmarks.peers.flink_queries import QUERIES as FLINK_QUERIES
 from benchmarks.report import write_section
-from benchmarks.soak import mib, rss
+from benchmarks.soak import mib
 from benchmarks.step_latency import _fmt_ratio, code_version, log, machine_info, md_table, text_table, versions
 from tests.workload_oracle import Tables
 

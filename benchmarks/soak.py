@@ -34,6 +34,7 @@ from typing import Dict, List
 
 import numpy as np
 import pandas as pd
+from benchmarks.memory import rss
 from benchmarks.report import write_section
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -74,20 +75,6 @@ def machine(when: str = "at start") -> str:
 
 
 # ------------------------------------------------------------------ memory
-def rss() -> Dict[str, int]:
-    """RSS in bytes of this (driver) process and of its JVM child processes."""
-    import psutil
-    me = psutil.Process()
-    jvm = 0
-    for c in me.children(recursive=True):
-        try:
-            if "java" in c.name().lower() or any("java" in x for x in c.cmdline()[:1]):
-                jvm += c.memory_info().rss
-        except psutil.Error:
-            pass
-    return {"driver_rss": me.memory_info().rss, "jvm_rss": jvm}
-
-
 def du(path: str) -> int:
     total = 0
     for d, _, files in os.walk(path):

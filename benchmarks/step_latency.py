@@ -39,7 +39,7 @@ from typing import Callable, Dict, List, Optional
 import numpy as np
 import pandas as pd
 import pyarrow as pa
-from benchmarks.memory import RssSampler
+from benchmarks.memory import Sampler
 from benchmarks.report import write_section
 
 CHUNK = 500_000
@@ -417,7 +417,8 @@ def run_one(w: Workload, n: int, args, seed: int) -> Result:
     res.rows = {t: len(df) for t, df in tables.items()}
     work = tempfile.mkdtemp(prefix=f"sqlengine-bench-{w.name}-{n}-")
     p = None
-    rss = RssSampler().start()
+    rss = Sampler(0.5)
+    rss.start()
     try:
         # The SparkSession is process-wide: spark_conf only matters for the first pipeline that starts.
         p = Pipeline.from_sql(w.program, name=f"bench-{w.name}-{n}", storage_dir=os.path.join(work, "pipeline"),
@@ -492,8 +493,8 @@ def run_one(w: Workload, n: int, args, seed: int) -> Result:
             except Exception:  # noqa: BLE001
                 pass
     finally:
-        rss.stop()
-        res.driver_peak_mib, res.jvm_peak_mib = rss.driver_peak_mib, rss.jvm_peak_mib
+        peak = rss.finish()
+        res.driver_peak_mib, res.jvm_peak_mib = peak["driver_rss"] / 2**20, peak["jvm_rss"] / 2**20
         shutil.rmtree(work, ignore_errors=True)
     return res
 
