@@ -295,6 +295,10 @@ def _pandas_column(t: TableDef, f, df, mapping, errs: Errors) -> pa.Array:
             s = s.dt.tz_convert("UTC").dt.tz_localize(None)
         if pa.types.is_timestamp(target) and str(s.dtype).startswith("datetime64"):
             return pc.cast(pa.Array.from_pandas(s), target, safe=False)
+        if pa.types.is_string(target) and (s.dtype == object or isinstance(s.dtype, pd.StringDtype)):
+            if pd.api.types.infer_dtype(s, skipna=True) not in ("string", "empty"):
+                raise pa.ArrowInvalid("not all strings")   # the slow path names the bad values
+            return pa.Array.from_pandas(s, type=target)
         if pa.types.is_decimal(target) or pa.types.is_date(target) or s.dtype == object:
             raise pa.ArrowInvalid("slow path")
         arr = pa.Array.from_pandas(s, type=target, safe=True)
