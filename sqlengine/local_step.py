@@ -189,6 +189,8 @@ class LocalExecutor:
             return None
         t = self.cache.full(paths, schema)
         if op.kind != "aggregate":
+            if t.num_rows and pc.min(t.column(W)).as_py() > 0:
+                return t     # insert-only runs: nothing cancels (a Z-set need not be consolidated)
             return consolidate_arrow(t)
         k = len(op.node.keys)
         accs = [c for c in schema.names if c.startswith("__")]
