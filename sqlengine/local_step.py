@@ -125,8 +125,7 @@ class LocalExecutor:
         self.cache.put(run.path, t)
         new_runs.setdefault(key, []).append(run)
 
-    def run_step(self, step: int, table_deltas: Dict[str, pa.Table], need: Set[int], initial: bool,
-                 writes) -> tuple:
+    def run_step(self, step: int, table_deltas: Dict[str, pa.Table], need: Set[int], initial: bool) -> tuple:
         """The changes of every op in ``need`` as Arrow (``None``: empty) and the step's new runs."""
         eng = self.engine
         old = eng.store.current
@@ -145,7 +144,7 @@ class LocalExecutor:
                 continue
             if op.kind == "integrate":
                 d = deltas[op.inputs[0]]
-                if d is not None and writes(op.id):
+                if d is not None:
                     self.write_run(op.id, d.cast(eng.state_arrow[op.id]), step, new_runs)
                 continue
             ins = [deltas[i] for i in op.inputs]
@@ -156,7 +155,7 @@ class LocalExecutor:
             if op.kind not in ("join", "union", "setop"):
                 ins = [eng.arrow_schemas[i].empty_table() if x is None else x for x, i in zip(ins, op.inputs)]
             if op.kind == "aggregate" and op.mode == "accumulate":
-                out = self._accumulate(op, ins[0], old, step, initial, new_runs, writes)
+                out = self._accumulate(op, ins[0], old, step, initial, new_runs)
             else:
                 reads = []
                 for r, ps in zip(op.reads, LocalLowerer.probe_specs(op)):
@@ -169,13 +168,13 @@ class LocalExecutor:
         return deltas, new_runs
 
     def _accumulate(self, op, d: pa.Table, old: Manifest, step: int, initial: bool,
-                    new_runs: Dict[str, List[Run]], writes) -> Optional[pa.Table]:
+                    new_runs: Dict[str, List[Run]]) -> Optional[pa.Table]:
         eng = self.engine
         schema = eng.state_arrow[op.id]
         partial = cast_to(self.lowerer.aggregate_partial(op, d), schema)
         keys = tuple(cols(len(op.node.keys)))
         own = self.read(op.id, old, keys, [partial], [keys])
-        if partial.num_rows and writes(op.id):
+        if partial.num_rows:
             self.write_run(op.id, partial, step, new_runs)
         if not partial.num_rows and not initial:
             return None

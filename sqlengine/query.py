@@ -105,7 +105,6 @@ class Snapshot:
 def load_relation(runs: pa.Table, names: List[str]) -> pa.Table:
     """Consolidated contents of a relation from its runs (concatenated), rows repeated by weight, SQL column
     names."""
-    t = runs
-    t = consolidate_arrow(t) if t.num_rows else t
+    t = consolidate_arrow(runs) if runs.num_rows else runs
     t = expand_arrow(t.filter(pa.compute.greater(t.column(W), 0))) if t.num_rows else t.drop_columns([W])
     return t.rename_columns(names)

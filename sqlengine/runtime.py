@@ -280,7 +280,7 @@ class Engine:
         self.local.cache.retain([r.path for runs in old.runs.values() for r in runs])
         if write_keys is None and self.local.usable(table_deltas, need, old):
             self.steps_local += 1
-            deltas, new_runs = self.local.run_step(step, table_deltas, need, initial, lambda op_id: True)
+            deltas, new_runs = self.local.run_step(step, table_deltas, need, initial)
             return self._result(step, old, new_runs, deltas, listened)
         self.steps_spark += 1
         out_ids = {self.circuit.outputs[v].delta for v in listened}
