@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Entry point for sqlengine: sets up the environment from a fresh clone and runs things.
 #
-#   ./run.sh setup          Java 17 check (installs it with apt-get when root), .venv, pinned deps
+#   ./run.sh setup          Java 17 check (installs it with apt-get when root), .venv, deps pinned by constraints.txt
 #   ./run.sh demo [args]    the main job (python -m sqlengine.demo)
 #   ./run.sh test [args]    the test suite (pytest; the same command CI runs via .ci/run)
 #   ./run.sh bench [args]   the benchmark suite (python -m benchmarks.suite --scale smoke|small|full)
@@ -20,7 +20,7 @@ usage() {
 usage: ./run.sh <command> [args]
 
 commands:
-  setup           check/install Java 17, create .venv, install pinned deps from pyproject.toml (idempotent)
+  setup           check/install Java 17, create .venv, install deps (pyproject.toml ranges, constraints.txt pins; idempotent)
   demo [args]     run the main job: python -m sqlengine.demo [--bids N] [--steps N] [--out DIR] [--seed N]
   test [args]     run the test suite: python -m pytest -q [pytest args]
   bench [args]    run the benchmark suite: python -m benchmarks.suite [--scale smoke|small|full] [args]
@@ -93,11 +93,12 @@ setup_venv() {
         log "creating $VENV"
         python3 -m venv "$VENV" || die "python3 -m venv failed (on Debian/Ubuntu: apt-get install python3-venv)"
     fi
-    local stamp="$VENV/.installed-$(sha1_of "$ROOT/pyproject.toml")"
+    # reinstall when either the declared ranges or the exact pins change
+    local stamp="$VENV/.installed-$(sha1_of "$ROOT/pyproject.toml")-$(sha1_of "$ROOT/constraints.txt")"
     if [ ! -f "$stamp" ]; then
-        log "installing pinned dependencies from pyproject.toml into .venv"
+        log "installing dependencies (pyproject.toml, pinned by constraints.txt) into .venv"
         "$PY" -m pip install -q --upgrade pip
-        "$PY" -m pip install -q -e ".[test]"
+        "$PY" -m pip install -q -c constraints.txt -e ".[test]"
         rm -f "$VENV"/.installed-*
         touch "$stamp"
     fi

@@ -8,5 +8,11 @@ from .output import OutputHandler
 from .pipeline import Pipeline
 from .zset import WEIGHT
 
+try:
+    from importlib.metadata import PackageNotFoundError as _NotFound, version as _version
+    __version__ = _version("sqlengine")
+except _NotFound:   # not installed (run from a source tree): the version in pyproject.toml
+    __version__ = "0.1.0"
+
 __all__ = ["Pipeline", "OutputHandler", "WEIGHT", "EngineError", "ParseError", "BindError", "UnsupportedError",
            "InputError", "ConnectorError", "PipelineError", "InternalError"]

@@ -111,6 +111,51 @@ class Errors:
         return (kept, *rest) if others else kept
 
 
+TIMESTAMP_FORMATS = ("expected a timestamp string 'YYYY-MM-DD[ HH:MM:SS[.ffffff]]' or ISO 8601 with 'T' and an "
+                     "optional 'Z' or ±HH:MM offset")
+# text ending in a zone: a time (after 'T' or ' '), then 'Z' or an offset (+HH, +HHMM, +HH:MM)
+_ZONED = r"[T ]\d\d(:\d\d(:\d\d(\.\d*)?)?)?(Z|[+-]\d\d(:?\d\d)?)$"
+
+
+def _hint(target: pa.DataType) -> str:
+    return f": {TIMESTAMP_FORMATS}" if pa.types.is_timestamp(target) else ""
+
+
+def parse_timestamps(strings: pa.Array, target: pa.DataType) -> pa.Array:
+    """Timestamp text -> ``target`` (a naive timestamp type meaning UTC), vectorized.
+
+    Naive text ('2024-01-02 10:00:00', '2024-01-02T10:00') is taken as it is; text with 'Z' or an offset
+    ('2024-01-02T10:00:00+02:00') is converted to UTC.  Raises ``ArrowInvalid`` if any value does not parse.
+    """
+    try:
+        return pc.cast(strings, target)     # the common case, naive text: one cast
+    except _CONVERT_ERRORS:
+        pass
+    zoned = pc.fill_null(pc.match_substring_regex(strings, _ZONED), False)
+    if not pc.any(zoned).as_py():
+        raise pa.ArrowInvalid("not a timestamp")
+    none = pa.scalar(None, pa.string())
+    naive = pc.cast(pc.if_else(zoned, none, strings), target)
+    utc = pc.cast(pc.cast(pc.if_else(zoned, strings, none), pa.timestamp(target.unit, "UTC")), target)
+    return pc.if_else(zoned, utc, naive)
+
+
+def _timestamps(values: Sequence[Any], target: pa.DataType) -> pa.Array:
+    """Strings (see :func:`parse_timestamps`) or datetimes (aware ones converted to UTC) -> naive timestamps.
+    Numbers are rejected: an epoch count has no unit we could know."""
+    try:
+        strings = pa.array(values, pa.string())   # all strings (or None): no per-value Python
+    except (pa.ArrowInvalid, pa.ArrowTypeError):
+        strings = None
+    if strings is not None:
+        return parse_timestamps(strings, target)
+    if any(not isinstance(v, (str, dt.datetime)) for v in values if v is not None):
+        raise TypeError("not a timestamp")
+    texts = pa.array([v if isinstance(v, str) else None for v in values], pa.string())
+    stamps = pa.array([v if isinstance(v, dt.datetime) else None for v in values], target)  # aware: to UTC
+    return pc.if_else(pc.is_valid(texts), parse_timestamps(texts, target), stamps)
+
+
 def _convert_list(values: Sequence[Any], target: pa.DataType) -> pa.Array:
     if pa.types.is_boolean(target) and any(not isinstance(v, (bool, type(None))) and not
                                            (hasattr(v, "dtype") and str(v.dtype) == "bool") for v in values):
@@ -124,12 +169,12 @@ def _convert_list(values: Sequence[Any], target: pa.DataType) -> pa.Array:
         return pa.array(conv, type=target)
     if pa.types.is_integer(target) and any(isinstance(v, float) and not float(v).is_integer() for v in values if v is not None):
         raise ValueError("not an integer")
-    if pa.types.is_timestamp(target) or pa.types.is_date(target):
+    if pa.types.is_timestamp(target):
+        return _timestamps(values, target)
+    if pa.types.is_date(target):
         if any(isinstance(v, str) for v in values):
             arr = pa.array([None if v is None else str(v).replace("T", " ") for v in values], pa.string())
-            if pa.types.is_date(target):
-                return pc.cast(pc.strptime(arr, "%Y-%m-%d", "s"), pa.date32())
-            return pc.cast(arr, target)
+            return pc.cast(pc.strptime(arr, "%Y-%m-%d", "s"), pa.date32())
     if pa.types.is_string(target) and any(not isinstance(v, str) for v in values if v is not None):
         raise TypeError("not a string")
     return pa.array(list(values), type=target)
@@ -150,7 +195,7 @@ def convert_values(values: Sequence[Any], ftype, column: str, errs: Errors) -> p
         try:
             _convert_list([v], target)
         except _CONVERT_ERRORS:
-            errs.add(i, column, f"cannot convert {_describe(v)} ({type(v).__name__}) to {ftype.sql}")
+            errs.add(i, column, f"cannot convert {_describe(v)} ({type(v).__name__}) to {ftype.sql}{_hint(target)}")
             cleaned[i] = None
             found = True
     if not found:
@@ -163,8 +208,10 @@ def convert_strings(arr: pa.Array, ftype, column: str, errs: Errors) -> pa.Array
     target = arrow_type(ftype)
     if pa.types.is_string(target):
         return arr
+    convert = (lambda a: parse_timestamps(a, target)) if pa.types.is_timestamp(target) else (
+        lambda a: pc.cast(a, target))
     try:
-        return pc.cast(arr, target)
+        return convert(arr)
     except _CONVERT_ERRORS:
         pass
     bad = []
@@ -172,15 +219,15 @@ def convert_strings(arr: pa.Array, ftype, column: str, errs: Errors) -> pa.Array
         if v is None:
             continue
         try:
-            pc.cast(pa.array([v], pa.string()), target)
+            convert(pa.array([v], pa.string()))
         except _CONVERT_ERRORS:
-            errs.add(i, column, f"cannot convert {_describe(v)} to {ftype.sql}")
+            errs.add(i, column, f"cannot convert {_describe(v)} to {ftype.sql}{_hint(target)}")
             bad.append(i)
     if not bad:
         errs.add(0, column, f"values cannot be converted to {ftype.sql}", batch_level=True)
     mask = pa.array([False] * len(arr), pa.bool_()).to_numpy(zero_copy_only=False).copy()
     mask[bad] = True
-    return pc.cast(pc.if_else(pa.array(mask), pa.scalar(None, pa.string()), arr), target)
+    return convert(pc.if_else(pa.array(mask), pa.scalar(None, pa.string()), arr))
 
 
 def _check_not_null(arr: pa.Array, f, errs: Errors, only=None) -> None:
@@ -295,6 +342,12 @@ def _pandas_column(t: TableDef, f, df, mapping, errs: Errors) -> pa.Array:
             s = s.dt.tz_convert("UTC").dt.tz_localize(None)
         if pa.types.is_timestamp(target) and str(s.dtype).startswith("datetime64"):
             return pc.cast(pa.Array.from_pandas(s), target, safe=False)
+        if pa.types.is_timestamp(target):
+            if s.dtype.kind in "biufc":
+                raise pa.ArrowInvalid("numbers are not timestamps")   # the slow path names the bad values
+            if (s.dtype == object or isinstance(s.dtype, pd.StringDtype)) and \
+                    pd.api.types.infer_dtype(s, skipna=True) in ("string", "empty"):
+                return parse_timestamps(pa.Array.from_pandas(s, type=pa.string()), target)
         if pa.types.is_string(target) and (s.dtype == object or isinstance(s.dtype, pd.StringDtype)):
             if pd.api.types.infer_dtype(s, skipna=True) not in ("string", "empty"):
                 raise pa.ArrowInvalid("not all strings")   # the slow path names the bad values
