@@ -10,6 +10,7 @@ both compute the same Z-set, and the differential tests run both.
 """
 from __future__ import annotations
 
+from decimal import Decimal
 from typing import List, Optional
 
 import pyarrow as pa
@@ -24,8 +25,15 @@ def _column_index(sql: str) -> Optional[int]:
     return int(sql[1:]) if sql.startswith("c") and sql[1:].isdigit() else None
 
 
+HUGE = pa.decimal128(38, 0)
+
+
 def _numeric(t: pa.DataType) -> bool:
     return pa.types.is_integer(t) or pa.types.is_floating(t)
+
+
+def _summable(t: pa.DataType) -> bool:
+    return _numeric(t) or t == HUGE
 
 
 def _common_key(a: pa.ChunkedArray, b: pa.ChunkedArray):
@@ -36,6 +44,18 @@ def _common_key(a: pa.ChunkedArray, b: pa.ChunkedArray):
     if _numeric(a.type) and _numeric(b.type):
         return a.cast(pa.float64()), b.cast(pa.float64())
     return None
+
+
+def _weighted(xs, w):
+    """x * w for SUM/AVG: exact DECIMAL(38, 0) for integers (a sum that leaves BIGINT is a row error, never a
+    wrapped value; ``op_schemas.acc_type``), DOUBLE for floating point."""
+    if pa.types.is_integer(xs.type):
+        try:
+            return pc.multiply_checked(xs.cast(pa.int64()), w).cast(HUGE)
+        except pa.ArrowInvalid:   # |x * w| beyond BIGINT (a weight above 1): exact in Python
+            return pa.array([None if x is None else Decimal(x * n) for x, n in zip(xs.to_pylist(), w.to_pylist())],
+                            HUGE)
+    return pc.multiply(xs.cast(pa.float64()), w)
 
 
 def project_columns(node: Project, d: pa.Table) -> Optional[pa.Table]:
@@ -104,7 +124,7 @@ def aggregate_partial(node: Aggregate, d: pa.Table) -> Optional[pa.Table]:
             continue
         xs = d.column(x)
         if a.func != "COUNT":
-            cols[f"__s{i}"] = pc.multiply(xs.cast(pa.int64() if pa.types.is_integer(xs.type) else pa.float64()), w)
+            cols[f"__s{i}"] = _weighted(xs, w)
         cols[f"__n{i}"] = pc.if_else(pc.is_valid(xs), w, zero)
     t = pa.table(cols)
     accs = [c for c in t.column_names if c.startswith("__")]
@@ -117,7 +137,7 @@ def aggregate_output(node: Aggregate, partial: pa.Table, state: pa.Table, accs: 
     """-final(old) + final(old + partial) per group, for the groups of ``state`` (a superset of the touched
     groups' rows: untouched groups give equal + and - rows, which cancel when the change is consolidated)."""
     k = len(node.keys)
-    if not k or any(not _numeric(partial.schema.field(c).type) for c in accs):
+    if not k or any(not _summable(partial.schema.field(c).type) for c in accs):
         return None
     keys = [col(i) for i in range(k)]
 
@@ -182,8 +202,7 @@ def aggregate_recompute(node: Aggregate, d: pa.Table, state: Optional[pa.Table])
                 cols[f"__n{i}"] = pc.if_else(pc.is_valid(xs), w, pa.scalar(0, pa.int64()))
                 specs.append((f"__n{i}", "sum"))
                 if a.func != "COUNT":
-                    cols[f"__s{i}"] = pc.multiply(xs.cast(pa.int64() if pa.types.is_integer(xs.type)
-                                                           else pa.float64()), w)
+                    cols[f"__s{i}"] = _weighted(xs, w)
                     specs.append((f"__s{i}", "sum"))
         cols["__cnt"] = w
         specs.append(("__cnt", "sum"))

@@ -17,11 +17,14 @@ from __future__ import annotations
 
 import itertools
 import threading
+from contextlib import contextmanager
 from functools import lru_cache
 from typing import List, Optional, Sequence, Tuple
 
 import duckdb
+import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 import sqlglot
 from sqlglot import exp
 
@@ -31,6 +34,7 @@ from planner.errors import UnsupportedError
 from planner.logical import Aggregate, Filter, Join, Project, Window, col
 
 from . import arrow_ops
+from .row_errors import DATA_ERRORS, MAX_MESSAGES, RowErrors, first_line
 from .zset import W
 
 AGG_FUNCS = {"COUNT", "SUM", "AVG", "MIN", "MAX", "STDDEV_SAMP", "STDDEV_POP", "VAR_SAMP", "VAR_POP"}
@@ -78,6 +82,15 @@ def _null_safe_eq(a: str, b: str) -> str:
     return f"{a} IS NOT DISTINCT FROM {b}"
 
 
+def readable(sql: str, names: Sequence[str]) -> str:
+    """A planner expression with its positional columns ``c<i>`` named as the user wrote them."""
+    e = sqlglot.parse_one(sql, read=DIALECT)
+    for c in e.find_all(exp.Column):
+        if c.name.startswith("c") and c.name[1:].isdigit() and int(c.name[1:]) < len(names):
+            c.set("this", exp.to_identifier(names[int(c.name[1:])]))
+    return e.sql(dialect="duckdb")
+
+
 def _old_and_new(keys: List[str], change: str) -> str:
     """CTEs ``old`` (the rows of state ``S`` whose ``keys`` equal, NULL-safely, those of a row of ``change``;
     all of ``S`` without keys) and ``new`` (``old`` plus ``change``)."""
@@ -107,6 +120,56 @@ class LocalLowerer:
         self.con.execute("SET threads = 1")   # steps are small: planning dominates, not scans
         self.lock = threading.Lock()
         self._names = itertools.count()
+        self.careful = False                  # expressions under TRY: a failing row is recorded, not raised
+        self.errors: Optional[RowErrors] = None
+        self.op_views = {}                    # op id -> the views it feeds (for error records)
+
+    @contextmanager
+    def carefully(self):
+        self.careful = True
+        try:
+            yield
+        finally:
+            self.careful = False
+
+    def x(self, sql: str) -> str:
+        """A planner expression as DuckDB runs it; under ``careful``, a failure gives NULL instead."""
+        return f"TRY({duck(sql)})" if self.careful else duck(sql)
+
+    # ------------------------------------------------------------ row errors
+    def bad_rows(self, t: pa.Table, exprs: Sequence[str]) -> Tuple[np.ndarray, np.ndarray]:
+        """(row positions, index of the first failing expression) of the rows of ``t`` where an expression
+        fails."""
+        if not exprs or not t.num_rows:
+            return np.zeros(0, np.int64), np.zeros(0, np.int64)
+        flags = " ".join(f"WHEN TRY(hash({duck(e)})) IS NULL THEN {i}" for i, e in enumerate(exprs))  # hash(NULL) is not NULL
+        t = t.append_column("__rid", pa.array(np.arange(t.num_rows, dtype=np.int64)))
+        out = self.run(f"SELECT __rid, __bad FROM (SELECT __rid, CASE {flags} END AS __bad FROM T) "
+                       f"WHERE __bad IS NOT NULL ORDER BY __rid", T=t)
+        return out.column(0).to_numpy(), out.column(1).to_numpy()
+
+    def message(self, row: pa.Table, expr: str) -> str:
+        try:
+            self.run(f"SELECT ({duck(expr)}) FROM T", T=row)
+        except DATA_ERRORS as e:
+            return first_line(e)
+        return "error"   # pragma: no cover - the row failed under TRY
+
+    def record(self, op: Op, t: pa.Table, rids: np.ndarray, which: np.ndarray, exprs: Sequence[str],
+               names: Sequence[str], what: str) -> None:
+        """Record rows ``rids`` of ``t`` (positional columns named ``names``) as failing ``exprs[which]``."""
+        if self.errors is None or not len(rids):
+            return
+        views = self.op_views.get(op.id, [])
+        rows = t.take(pa.array(rids)).to_pylist()
+        first = None
+        for n, (r, k) in enumerate(zip(rows, which)):
+            msg = self.message(t.slice(int(rids[n]), 1), exprs[k]) if n < MAX_MESSAGES else first
+            first = first or msg
+            w = r.pop(W, 1)
+            values = {names[int(c[1:])] if c[1:].isdigit() and int(c[1:]) < len(names) else c: v
+                      for c, v in r.items()}
+            self.errors.add(op.id, views, readable(exprs[k], names), msg, [values], [w], operator=what)
 
     # ------------------------------------------------------------ plumbing
     def run(self, sql: str, **tables: pa.Table) -> pa.Table:
@@ -160,20 +223,57 @@ class LocalLowerer:
         (d,) = ins
         node = op.node
         if isinstance(node, Filter):
-            return self.run(f"SELECT * FROM d WHERE ({duck(node.predicate.sql)})", d=d)
+            try:
+                return self.run(f"SELECT * FROM d WHERE ({duck(node.predicate.sql)})", d=d)
+            except DATA_ERRORS:
+                return self._careful_map(op, d, [node.predicate.sql], "WHERE")
         if isinstance(node, Project):
             fast = arrow_ops.project_columns(node, d)
             if fast is not None:
                 return fast
             items = [f"({duck(e.sql)}) AS {col(i)}" for i, e in enumerate(node.exprs)]
-            return self.run(f"SELECT {_select(items + [W])} FROM d", d=d)
+            try:
+                return self.run(f"SELECT {_select(items + [W])} FROM d", d=d)
+            except DATA_ERRORS:
+                return self._careful_map(op, d, [e.sql for e in node.exprs], "SELECT")
         raise UnsupportedError(f"linear node {type(node).__name__} has no local lowering")
+
+    def _careful_map(self, op: Op, d: pa.Table, exprs: List[str], clause: str) -> pa.Table:
+        """A filter or projection of the rows of ``d`` where no expression fails; the others are recorded."""
+        rids, which = self.bad_rows(d, exprs)
+        names = [f.name for f in op.node.input.fields]
+        self.record(op, d, rids, which, exprs, names, f"{clause} of {op.node.describe()}"[:200])
+        keep = np.ones(d.num_rows, dtype=bool)
+        keep[rids] = False
+        good = d.filter(pa.array(keep))
+        with self.carefully():
+            return self.lower_map(op, [good], [])
 
     def lower_union(self, op: Op, ins, reads) -> List[pa.Table]:
         return [d for d in ins if d is not None]
 
     # ------------------------------------------------------------ bilinear
     def lower_join(self, op: Op, ins, reads) -> List[pa.Table]:
+        try:
+            return self._lower_join(op, ins, reads)
+        except DATA_ERRORS:
+            if self.careful:
+                raise
+        node: Join = op.node
+        nl = len(node.left.fields)
+        names = [f.name for f in node.left.fields] + [f.name for f in node.right.fields]
+        what = f"ON of {node.describe()}"[:200]
+        if ins[0] is not None:
+            self.record(op, ins[0], *self.bad_rows(ins[0], [k.sql for k in node.left_keys]),
+                        [k.sql for k in node.left_keys], names, what)
+        if ins[1] is not None:
+            dr = ins[1].rename_columns([col(nl + j) if c != W else W for j, c in enumerate(ins[1].column_names)])
+            self.record(op, dr, *self.bad_rows(dr, [k.sql for k in node.right_keys]),
+                        [k.sql for k in node.right_keys], names, what)
+        with self.carefully():
+            return self._lower_join(op, ins, reads)
+
+    def _lower_join(self, op: Op, ins, reads) -> List[pa.Table]:
         node: Join = op.node
         dl, dr = ins
         lold, rold = reads
@@ -181,26 +281,27 @@ class LocalLowerer:
             return [self._padded(node, dl, dr, lold, rold, left=True, how="SEMI" if node.kind == "semi" else "ANTI")]
         out = []
         if dl is not None:
-            out.append(self._join(node, dl, rold))
+            out.append(self._join(op, dl, rold))
             if dr is not None:
-                out.append(self._join(node, dl, dr))
+                out.append(self._join(op, dl, dr))
         if dr is not None:
-            out.append(self._join(node, lold, dr))
+            out.append(self._join(op, lold, dr))
         if node.kind in ("left", "full"):
             out.append(self._padded(node, dl, dr, lold, rold, left=True))
         if node.kind in ("right", "full"):
             out.append(self._padded(node, dl, dr, lold, rold, left=False))
         return out
 
-    def _join(self, node: Join, left: pa.Table, right: pa.Table) -> pa.Table:
+    def _join(self, op: Op, left: pa.Table, right: pa.Table) -> pa.Table:
+        node: Join = op.node
         fast = arrow_ops.equi_join(node, left, right)
         if fast is not None:
             return fast
         nl, nr = len(node.left.fields), len(node.right.fields)
         r = f"SELECT {_select([f'{col(j)} AS {col(nl + j)}' for j in range(nr)] + [f'{W} AS __w2'])} FROM R"
         if node.left_keys:
-            lk = [f"({duck(k.sql)}) AS __lk{i}" for i, k in enumerate(node.left_keys)]
-            rk = [f"({duck(k.sql)}) AS __rk{i}" for i, k in enumerate(node.right_keys)]
+            lk = [f"({self.x(k.sql)}) AS __lk{i}" for i, k in enumerate(node.left_keys)]
+            rk = [f"({self.x(k.sql)}) AS __rk{i}" for i, k in enumerate(node.right_keys)]
             eq = _null_safe_eq if node.null_safe else (lambda a, b: f"{a} = {b}")
             cond = " AND ".join(eq(f"l.__lk{i}", f"r.__rk{i}") for i in range(len(lk)))
             frm = (f"(SELECT *, {_select(lk)} FROM L) l JOIN (SELECT *, {_select(rk)} FROM ({r})) r ON {cond}")
@@ -208,7 +309,14 @@ class LocalLowerer:
             frm = f"L l CROSS JOIN ({r}) r"
         where = f" WHERE ({duck(node.residual.sql)})" if node.residual is not None else ""
         sql = f"SELECT {_select(cols(nl + nr))}, l.{W} * r.__w2 AS {W} FROM {frm}{where}"
-        return self.run(sql, L=left, R=right)
+        if not (self.careful and node.residual is not None):
+            return self.run(sql, L=left, R=right)
+        # each pair of this term is a change: record the pairs whose condition fails, keep the others out
+        pairs = self.run(f"SELECT {_select(cols(nl + nr))}, l.{W} * r.__w2 AS {W} FROM {frm}", L=left, R=right)
+        names = [f.name for f in node.left.fields] + [f.name for f in node.right.fields]
+        rids, which = self.bad_rows(pairs, [node.residual.sql])
+        self.record(op, pairs, rids, which, [node.residual.sql], names, f"ON of {node.describe()}"[:200])
+        return self.run(f"SELECT * FROM P WHERE ({self.x(node.residual.sql)})", P=pairs)
 
     def _padded(self, node: Join, dl, dr, lold, rold, left: bool, how: str = "ANTI") -> pa.Table:
         """See ``Lowerer._padded``: the change of one side's rows without (ANTI) or with (SEMI) a match,
@@ -219,12 +327,12 @@ class LocalLowerer:
         lcols, rcols = cols(nl), cols(nr, nl)
 
         def lside(name):
-            return f"SELECT *, {_select([f'({duck(k.sql)}) AS __k{i}' for i, k in enumerate(node.left_keys)])} FROM {name}" \
+            return f"SELECT *, {_select([f'({self.x(k.sql)}) AS __k{i}' for i, k in enumerate(node.left_keys)])} FROM {name}" \
                 if nk else f"SELECT * FROM {name}"
 
         def rside(name):
             ren = f"SELECT {_select([f'{col(j)} AS {col(nl + j)}' for j in range(nr)] + [W])} FROM {name}"
-            return f"SELECT *, {_select([f'({duck(k.sql)}) AS __k{i}' for i, k in enumerate(node.right_keys)])} " \
+            return f"SELECT *, {_select([f'({self.x(k.sql)}) AS __k{i}' for i, k in enumerate(node.right_keys)])} " \
                    f"FROM ({ren})" if nk else ren
 
         tables = {"LOLD": lold, "ROLD": rold}
@@ -261,7 +369,7 @@ class LocalLowerer:
                    f"GROUP BY ALL HAVING SUM({W}) > 0")
             conds = [f"a.{k} = b.__b{k}" for k in keys]
             if node.residual is not None:
-                conds.append(f"({_prefix_columns(duck(node.residual.sql), b_cols, '__b')})")
+                conds.append(f"({_prefix_columns(self.x(node.residual.sql), b_cols, '__b')})")
             return f"SELECT a.* FROM {a} a {how} JOIN ({pos}) b ON {' AND '.join(conds) or 'TRUE'}"
 
         def pad(sql, sign):
@@ -399,6 +507,8 @@ class LocalLowerer:
                 continue
             x = duck(a.args[0].sql)
             nn = f"SUM(CASE WHEN ({x}) IS NOT NULL THEN {W} ELSE 0 END) AS __n{i}"
+            if a.args[0].sql in d.column_names and pa.types.is_integer(d.schema.field(a.args[0].sql).type):
+                x = f"CAST({x} AS HUGEINT)"   # exact: a sum beyond BIGINT is a row error, never wrapped
             parts += [nn] if a.func == "COUNT" else [f"SUM(({x}) * {W}) AS __s{i}", nn]
         group = " GROUP BY ALL" if k else ""
         return self.run(f"SELECT {_select(cols(k) + parts)} FROM D{group}", D=d)

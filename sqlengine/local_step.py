@@ -21,7 +21,11 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from .local_lower import LocalLowerer, ProbeSpec, cols
+from planner.logical import Aggregate, Project
+
+from .local_lower import LocalLowerer, ProbeSpec, cols, readable
+from .lower import Lowerer
+from .row_errors import RowErrors
 from .state import Manifest, Run
 from .state_cache import StateCache
 from .zset import W, consolidate_arrow
@@ -47,6 +51,27 @@ def cast_to(t: pa.Table, schema: pa.Schema) -> pa.Table:
         return pa.Table.from_arrays(arrays, schema=schema)
 
 
+def field_labels(node) -> List[str]:
+    """Names for the columns of ``node``'s rows in error records: an aggregate's internal key and call
+    columns are shown as the expressions they compute, over the input's column names."""
+    if isinstance(node, Aggregate):
+        ins = [f.name for f in node.input.fields]
+        pre = node.input
+        exprs = list(pre.exprs) if isinstance(pre, Project) else []
+        base = [f.name for f in pre.input.fields] if isinstance(pre, Project) else ins
+
+        def label(sql):
+            if sql[1:].isdigit() and exprs and int(sql[1:]) < len(exprs):
+                return readable(exprs[int(sql[1:])].sql, base)
+            return readable(sql, ins)
+        out = [label(k.sql) for k in node.keys]
+        for a in node.aggs:
+            out.append("COUNT(*)" if a.func == "COUNT_STAR" else
+                       f"{a.func}({'DISTINCT ' if a.distinct else ''}{', '.join(label(x.sql) for x in a.args)})")
+        return out
+    return [f.name for f in node.fields]
+
+
 class LocalExecutor:
     """Runs steps of ``engine``'s circuit on the driver."""
 
@@ -54,10 +79,11 @@ class LocalExecutor:
         self.engine = engine
         self.cache = StateCache(engine.store.root)
         self.lowerer = LocalLowerer()
+        self.lowerer.op_views = engine.op_views
         env = os.environ.get("SQLENGINE_LOCAL_STEP_ROWS")
         if env is not None:
             self.max_rows = int(env)
-        elif str(engine.spark.sparkContext.master).startswith("local"):
+        elif str(engine.master or "local").startswith("local"):
             self.max_rows = 1 << 62
         else:
             self.max_rows = CLUSTER_LOCAL_STEP_ROWS
@@ -97,8 +123,10 @@ class LocalExecutor:
             if not isinstance(d, pa.Table):
                 return False
             rows += d.num_rows
-        if rows > self.max_rows or self.max_rows <= 0:
-            return False
+        return 0 < self.max_rows and rows <= self.max_rows and self.fits(need, m)
+
+    def fits(self, need: Set[int], m: Manifest) -> bool:
+        """Is every state the ops in ``need`` read (as of ``m``) in the cache (loading it if it fits)?"""
         eng = self.engine
         for op in eng.ops:
             if op.id not in need:
@@ -109,8 +137,9 @@ class LocalExecutor:
         return True
 
     # ------------------------------------------------------------ the step
-    def _finish(self, out, schema: pa.Schema, consolidate: bool) -> Optional[pa.Table]:
+    def _finish(self, op, out, schema: pa.Schema, consolidate: bool) -> Optional[pa.Table]:
         parts = out if isinstance(out, list) else [out]
+        parts = [self._in_range(op, p.rename_columns(schema.names), schema) for p in parts if p.num_rows]
         parts = [cast_to(p, schema) for p in parts if p.num_rows]
         if not parts:
             return None
@@ -119,18 +148,63 @@ class LocalExecutor:
             t = consolidate_arrow(t)
         return t if t.num_rows else None
 
+    def _in_range(self, op, t: pa.Table, schema: pa.Schema) -> pa.Table:
+        """``t`` without the rows whose value does not fit its column's integer type (an integer SUM beyond
+        BIGINT): those are row errors, recorded where they are new (positive weight)."""
+        bad = None
+        for f in schema:
+            c = t.column(f.name)
+            if f.name == W or not pa.types.is_integer(f.type) or not (pa.types.is_decimal(c.type) or
+                                                                     pa.types.is_integer(c.type)):
+                continue
+            if c.type == f.type or (pa.types.is_integer(c.type) and c.type.bit_width <= f.type.bit_width):
+                continue
+            info = np.iinfo(f.type.to_pandas_dtype())
+            lo, hi = pa.scalar(info.min).cast(c.type, safe=False), pa.scalar(info.max).cast(c.type, safe=False)
+            out = pc.fill_null(pc.or_(pc.less(c, lo), pc.greater(c, hi)), False)
+            bad = out if bad is None else pc.or_(bad, out)
+        if bad is None or not pc.any(bad).as_py():
+            return t
+        worse = t.filter(bad)
+        new = worse.filter(pc.greater(worse.column(W), 0))
+        if new.num_rows and self.lowerer.errors is not None:
+            names = field_labels(op.node)
+            sql_type = {8: "TINYINT", 16: "SMALLINT", 32: "INT", 64: "BIGINT"}
+            for r in new.to_pylist():
+                w = r.pop(W)
+                values = {names[int(k[1:])]: v for k, v in r.items()}
+                over = [(names[i], r[f.name], sql_type[f.type.bit_width]) for i, f in enumerate(schema)
+                        if f.name != W and pa.types.is_integer(f.type) and r[f.name] is not None
+                        and not np.iinfo(f.type.to_pandas_dtype()).min <= int(r[f.name])
+                        <= np.iinfo(f.type.to_pandas_dtype()).max]
+                msg = "Out of Range Error: " + "; ".join(f"{n} = {v} does not fit in {t}" for n, v, t in over)
+                what = op.node.describe()[:200]
+                self.lowerer.errors.add(op.id, self.engine.op_views.get(op.id, []), ", ".join(n for n, _, _ in over),
+                                        msg, [values], [w], operator=what)
+        return t.filter(pc.invert(bad))
+
     def write_run(self, op_id: int, t: pa.Table, step: int, new_runs: Dict[str, List[Run]]) -> None:
         key = self.engine.keys[op_id]
         run = self.engine.store.write_run(key, t, step)
+        self.cache.drop(run.path)   # a failed attempt of this step may have cached a run of the same name
         self.cache.put(run.path, t)
         new_runs.setdefault(key, []).append(run)
 
-    def run_step(self, step: int, table_deltas: Dict[str, pa.Table], need: Set[int], initial: bool) -> tuple:
-        """The changes of every op in ``need`` as Arrow (``None``: empty) and the step's new runs."""
+    def run_step(self, step: int, table_deltas: Dict[str, pa.Table], need: Set[int], initial: bool,
+                 reads_from: Optional[Manifest] = None, write_keys: Optional[Set[str]] = None) -> tuple:
+        """The changes of every op in ``need`` as Arrow (``None``: empty), the step's new runs, and its row
+        errors.  For a backfill, ``reads_from`` is an empty manifest and only the state of ops whose key is
+        in ``write_keys`` is written."""
         eng = self.engine
-        old = eng.store.current
+        cur = eng.store.current
+        old = cur if reads_from is None else reads_from
         deltas: Dict[int, Optional[pa.Table]] = {}
-        new_runs: Dict[str, List[Run]] = {k: list(v) for k, v in old.runs.items()}
+        new_runs: Dict[str, List[Run]] = {k: list(v) for k, v in cur.runs.items()}
+        errors = self.lowerer.errors = RowErrors()
+
+        def writes(op_id: int) -> bool:
+            return write_keys is None or eng.keys[op_id] in write_keys
+
         outputs = {o.delta for o in eng.circuit.outputs.values()}
         for op in eng.ops:
             if op.id not in need:
@@ -144,7 +218,7 @@ class LocalExecutor:
                 continue
             if op.kind == "integrate":
                 d = deltas[op.inputs[0]]
-                if d is not None:
+                if d is not None and writes(op.id):
                     self.write_run(op.id, d.cast(eng.state_arrow[op.id]), step, new_runs)
                 continue
             ins = [deltas[i] for i in op.inputs]
@@ -155,7 +229,7 @@ class LocalExecutor:
             if op.kind not in ("join", "union", "setop"):
                 ins = [eng.arrow_schemas[i].empty_table() if x is None else x for x, i in zip(ins, op.inputs)]
             if op.kind == "aggregate" and op.mode == "accumulate":
-                out = self._accumulate(op, ins[0], old, step, initial, new_runs)
+                out = self._accumulate(op, ins[0], old, step, initial, new_runs, writes(op.id))
             else:
                 reads = []
                 for r, ps in zip(op.reads, LocalLowerer.probe_specs(op)):
@@ -163,22 +237,23 @@ class LocalExecutor:
                                            [s for _, s in ps.sources]))
                 out = self.lowerer.lower(op, ins, reads, initial=initial)
             # linear ops pass duplicates on (still the right Z-set); what users receive is consolidated
-            deltas[op.id] = self._finish(out, eng.arrow_schemas[op.id],
+            deltas[op.id] = self._finish(op, out, eng.arrow_schemas[op.id],
                                          consolidate=op.algebra != "linear" or op.id in outputs)
-        return deltas, new_runs
+        self.lowerer.errors = None
+        return deltas, new_runs, errors
 
     def _accumulate(self, op, d: pa.Table, old: Manifest, step: int, initial: bool,
-                    new_runs: Dict[str, List[Run]]) -> Optional[pa.Table]:
+                    new_runs: Dict[str, List[Run]], write: bool = True) -> Optional[pa.Table]:
         eng = self.engine
         schema = eng.state_arrow[op.id]
         partial = cast_to(self.lowerer.aggregate_partial(op, d), schema)
         keys = tuple(cols(len(op.node.keys)))
         own = self.read(op.id, old, keys, [partial], [keys])
-        if partial.num_rows:
+        if partial.num_rows and write:
             self.write_run(op.id, partial, step, new_runs)
         if not partial.num_rows and not initial:
             return None
-        return self.lowerer.aggregate_output(op, partial, own, eng.lowerer.acc_columns(op.node), initial=initial)
+        return self.lowerer.aggregate_output(op, partial, own, Lowerer.acc_columns(op.node), initial=initial)
 
     # ------------------------------------------------------------ compaction
     def merge(self, op, paths: List[str]) -> Optional[pa.Table]:

@@ -17,6 +17,7 @@ from typing import List, Sequence
 import sqlglot
 from sqlglot import exp
 from pyspark.sql import DataFrame, functions as F
+from pyspark.sql.types import DecimalType, IntegralType
 
 from planner.bind import DIALECT
 from planner.circuit import Op
@@ -334,6 +335,8 @@ class Lowerer:
             if a.func == "COUNT":
                 parts.append(nn)
             else:
+                if isinstance(d.schema[a.args[0].sql].dataType, IntegralType):   # exact: never wraps
+                    x = x.cast(DecimalType(38, 0))
                 parts += [F.sum(x * F.col(W)).alias(f"__s{i}"), nn]
         keys = data_cols(k)
         return d.groupBy(*keys).agg(*parts) if k else d.agg(*parts)

@@ -24,6 +24,8 @@ from .ingest import Ingest
 from .inputlog import InputLog
 from .output import Dispatcher, OutputHandler
 from .query import Snapshot, check_query, load_relation
+from .row_errors import ERRORS_KEY, ERRORS_RELATION, read_errors
+from .session import spark_in_background, spark_master
 from .state import StateStore, StorageError
 from .zset import W, WEIGHT
 
@@ -54,6 +56,8 @@ class Pipeline:
             raise PipelineError(f"cannot create storage directory {self.storage_dir}: {e}") from e
         self._spark = spark
         self._spark_conf = dict(spark_conf or {})
+        # the SparkSession starts in the background: steps on the driver never wait for it
+        self._spark_future = None if spark is not None else spark_in_background(self._spark_conf)
         try:
             self.store = StateStore(os.path.join(self.storage_dir, "state"))
             # entries before the committed position were trimmed; new ones must number after it
@@ -70,7 +74,6 @@ class Pipeline:
         self._stop_requested = False
         self._stepping = False
         self._error: Optional[BaseException] = None
-        self._error_raised = False
         self._snapshot = Snapshot()
         self._dispatcher = Dispatcher(self._callback_failed)
         self._latencies: List[float] = []
@@ -98,10 +101,11 @@ class Pipeline:
         if self._state == "stopped":
             raise PipelineError(f"pipeline {self.name} was stopped; create a new Pipeline to start again")
         from .runtime import Engine
-        from .session import get_spark
-        spark = self._spark or get_spark(self._spark_conf)
-        self._spark = spark
-        self.engine = Engine(self.program, spark, self.store)
+        if self._spark is not None:
+            source, master = self._spark, self._spark.sparkContext.master
+        else:
+            source, master = self._spark_future.result, spark_master(self._spark_conf)
+        self.engine = Engine(self.program, source, self.store, master=master)
         for sinks in self._sinks.values():
             for s in sinks:
                 s.recover(self.store.current.step)
@@ -181,8 +185,15 @@ class Pipeline:
 
     def checkpoint(self) -> int:
         """Process all acknowledged input and return the id (step number) of the committed state."""
+        acknowledged = self.log.next_seq
         self.wait_for_idle()
-        return self.store.current.step
+        with self._commit_lock:
+            self._check()
+            m = self.store.current
+            if m.log_position[0] < acknowledged:   # never a step that leaves acknowledged input unprocessed
+                raise PipelineError(f"pipeline {self.name}: checkpoint found unprocessed input "
+                                    f"(log position {m.log_position[0]} < {acknowledged})")
+            return m.step
 
     def status(self) -> dict:
         """State, step, per-table and per-view row counters, latency, backlog, state size and last error."""
@@ -208,6 +219,9 @@ class Pipeline:
             "backlog_batches": len(self.log.pending(m.log_position[0])) if m else len(self.log.pending(0)),
             "state_size": state_sizes,
             "dead_letter_rows": dict(self._ingest.dead_lettered),
+            "errors": dict(m.meta.get("errors", {})) if m else {},
+            "spark_started": self._spark is not None or (self._spark_future is not None and
+                                                         self._spark_future.done()),
             "storage_error": self._storage_error,
             "error": None if self._error is None else str(self._error),
         }
@@ -223,13 +237,12 @@ class Pipeline:
         with self._cv:
             if self._error is None:
                 self._error = e
-                self._error_raised = False
             self._cv.notify_all()
 
     def _check(self) -> None:
-        """Raise the pipeline's recorded failure (once per failure) on the next API call."""
-        if self._error is not None and not self._error_raised:
-            self._error_raised = True
+        """Raise the pipeline's recorded failure: every API call but ``status()`` and ``stop()`` raises it,
+        for as long as the pipeline is failed (a failed pipeline processes nothing more)."""
+        if self._error is not None:
             err = self._error
             if isinstance(err, EngineError):
                 raise type(err)(err.message, sql=err.sql, offset=err.offset) from err
@@ -240,6 +253,12 @@ class Pipeline:
             raise PipelineError(f"pipeline {self.name} is not started; call start() first")
         if self._state == "stopped":
             raise PipelineError(f"pipeline {self.name} is stopped")
+
+    def _require_open(self) -> None:
+        """Input is accepted before start() (it is logged) and while running or paused, not after stop()."""
+        self._check()
+        if self._state == "stopped":
+            raise PipelineError(f"pipeline {self.name} is stopped; input is no longer accepted")
 
     # ------------------------------------------------------------------ input
     def _table(self, table: str):
@@ -261,7 +280,7 @@ class Pipeline:
         go to a JSON-lines file (``dead_letter``, default ``<storage_dir>/dead_letter/<table>.jsonl``) and
         the good ones are applied.  Big frames are converted and logged in chunks, atomically.
         """
-        self._check()
+        self._require_open()
         t = self._table(table)
         self._ingest.push(t, lambda errs, n: inputs.pandas_chunks(t, df, delete, errs, n), on_error, dead_letter)
 
@@ -270,7 +289,7 @@ class Pipeline:
         """Push JSON records: ``raw`` rows are inserts; ``insert_delete`` wraps each row in
         ``{"insert": row}`` or ``{"delete": row}``.  ``data`` is a list, a dict or JSON text (an array or
         one object per line).  ``on_error`` and ``dead_letter`` as for :meth:`input_pandas`."""
-        self._check()
+        self._require_open()
         t = self._table(table)
         self._ingest.push(t, lambda errs, n: inputs.json_chunks(t, data, update_format, errs, n), on_error,
                           dead_letter)
@@ -280,7 +299,7 @@ class Pipeline:
         """Insert (or delete) the rows of CSV ``data`` (a file path or CSV text) with a header row naming the
         columns; fields are converted to the table's column types, an empty field is NULL.  Read, converted
         and logged in chunks, atomically.  ``on_error`` and ``dead_letter`` as for :meth:`input_pandas`."""
-        self._check()
+        self._require_open()
         t = self._table(table)
         self._ingest.push(t, lambda errs, n: inputs.csv_chunks(t, data, delete, errs, n), on_error, dead_letter)
 
@@ -290,7 +309,7 @@ class Pipeline:
         Waits until all earlier input is processed, so the statement sees it.
         Returns the number of rows inserted or deleted.
         """
-        self._check()
+        self._require_open()
         try:
             stmts = [s for s in sqlglot.parse(sql, read=DIALECT) if s is not None]
         except sqlglot.errors.ParseError as e:
@@ -461,9 +480,10 @@ class Pipeline:
 
     def _step(self) -> None:
         t0 = time.perf_counter()
-        sc = self._spark.sparkContext
+        sc = self.engine.spark.sparkContext if self.engine.spark_ready else None   # never wait for Spark here
         group = f"sqlengine-{self.name}-{id(self)}-step-{self.store.current.step + 1}"
-        sc.setJobGroup(group, f"pipeline {self.name} step {self.store.current.step + 1}")
+        if sc is not None:
+            sc.setJobGroup(group, f"pipeline {self.name} step {self.store.current.step + 1}")
         per_table, new_pos = self._take_batch()
         deltas = {}
         for table, parts in per_table.items():
@@ -477,7 +497,7 @@ class Pipeline:
         result = self.engine.run_step(step, deltas, listened, initial=(step == 1))
         result.manifest.log_position = new_pos
         self._commit_step(step, result, deltas, new_pos)
-        self._last_step_jobs = len(sc.statusTracker().getJobIdsForGroup(group))
+        self._last_step_jobs = len(sc.statusTracker().getJobIdsForGroup(group)) if sc is not None else 0
         self._latencies.append((time.perf_counter() - t0) * 1000)
         try:
             merged = self.engine.compact(step)
@@ -518,6 +538,7 @@ class Pipeline:
     def _relations(self) -> Dict[str, bool]:
         rel = {t: True for t in self.program.tables}
         rel.update({v: d.materialized for v, d in self.program.views.items()})
+        rel[ERRORS_RELATION] = True
         return rel
 
     def _run_query(self, sql: str) -> pa.Table:
@@ -530,6 +551,11 @@ class Pipeline:
         with self._snapshot.lock:
             with self._commit_lock:   # every relation of the query from the same committed step
                 for name in sorted(used):
+                    if name == ERRORS_RELATION:
+                        signature = tuple(self.store.paths(ERRORS_KEY))
+                        if self._snapshot.needs(name, signature):
+                            self._snapshot.load(name, signature, read_errors(self.store))
+                        continue
                     op = (eng.table_integral(name) if name in self.program.tables
                           else self.program.circuit.outputs[name].integral)
                     signature = tuple(self.store.paths(eng.keys[op]))
@@ -567,9 +593,14 @@ class Pipeline:
         yield sep
 
     def query_parquet(self, sql: str, path: str) -> None:
-        """Write the result of a SELECT to a parquet file."""
+        """Write the result of a SELECT to a parquet file (its directory is created if missing)."""
         t = self._run_query(sql)
-        pq.write_table(t, path)
+        path = os.path.abspath(os.fspath(path))
+        try:
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+            pq.write_table(t, path)
+        except OSError as e:
+            raise InputError(f"cannot write the query result to {path}: {e}") from e
 
     def explain(self, view: str) -> str:
         """The view's logical plan and its incremental circuit, as text."""

@@ -19,13 +19,14 @@ import pyarrow as pa
 from pyspark.sql import DataFrame, functions as F
 
 from planner.circuit import Op
-from planner.errors import UnsupportedError
 from planner.program import Program
 
 from .local_step import LocalExecutor
+from .row_errors import ERRORS_KEY, RowErrors
 from .lower import Lowerer, null_safe_semi
-from .schema import arrow_schema_of, table_spark_schema
-from .state import Manifest, Run, StateStore
+from .op_schemas import derive as derive_schemas
+from .schema import spark_schema_of
+from .state import Manifest, Run, StateStore, StorageError
 from .zset import W, consolidate_arrow, consolidate_spark
 
 EMPTY = None  # an op whose change is empty in this step
@@ -43,18 +44,24 @@ class StepResult:
     manifest: Manifest
     outputs: Dict[str, Optional[pa.Table]]
     changed_rows: Dict[str, int] = field(default_factory=dict)   # view -> rows in its change, where computed
+    errors: RowErrors = field(default_factory=RowErrors)         # rows that failed in an expression
 
 
 class Engine:
-    def __init__(self, program: Program, spark, store: StateStore):
+    """Runs the circuit of ``program`` in steps over ``store``.
+
+    ``spark`` is a SparkSession or a zero-argument callable returning one (a session still starting in the
+    background): it is asked for only when a step, a merge or a lookup actually runs on Spark, so steps on
+    the driver never wait for the JVM.
+    """
+
+    def __init__(self, program: Program, spark, store: StateStore, master: Optional[str] = None):
         self.program = program
         self.circuit = program.circuit
-        self.spark = spark
+        self._spark = spark
+        self.master = master
         self.store = store
-        self.lowerer = Lowerer(spark)
-        self.local = LocalExecutor(self)
-        self.steps_local = 0      # steps run on the driver (see local_step) and on Spark
-        self.steps_spark = 0
+        self._lowerer = None
         self.ops = self.circuit.ops
         self.keys = {op.id: state_key(op) for op in self.ops if op.owns_state}
         self.consumers: Dict[int, List[int]] = {op.id: [] for op in self.ops}
@@ -62,44 +69,59 @@ class Engine:
             for i in op.inputs:
                 self.consumers[i].append(op.id)
         self._empty: Dict[int, DataFrame] = {}
-        self.schemas: Dict[int, object] = {}        # op id -> Spark schema of its change
-        self.state_schemas: Dict[int, object] = {}  # state-owning op id -> Spark schema of its runs
-        self._derive_schemas()
-        self.arrow_schemas = {i: arrow_schema_of(s) for i, s in self.schemas.items()}
-        self.state_arrow = {i: arrow_schema_of(s) for i, s in self.state_schemas.items()}
+        # the types are the driver executor's (DuckDB's binder over empty tables): no Spark analysis at start
+        self.arrow_schemas, self.state_arrow = derive_schemas(self.circuit)
+        self._spark_schemas: Dict[int, object] = {}
+        self._spark_state_schemas: Dict[int, object] = {}
+        self.op_views = self._views_of_ops()
+        self.local = LocalExecutor(self)
+        self.steps_local = 0      # steps run on the driver (see local_step) and on Spark
+        self.steps_spark = 0
+        self.spark_fallbacks = 0  # Spark steps that failed on a row and were re-run on the driver
+
+    @property
+    def spark(self):
+        if callable(self._spark):
+            spark = self._spark()
+            # a failing expression must raise on Spark as on the driver (a session the user passed in too)
+            spark.conf.set("spark.sql.ansi.enabled", "true")
+            self._spark = spark
+        return self._spark
+
+    @property
+    def spark_ready(self) -> bool:
+        return not callable(self._spark)
+
+    @property
+    def lowerer(self) -> Lowerer:
+        if self._lowerer is None:
+            self._lowerer = Lowerer(self.spark)
+        return self._lowerer
+
+    def _views_of_ops(self) -> Dict[int, List[str]]:
+        """The views each op feeds (whose change or contents depend on it)."""
+        out: Dict[int, List[str]] = {op.id: [] for op in self.ops}
+        for v, o in sorted(self.circuit.outputs.items()):
+            for op in self.circuit.upstream(o.delta):
+                out[op.id].append(v)
+        return out
 
     # ------------------------------------------------------------ schemas
+    @property
+    def schemas(self) -> Dict[int, object]:
+        """op id -> Spark schema of its change (from the Arrow schema; built on first use of Spark)."""
+        if not self._spark_schemas:
+            self._spark_schemas.update({i: spark_schema_of(s) for i, s in self.arrow_schemas.items()})
+        return self._spark_schemas
+
+    @property
+    def state_schemas(self) -> Dict[int, object]:
+        if not self._spark_state_schemas:
+            self._spark_state_schemas.update({i: spark_schema_of(s) for i, s in self.state_arrow.items()})
+        return self._spark_state_schemas
+
     def _empty_df(self, schema) -> DataFrame:
         return self.spark.createDataFrame([], schema)
-
-    def _derive_schemas(self) -> None:
-        """Lower every op over empty frames once: Spark's analyzer gives each change's exact schema."""
-        for op in self.ops:
-            if op.kind in ("input", "constant"):
-                self.schemas[op.id] = table_spark_schema(op.node.fields)
-                continue
-            if op.kind == "integrate":
-                self.schemas[op.id] = self.schemas[op.inputs[0]]
-                self.state_schemas[op.id] = self.schemas[op.inputs[0]]
-                continue
-            ins = [self._empty_df(self.schemas[i]) for i in op.inputs]
-            reads = [self._empty_df(self.state_schemas[r]) for r in op.reads]
-            try:
-                if op.kind == "aggregate" and op.mode == "accumulate":
-                    partial = self.lowerer.aggregate_partial(op, ins[0])
-                    self.state_schemas[op.id] = partial.schema
-                    df = self.lowerer.aggregate_output(op, partial, self._empty_df(partial.schema))
-                else:
-                    df = self.lowerer.lower(op, ins, reads)
-                self.schemas[op.id] = df.schema
-            except Exception as e:  # Spark's analyzer rejected an expression sqlglot translated
-                from pyspark.errors import AnalysisException
-                if not isinstance(e, AnalysisException):
-                    raise
-                views = [v for v, out in self.circuit.outputs.items()
-                         if op.id in {o.id for o in self.circuit.upstream(out.delta)}]
-                raise UnsupportedError(f"{op.node.describe()} (in view {', '.join(views) or '?'}) cannot run on "
-                                       f"Spark: {str(e).splitlines()[0]}") from None
 
     # ------------------------------------------------------------ state access
     def read_state(self, op_id: int, manifest: Optional[Manifest] = None) -> DataFrame:
@@ -256,32 +278,64 @@ class Engine:
         """After a program change: compute the state of the operators ``new_keys`` names (new or changed
         views) from scratch, with the tables' committed contents as the input change, and the changes of
         ``views`` (their whole contents).  Operators that kept their state are not written; state of
-        operators the program no longer has is dropped from the manifest."""
+        operators the program no longer has is dropped from the manifest.  Runs on the driver when the
+        tables' contents fit the state cache, else on Spark."""
         old = self.store.current
         need = self.backfill_ops(new_keys, views)
-        contents = {op.node.table: consolidate_spark(self.read_state(self.table_integral(op.node.table), old))
-                    for op in self.ops if op.kind == "input" and op.id in need}
+        contents = {}
+        for op in self.ops:
+            if op.kind == "input" and op.id in need:
+                integral = self.table_integral(op.node.table)
+                if self.local.cached(integral, old):
+                    rows = self.state_rows(integral)
+                    contents[op.node.table] = consolidate_arrow(rows) if rows.num_rows else rows
+                else:
+                    contents[op.node.table] = consolidate_spark(self.read_state(integral, old))
         live = set(self.keys.values())
         result = self.run_step(step, contents, views, initial=True, need=need, write_keys=new_keys)
-        result.manifest.runs = {k: v for k, v in result.manifest.runs.items() if k in live}
+        result.manifest.runs = {k: v for k, v in result.manifest.runs.items() if k in live or k == ERRORS_KEY}
         return result
 
-    def run_step(self, step: int, table_deltas: Dict[str, pa.Table], listened: Set[str],
+    def run_step(self, step: int, table_deltas: Dict[str, object], listened: Set[str],
                  initial: bool = False, need: Optional[Set[int]] = None,
                  write_keys: Optional[Set[str]] = None) -> StepResult:
         """Run one step.  ``initial`` marks the first step of a new pipeline: global aggregates
         (no GROUP BY) then emit their row for empty input, even with no input change.
 
         For a backfill (``write_keys`` given): only ``need`` ops run, from empty state (every read sees no
-        rows), and only the state of ops in ``write_keys`` is written."""
+        rows), and only the state of ops in ``write_keys`` is written.
+
+        The step runs on the driver when it can (``LocalExecutor.usable``), else on Spark.  A Spark step
+        that fails (a row whose expression raises: Spark runs with ANSI semantics) is run again on the
+        driver, which keeps failing rows out of the views and records them (``row_errors``), when the
+        state it reads fits the driver's cache."""
         old = self.store.current
         reads_from = old if write_keys is None else Manifest()
         need = self.needed_ops(listened) if need is None else need
         self.local.cache.retain([r.path for runs in old.runs.values() for r in runs])
-        if write_keys is None and self.local.usable(table_deltas, need, old):
-            self.steps_local += 1
-            deltas, new_runs = self.local.run_step(step, table_deltas, need, initial)
-            return self._result(step, old, new_runs, deltas, listened)
+        if self.local.usable(table_deltas, need, reads_from):
+            return self._run_local(step, table_deltas, listened, initial, need, reads_from, write_keys)
+        try:
+            return self._run_spark(step, table_deltas, listened, initial, need, reads_from, write_keys)
+        except StorageError:
+            raise
+        except Exception:
+            if not self.local.fits(need, reads_from):
+                raise
+            self.spark_fallbacks += 1
+            arrow = {t: d if d is None or isinstance(d, pa.Table) else
+                     d.toArrow().cast(self.arrow_schemas[self.table_input(t)]) for t, d in table_deltas.items()}
+            return self._run_local(step, arrow, listened, initial, need, reads_from, write_keys)
+
+    def _run_local(self, step, table_deltas, listened, initial, need, reads_from, write_keys) -> StepResult:
+        self.steps_local += 1
+        deltas, new_runs, errors = self.local.run_step(step, table_deltas, need, initial,
+                                                       reads_from=None if write_keys is None else reads_from,
+                                                       write_keys=write_keys)
+        return self._result(step, self.store.current, new_runs, deltas, listened, errors)
+
+    def _run_spark(self, step, table_deltas, listened, initial, need, reads_from, write_keys) -> StepResult:
+        old = self.store.current
         self.steps_spark += 1
         out_ids = {self.circuit.outputs[v].delta for v in listened}
         deltas: Dict[int, object] = {}
@@ -341,9 +395,10 @@ class Engine:
                 deltas[op.id] = self.collect(df, self.arrow_schemas[op.id])
             else:
                 deltas[op.id] = df
-        return self._result(step, old, new_runs, deltas, listened)
+        return self._result(step, old, new_runs, deltas, listened, RowErrors())
 
-    def _result(self, step: int, old: Manifest, new_runs, deltas, listened: Set[str]) -> StepResult:
+    def _result(self, step: int, old: Manifest, new_runs, deltas, listened: Set[str],
+                errors: RowErrors) -> StepResult:
         outputs = {}
         for v in listened:
             d = deltas.get(self.circuit.outputs[v].delta, EMPTY)
@@ -354,7 +409,14 @@ class Engine:
             if isinstance(d, pa.Table):
                 changed[v] = d.num_rows
         m = Manifest(step=step, log_position=list(old.log_position), runs=new_runs, meta=dict(old.meta))
-        return StepResult(m, outputs, changed)
+        if len(errors):
+            run = self.store.write_run(ERRORS_KEY, errors.table(step), step)
+            m.runs[ERRORS_KEY] = list(m.runs.get(ERRORS_KEY, [])) + [run]
+            counts = dict(m.meta.get("errors", {}))
+            for v, n in errors.counts().items():
+                counts[v] = counts.get(v, 0) + n
+            m.meta["errors"] = counts
+        return StepResult(m, outputs, changed, errors)
 
     # ------------------------------------------------------------ compaction
     def compact(self, step: int) -> Optional[Manifest]:

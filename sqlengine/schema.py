@@ -41,3 +41,9 @@ def arrow_schema_of(spark_schema: T.StructType) -> pa.Schema:
     from pyspark.sql.pandas.types import to_arrow_schema
     s = to_arrow_schema(spark_schema, timezone="UTC")   # TIMESTAMP WITH LOCAL TIME ZONE results, e.g. date_trunc
     return pa.schema([pa.field(f.name, f.type, True) for f in s])
+
+
+def spark_schema_of(schema: pa.Schema) -> T.StructType:
+    """Spark schema for an Arrow schema of the data plane (TIMESTAMP is Spark's TIMESTAMP_NTZ)."""
+    from pyspark.sql.pandas.types import from_arrow_schema
+    return from_arrow_schema(schema, prefer_timestamp_ntz=True)

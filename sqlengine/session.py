@@ -5,6 +5,7 @@ import os
 import shutil
 import sys
 import threading
+from concurrent.futures import Future
 from typing import Dict, Optional
 
 from planner.errors import PipelineError
@@ -16,8 +17,9 @@ DEFAULTS: Dict[str, str] = {
     "spark.sql.shuffle.partitions": "2",
     # Steps run many tiny jobs; adaptive re-planning costs more than it saves on them.
     "spark.sql.adaptive.enabled": "false",
-    # SQL semantics as DuckDB and the SQL standard's NULL-on-error variants: x/0 is NULL, bad casts are NULL.
-    "spark.sql.ansi.enabled": "false",
+    # Expressions that fail raise, as in DuckDB (bad casts, overflow): the engine then re-runs the step on the
+    # driver, which keeps the failing rows out of the views and records them (sqlengine.row_errors).
+    "spark.sql.ansi.enabled": "true",
     "spark.sql.session.timeZone": "UTC",
     "spark.ui.enabled": "false",
     "spark.ui.showConsoleProgress": "false",
@@ -53,3 +55,26 @@ def get_spark(conf: Optional[Dict[str, str]] = None):
         spark = builder.getOrCreate()
         spark.sparkContext.setLogLevel("ERROR")
         return spark
+
+
+def spark_master(conf: Optional[Dict[str, str]] = None) -> str:
+    """The master the embedded session has or will have."""
+    from pyspark.sql import SparkSession
+    active = SparkSession.getActiveSession()
+    if active is not None:
+        return active.sparkContext.master
+    return {**DEFAULTS, **(conf or {})}["spark.master"]
+
+
+def spark_in_background(conf: Optional[Dict[str, str]] = None) -> Future:
+    """Start (or reuse) the process-wide SparkSession on a background thread; the future gives it."""
+    future: Future = Future()
+
+    def run():
+        try:
+            future.set_result(get_spark(conf))
+        except BaseException as e:  # noqa: BLE001 - delivered to whoever needs Spark
+            future.set_exception(e)
+
+    threading.Thread(target=run, name="sqlengine-spark-start", daemon=True).start()
+    return future

@@ -117,6 +117,15 @@ class StateCache:
             self.used += table.nbytes
             return True
 
+    def drop(self, path: str) -> None:
+        """Forget one run (and its indexes)."""
+        with self.lock:
+            t = self.tables.pop(path, None)
+            if t is not None:
+                self.used -= t.nbytes
+            for k in [k for k in self.index if k[0] == path]:
+                self.index.pop(k)
+
     def load(self, path: str, schema: pa.Schema) -> Optional[pa.Table]:
         with self.lock:
             t = self.tables.get(path)

@@ -1,0 +1,81 @@
+"""Row errors: a row whose expression fails at run time is kept out of the view and recorded.
+
+Where SQL says an expression errors (a failed CAST, ``10 // 0``, an integer
+overflow, ``json_extract`` of a text that is not JSON, a SUM outside BIGINT's
+range), the failing row does not enter the operator's output, and one record
+per view the operator feeds goes to the **error relation**, committed with the
+step's state: ``sqlengine_errors`` in ad-hoc queries, counted per view in
+``status()["errors"]``.  A step that is replayed after a crash records its
+errors again only because the first attempt did not commit, so each failure
+is recorded once.
+
+The rule is a function of the row alone (a projection or filter of one row, a
+join key of one row, a join condition of one pair of rows, the total of one
+group), so the same row fails the same way whenever it is inserted or
+deleted, and a view stays equal to its query over the rows that did not fail.
+
+>>> errs = RowErrors()
+>>> errs.add(3, ["v"], "CAST(c0 AS INT)", "Conversion Error: 'abc'", [{"s": "abc"}], [1])
+>>> t = errs.table(7)
+>>> t.to_pylist()[0]["view"], t.to_pylist()[0]["row"], t.to_pylist()[0]["step"]
+('v', '{"s": "abc"}', 7)
+"""
+from __future__ import annotations
+
+import json
+from typing import Dict, List, Sequence
+
+import duckdb
+import pyarrow as pa
+
+ERRORS_KEY = "errors"                 # state key of the error relation's runs
+ERRORS_RELATION = "sqlengine_errors"  # its name in ad-hoc queries
+SCHEMA = pa.schema([("step", pa.int64()), ("view", pa.string()), ("operator", pa.string()),
+                    ("expression", pa.string()), ("error", pa.string()), ("row", pa.string()),
+                    ("weight", pa.int64())])
+# exceptions DuckDB raises for a value (not for a plan): these make a row error, anything else fails the step
+DATA_ERRORS = (duckdb.ConversionException, duckdb.OutOfRangeException, duckdb.InvalidInputException)
+MAX_MESSAGES = 1000   # per operator and step, the first rows get their own message; the rest share the first
+
+
+def first_line(e: BaseException) -> str:
+    return str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+
+
+def row_json(row: dict) -> str:
+    return json.dumps(row, default=str, sort_keys=False)
+
+
+class RowErrors:
+    """The row errors of one step, in the order they were found."""
+
+    def __init__(self):
+        self.records: List[tuple] = []
+
+    def __len__(self) -> int:
+        return len(self.records)
+
+    def add(self, op_id: int, views: Sequence[str], expression: str, message: str, rows: List[dict],
+            weights: Sequence[int], operator: str = "") -> None:
+        for r, w in zip(rows, weights):
+            for v in views:
+                self.records.append((v, operator or f"#{op_id}", expression, message, row_json(r), int(w)))
+
+    def counts(self) -> Dict[str, int]:
+        out: Dict[str, int] = {}
+        for v, *_ in self.records:
+            out[v] = out.get(v, 0) + 1
+        return out
+
+    def table(self, step: int) -> pa.Table:
+        cols = list(zip(*self.records)) if self.records else [[]] * 6
+        return pa.Table.from_arrays([pa.array([step] * len(self.records), pa.int64())] +
+                                    [pa.array(list(c), t.type) for c, t in zip(cols, list(SCHEMA)[1:])],
+                                    schema=SCHEMA)
+
+
+def read_errors(store) -> pa.Table:
+    """The committed error relation of ``store`` (a ``StateStore``), oldest step first."""
+    import pyarrow.parquet as pq
+    parts = [pq.read_table(p).cast(SCHEMA) for p in store.paths(ERRORS_KEY)]
+    return pa.concat_tables(parts) if parts else SCHEMA.empty_table()
