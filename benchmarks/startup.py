@@ -143,7 +143,7 @@ print(time.perf_counter() - t0)
 
 def run(cmd, repo: str) -> str:
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([repo, ROOT]), "PYSPARK_PYTHON": sys.executable}
-    res = subprocess.run(cmd, env=env, capture_output=True, text=True, cwd=ROOT, timeout=3600)
+    res = subprocess.run(cmd, env=env, capture_output=True, text=True, cwd=repo, timeout=3600)  # cwd is sys.path[0]
     if res.returncode != 0:
         raise RuntimeError(f"{' '.join(cmd[:4])} failed:\n{res.stderr[-3000:]}")
     return res.stdout
