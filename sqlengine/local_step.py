@@ -232,7 +232,11 @@ class LocalExecutor:
                 out = self._accumulate(op, ins[0], old, step, initial, new_runs, writes(op.id))
             else:
                 reads = []
-                for r, ps in zip(op.reads, LocalLowerer.probe_specs(op)):
+                for j, (r, ps) in enumerate(zip(op.reads, LocalLowerer.probe_specs(op))):
+                    if op.kind == "join" and op.node.kind == "inner" and ins[1 - j] is None:
+                        # d(A join B) = dA join B_new + A_old join dB: A_old only meets dB, B_old only dA
+                        reads.append(eng.state_arrow[r].empty_table())
+                        continue
                     reads.append(self.read(r, old, ps.spec, [ins[i] for i, _ in ps.sources],
                                            [s for _, s in ps.sources]))
                 out = self.lowerer.lower(op, ins, reads, initial=initial)

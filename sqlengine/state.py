@@ -14,6 +14,7 @@ state except a merge, whose cost is amortized over the steps that filled it.
 """
 from __future__ import annotations
 
+import glob
 import json
 import os
 from concurrent.futures import ThreadPoolExecutor
@@ -25,6 +26,7 @@ import pyarrow.parquet as pq
 
 from planner.errors import InternalError, PipelineError
 
+from .state_cache import sidecar_of
 from .faults import describe, io_point
 
 
@@ -164,6 +166,9 @@ class StateStore:
             if os.path.isdir(full):
                 for n in os.listdir(full):
                     rel = f"{d}/{n}"
+                    base = sidecar_of(n)   # a state cache's sidecar lives as long as its run
+                    if base is not None and f"{d}/{base}" in live:
+                        continue
                     if rel not in live and not n.endswith(".tmp"):
                         os.remove(os.path.join(full, n))
                     elif n.endswith(".tmp"):
@@ -189,6 +194,9 @@ class StateStore:
             os.makedirs(d, exist_ok=True)
             pq.write_table(table, tmp, compression="zstd")
             io_point("state_write", tmp)
+            for side in glob.glob(glob.escape(full) + ".*"):   # a failed attempt's cache sidecars
+                if not side.endswith(".tmp"):
+                    os.remove(side)
             os.replace(tmp, full)
             self._unsynced.add(full)
         except OSError as e:

@@ -14,13 +14,22 @@ Hash equality is necessary but not sufficient for key equality: a lookup
 returns a superset of the matching rows, and every consumer applies its exact
 (NULL-safe) key match afterwards.  Values are normalized before hashing so
 that keys that compare equal in SQL hash equally: every number, date and
-timestamp as a DOUBLE.
+timestamp as a DOUBLE (see ``_column_hash``).
 
 The cache is bounded (``budget_bytes``); a run that does not fit is not cached,
 and an operator whose runs are not all cached is read by Spark.
+
+Big runs (``SIDECAR_ROWS`` rows and more) leave two kinds of *sidecar* files
+beside their parquet file, so that a restarted pipeline does not decode,
+re-hash and re-sort them: ``<run>.arrow``, the rows as one uncompressed Arrow
+IPC batch that is memory-mapped on load (pages are read when a lookup touches
+them), and ``<run>.<spec>.idx.npy``, the sorted hashes and row positions of one
+key spec, memory-mapped too.  Sidecars are caches: written atomically, never
+fsynced, ignored when missing, and removed with their run.
 """
 from __future__ import annotations
 
+import hashlib
 import os
 import threading
 from typing import Dict, List, Optional, Sequence, Tuple
@@ -34,26 +43,55 @@ import pyarrow.parquet as pq
 Spec = Tuple[str, ...]   # key expressions (DuckDB SQL over c0..) a state is looked up by
 
 DEFAULT_BUDGET_BYTES = int(os.environ.get("SQLENGINE_STATE_CACHE_BYTES", str(8 << 30)))
+SIDECAR_ROWS = int(os.environ.get("SQLENGINE_SIDECAR_ROWS", "100000"))
 
 
-def _normalized(t: pa.Table) -> pd.DataFrame:
-    """Key columns as pandas, with values that compare equal in SQL made identical: every number, date,
-    timestamp and boolean as a DOUBLE (-0.0 as 0.0; NULL as NaN), everything else as it is."""
-    out = {}
-    for i, c in enumerate(t.columns):
+def sidecar_of(name: str) -> Optional[str]:
+    """The run file a sidecar file name belongs to (None for a file that is not a sidecar)."""
+    if ".parquet." in name and not name.endswith(".tmp"):
+        return name.split(".parquet.", 1)[0] + ".parquet"
+    return None
+
+
+def _atomic(path: str, write) -> None:
+    tmp = f"{path}.{os.getpid()}.{threading.get_ident()}.tmp"
+    try:
+        write(tmp)
+        os.replace(tmp, path)
+    except OSError:   # a sidecar is only a cache: without it the run is read from parquet
+        try:
+            os.remove(tmp)
+        except OSError:
+            pass
+
+
+_M1, _M2 = np.uint64(0xBF58476D1CE4E5B9), np.uint64(0x94D049BB133111EB)
+
+
+def _mix(x: np.ndarray) -> np.ndarray:
+    """splitmix64's finalizer, vectorized (uint64 arithmetic wraps)."""
+    x = x ^ (x >> np.uint64(30))
+    x = x * _M1
+    x = x ^ (x >> np.uint64(27))
+    x = x * _M2
+    return x ^ (x >> np.uint64(31))
+
+
+def _column_hash(c) -> np.ndarray:
+    """uint64 hash per value, equal for values that compare equal in SQL: every number, date, timestamp and
+    boolean as a DOUBLE (-0.0 as 0.0; NULL and NaN as one NaN), everything else by pandas' value hash."""
+    ty = c.type
+    if pa.types.is_date(ty):
+        c = c.cast(pa.timestamp("us"))
         ty = c.type
-        if pa.types.is_date(ty):
-            c = c.cast(pa.timestamp("us"))
-            ty = c.type
-        if pa.types.is_timestamp(ty):
-            c = c.cast(pa.int64())
-        if pa.types.is_integer(c.type) or pa.types.is_floating(c.type) or pa.types.is_decimal(c.type) \
-                or pa.types.is_boolean(c.type):
-            v = c.cast(pa.float64(), safe=False).to_numpy(zero_copy_only=False) + 0.0
-        else:
-            v = c.to_pandas()
-        out[f"k{i}"] = v
-    return pd.DataFrame(out)
+    if pa.types.is_timestamp(ty):
+        c = c.cast(pa.int64())
+    if pa.types.is_integer(c.type) or pa.types.is_floating(c.type) or pa.types.is_decimal(c.type) \
+            or pa.types.is_boolean(c.type):
+        v = np.array(c.cast(pa.float64(), safe=False).to_numpy(zero_copy_only=False), dtype=np.float64) + 0.0
+        v[np.isnan(v)] = np.nan
+        return _mix(v.view(np.uint64))
+    return pd.util.hash_array(np.asarray(c.to_pandas(), dtype=object))
 
 
 def _is_column(e: str) -> bool:
@@ -86,7 +124,10 @@ class KeyHasher:
         """uint64 hash of each row of a key table (as returned by :meth:`keys`)."""
         if keys.num_rows == 0:
             return np.zeros(0, np.uint64)
-        return pd.util.hash_pandas_object(_normalized(keys), index=False).to_numpy()
+        h = np.full(keys.num_rows, np.uint64(0x9E3779B97F4A7C15))
+        for i, c in enumerate(keys.columns):
+            h = _mix(h ^ (_column_hash(c) + np.uint64(i + 1)))
+        return h
 
     def hashes(self, t: pa.Table, spec: Spec) -> np.ndarray:
         return self.hash_keys(self.keys(t, spec))
@@ -115,7 +156,24 @@ class StateCache:
             table = table.combine_chunks()   # so that take() of a few rows does not concatenate the chunks
             self.tables[path] = table
             self.used += table.nbytes
-            return True
+        if table.num_rows >= SIDECAR_ROWS and not os.path.exists(self._ipc(path)):
+            _atomic(self._ipc(path), lambda tmp: self._write_ipc(tmp, table))
+        return True
+
+    def _ipc(self, path: str) -> str:
+        return os.path.join(self.root, path + ".arrow")
+
+    @staticmethod
+    def _write_ipc(tmp: str, table: pa.Table) -> None:
+        with pa.OSFile(tmp, "wb") as sink, pa.ipc.new_file(sink, table.schema) as w:
+            w.write_table(table, max_chunksize=max(1, table.num_rows))
+
+    def _read_ipc(self, path: str, schema: pa.Schema) -> Optional[pa.Table]:
+        try:
+            t = pa.ipc.open_file(pa.memory_map(self._ipc(path))).read_all()
+        except (OSError, pa.ArrowInvalid):
+            return None
+        return t if t.schema.equals(schema) else t.cast(schema)
 
     def drop(self, path: str) -> None:
         """Forget one run (and its indexes)."""
@@ -131,6 +189,11 @@ class StateCache:
             t = self.tables.get(path)
             if t is not None:
                 return t
+            t = self._read_ipc(path, schema) if os.path.exists(self._ipc(path)) else None
+            if t is not None:
+                if self.used + t.nbytes > self.budget:
+                    return None
+                return t if self.put(path, t) else None
             meta = pq.read_metadata(os.path.join(self.root, path))
             size = sum(meta.row_group(i).total_byte_size for i in range(meta.num_row_groups))
             if self.used + size > self.budget:
@@ -161,9 +224,22 @@ class StateCache:
         with self.lock:
             ix = self.index.get(key)
         if ix is None:
-            h = self.hasher.hashes(self.tables[path], spec)
-            order = np.argsort(h, kind="stable")
-            ix = (h[order], order)
+            table = self.tables[path]
+            side = os.path.join(self.root, f"{path}.{hashlib.sha1(repr(spec).encode()).hexdigest()[:12]}.idx.npy")
+            if os.path.exists(side):
+                try:
+                    a = np.load(side, mmap_mode="r")
+                    if a.shape == (2, table.num_rows):
+                        ix = (a[0], a[1].view(np.int64))
+                except (OSError, ValueError):
+                    ix = None
+            if ix is None:
+                h = self.hasher.hashes(table, spec)
+                order = np.argsort(h)     # any order of equal hashes: lookups sort the positions they take
+                ix = (h[order], order)
+                if table.num_rows >= SIDECAR_ROWS:
+                    both = np.stack([ix[0], ix[1].astype(np.int64).view(np.uint64)])
+                    _atomic(side, lambda tmp: np.save(open(tmp, "wb"), both))
             with self.lock:
                 self.index[key] = ix
         return ix
