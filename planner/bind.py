@@ -9,6 +9,7 @@ the construct in the SQL text.
 """
 from __future__ import annotations
 
+import difflib
 from dataclasses import dataclass
 from typing import Dict, List, Optional, Sequence, Tuple
 
@@ -16,8 +17,9 @@ from sqlglot import exp
 
 from .bind_subquery import SubqueryBinder, rewrite_late, rewrite_subquery_predicates, scalar_subqueries
 from .bind_window import WindowBinder, find_windows
-from .errors import BindError, UnsupportedError
+from .errors import BindError, ParseError, UnsupportedError
 from .semantics import typed
+from .typecheck import check_types, keep_position
 from .logical import (AggCall, Aggregate, Distinct, Expr, Field, Filter, Join, Node, OneRow, Project, Scan,
                       SetOp, UnionAll, col)
 from .types import BIGINT, UNKNOWN, SqlType, from_annotation
@@ -52,6 +54,22 @@ ANONYMOUS_OK = {"md5", "round_even", "repeat", "reverse", "strpos", "instr", "lp
                 "ascii", "chr", "sign", "ln", "log10", "pi", "least", "greatest", "nullif",
                 "char_length", "character_length", "last_day", "dayofweek", "dayofmonth", "dayofyear",
                 "week", "hour", "minute", "second", "year", "month", "day", "quarter"}
+# The functions README.md's SQL reference lists (with ANONYMOUS_OK and AGGREGATES: the names an unknown
+# function is compared with to suggest one).
+DOCUMENTED_FUNCTIONS = {"upper", "lower", "length", "substring", "trim", "replace", "concat", "extract", "cast",
+                        "coalesce", "date_trunc", "tumble", "hop", "row_number", "rank", "dense_rank", "ntile",
+                        "percent_rank", "cume_dist", "lag", "lead", "first_value", "last_value", "nth_value",
+                        "count", "sum", "avg", "min", "max", "stddev", "stddev_samp", "stddev_pop", "variance",
+                        "var_samp", "var_pop", "grouping"}
+
+
+def unknown_function_message(name: str) -> str:
+    """``function UPPR is not supported; did you mean UPPER? ...`` (the closest known name, if any)."""
+    known = DOCUMENTED_FUNCTIONS | ANONYMOUS_OK | {a.lower() for a in AGGREGATES.values()}
+    close = difflib.get_close_matches(name.lower(), sorted(known), n=1, cutoff=0.7)
+    hint = f"; did you mean {close[0].upper()}?" if close else ";"
+    return (f"function {name} is not supported{hint} See the function list in README.md, "
+            "section 'SQL reference'")
 
 
 def position_of(node: exp.Expression) -> Optional[int]:
@@ -317,6 +335,7 @@ class Binder(SubqueryBinder, WindowBinder):
             a, b = b, a
         else:
             return None
+        check_types(self.substituted(c, scope), scope.types(), self.sql)   # its sides are bound apart
         return self.bind_scalar(a, scope), self.bind_scalar(b, scope)
 
     def rels_of(self, e: exp.Expression, scope: Scope) -> set:
@@ -363,6 +382,10 @@ class Binder(SubqueryBinder, WindowBinder):
         if isinstance(item, exp.Subquery):
             plan, names = self.bind_query(item.this, ctes)
             return plan, alias, names
+        inner_from = item.args.get("from") or item.args.get("from_") if isinstance(item, exp.Select) else None
+        if inner_from is not None:   # FROM FROM t: sqlglot reads the second FROM as DuckDB's FROM-first query
+            raise ParseError("syntax error: unexpected 'FROM'", sql=self.sql,
+                             offset=self.keyword_offset("FROM", inner_from.this))
         raise self.unsupported(f"{type(item).__name__} in FROM", item)
 
     def bind_select(self, select: exp.Select, ctes) -> Tuple[Node, List[str]]:
@@ -620,7 +643,8 @@ class Binder(SubqueryBinder, WindowBinder):
                             f"column {n.sql()} must appear in GROUP BY or be used in an aggregate function", n)
                 return n
 
-            out = e.transform(fn)
+            out = e.transform(lambda n: keep_position(fn(n), n))
+            check_types(out, out_types, self.sql)
             out, t = typed(out, out_types)
             return Expr(out.sql(dialect=DIALECT), t)
 
@@ -658,7 +682,7 @@ class Binder(SubqueryBinder, WindowBinder):
             if isinstance(n, exp.AggFunc) and not allow_agg:
                 raise self.bind_error(f"aggregate functions are not allowed in {clause}", n)
             if isinstance(n, exp.Anonymous) and n.name.lower() not in ANONYMOUS_OK:
-                raise self.unsupported(f"function {n.name}", n)
+                raise UnsupportedError(unknown_function_message(n.name), sql=self.sql, offset=position_of(n))
             if isinstance(n, exp.Placeholder) or isinstance(n, exp.Parameter):
                 raise self.unsupported("query parameter", n)
 
@@ -697,16 +721,22 @@ class Binder(SubqueryBinder, WindowBinder):
     def bind_scalar(self, e: exp.Expression, scope: Scope, base: int = 0) -> Expr:
         """Bind a scalar expression: columns become ``c<pos - base>``; the type is inferred."""
         self.check_scalar(e, allow_agg=False, clause="this position")
+        out = self.substituted(e, scope, base)
+        types = scope.types()[base:]
+        check_types(out, types, self.sql)
+        out, t = typed(out, types)
+        return Expr(out.sql(dialect=DIALECT), t)
+
+    def substituted(self, e: exp.Expression, scope: Scope, base: int = 0) -> exp.Expression:
+        """A copy of ``e`` whose columns are ``c<pos - base>`` (keeping their positions in the SQL text)."""
         cols = list(e.find_all(exp.Column))
         positions = [self.resolve(c, scope) - base for c in cols]
         out = e.copy()
         if isinstance(out, exp.Column):
-            out = exp.column(col(positions[0]))
+            out = keep_position(exp.column(col(positions[0])), out)
         for c, pos in zip(list(out.find_all(exp.Column)), positions):
-            c.replace(exp.column(col(pos)))
-        types = scope.types()[base:]
-        out, t = typed(out, types)
-        return Expr(out.sql(dialect=DIALECT), t)
+            c.replace(keep_position(exp.column(col(pos)), c))
+        return out
 
 
 def unique_names(names: Sequence[str]) -> List[str]:

@@ -2,12 +2,14 @@
 from __future__ import annotations
 
 import logging
+import re
 from dataclasses import dataclass, field
-from typing import Dict, List
+from typing import Dict, List, Optional, Sequence, Tuple
 
-import sqlglot
 from sqlglot import exp
-from sqlglot.errors import ParseError as SqlglotParseError, TokenError
+from sqlglot.dialects.dialect import Dialect
+from sqlglot.errors import ErrorLevel, ParseError as SqlglotParseError, TokenError
+from sqlglot.tokens import Token, TokenType
 
 from .bind import DIALECT, Binder, TableDef, ViewDef, name_of, position_of
 from .circuit import Circuit
@@ -15,6 +17,7 @@ from .errors import BindError, ParseError, UnsupportedError
 from .incrementalize import incrementalize
 from .logical import Field, format_plan
 from .passes import optimize
+from .typecheck import nondeterministic_call
 from .types import SUPPORTED_COLUMN_TYPES, from_datatype
 
 
@@ -43,22 +46,164 @@ class Program:
         return "\n".join(lines)
 
 
-def parse_statements(sql: str) -> List[exp.Expression]:
+class _Parser(Dialect.get_or_raise(DIALECT).parser_class):
+    """The dialect's parser, remembering where it failed (``fail``) or gave up on a statement and kept it
+    as an opaque ``exp.Command`` (``gave_up_at``), so that errors point at the token."""
+
+    fail = None
+    gave_up_at = None
+
+    def raise_error(self, message, token=None):
+        self.fail = (token or self._curr, self._prev, message)
+        return super().raise_error(message, token) if token else super().raise_error(message)
+
+    def _parse_as_command(self, start):
+        self.gave_up_at = self._curr or None
+        return super()._parse_as_command(start)
+
+
+@dataclass
+class Statement:
+    """One parsed statement of a program with its tokens (offsets into the whole program)."""
+
+    tree: exp.Expression
+    tokens: List[Token]
+
+    @property
+    def start(self) -> int:
+        return self.tokens[0].start
+
+    @property
+    def end(self) -> int:
+        """Offset just after the statement's last token."""
+        return self.tokens[-1].end + 1
+
+
+# Event-time clauses of Feldera (``ts TIMESTAMP LATENESS INTERVAL 4 SECONDS``, ``LATENESS v.ts ...;``) and
+# Flink (``WATERMARK FOR ts AS ...``) that sqlglot cannot parse.
+EVENT_TIME_WORDS = ("LATENESS", "WATERMARK")
+
+
+def check_event_time(tokens: List[Token], sql: str) -> None:
+    for t in tokens:
+        if t.token_type == TokenType.VAR and t.text.upper() in EVENT_TIME_WORDS:
+            raise UnsupportedError(f"{t.text.upper()} is not supported yet (event time is not implemented); remove it",
+                                   sql=sql, offset=t.start)
+
+
+# tokens that can start the query of CREATE VIEW ... AS
+QUERY_START = (TokenType.SELECT, TokenType.WITH, TokenType.L_PAREN, TokenType.FROM, TokenType.VALUES)
+
+
+def _show(t: Token, sql: str) -> str:
+    """A token as written (a string literal with its quotes), quoted."""
+    text = sql[t.start:t.end + 1] if 0 <= t.start <= t.end < len(sql) else t.text
+    return f"'{text}'" if not text.startswith("'") else text
+
+
+def _after(t: Token) -> str:
+    """How to name the token an expression should follow: keywords bare (WHERE), symbols quoted ('>')."""
+    if re.fullmatch(r"[A-Za-z_ ]+", t.text) and t.token_type not in (TokenType.VAR, TokenType.IDENTIFIER):
+        return t.text.upper()
+    return f"'{t.text}'"
+
+
+def _syntax_error(e: SqlglotParseError, p: _Parser, tokens: List[Token], semicolon: Optional[Token],
+                  sql: str) -> ParseError:
+    """A sqlglot parse error in SQL words, at the token where parsing failed."""
+    desc = (e.errors[0].get("description") if e.errors else None) or str(e).split(". Line")[0]
+    found, prev = (p.fail[0] or None, p.fail[1] or None) if p.fail else (None, None)
+    if found is None and semicolon is not None:
+        found = semicolon
+    missing = re.match(r"Required keyword: '(\w+)' missing for", desc)
+    if missing:
+        what = "an expression" if missing.group(1) in ("this", "expression", "expressions") else \
+            missing.group(1).replace("_", " ")
+        base: Optional[str] = f"expected {what}" + (f" after {_after(prev)}" if prev else "")
+    elif re.match(r"Expecting (\S+)$", desc):
+        base = f"expected '{desc.split()[1]}'"
+    elif desc.startswith("Invalid expression / Unexpected token"):
+        base = None
+    else:
+        base = re.sub(r"\s*(but )?got <Token .*>", "", desc)
+        base = re.sub(r"<class '(?:[\w]+\.)*(\w+)'>", lambda m: m.group(1).upper(), base)
+        base = re.sub(r"<Token token_type: [\w.]+, text: (.*?), line: .*?>", r"'\1'", base)
+        base = base[:1].lower() + base[1:]
+    if found is not None:
+        msg = f"{base}, found {_show(found, sql)}" if base else f"unexpected {_show(found, sql)}"
+        offset = found.start
+    else:
+        msg = "unexpected end of input" + (f": {base}" if base else "")
+        offset = (prev or tokens[-1]).end + 1
+    return ParseError(f"syntax error: {msg}", sql=sql, offset=offset)
+
+
+def _token_error(e: TokenError, tokenizer, sql: str) -> ParseError:
+    start = getattr(getattr(tokenizer, "_core", tokenizer), "_start", None)
+    cause = str(e.__cause__ or "")
+    m = re.match(r"Missing (\S+) from", cause)
+    if m:
+        what = {"'": "string literal", '"': "quoted identifier"}.get(m.group(1), f"{m.group(1)}-quoted string")
+        msg = f"unterminated {what} (no closing {m.group(1)})"
+    elif start is not None and sql.startswith("/*", start):
+        msg = "unterminated comment (no closing */)"
+    else:
+        msg = "cannot read the SQL text here"
+    return ParseError(f"syntax error: {msg}", sql=sql, offset=start)
+
+
+def parse_statements(sql: str) -> List[Statement]:
+    """The program's statements, split at the semicolons outside strings and parsed one by one, so that
+    a syntax error points at its statement and token."""
+    logging.getLogger("sqlglot").setLevel(logging.ERROR)
+    dialect = Dialect.get_or_raise(DIALECT)
+    tokenizer = dialect.tokenizer()
     try:
-        logging.getLogger("sqlglot").setLevel(logging.ERROR)
-        stmts = [s for s in sqlglot.parse(sql, read=DIALECT) if s is not None]
-    except SqlglotParseError as e:
-        info = e.errors[0] if e.errors else {}
-        line, col = info.get("line"), info.get("col")
-        offset = None
-        if line:
-            lines = sql.split("\n")
-            offset = sum(len(l) + 1 for l in lines[: line - 1]) + max(0, (col or 1) - 1)
-        raise ParseError(f"syntax error: {info.get('description', str(e)).splitlines()[0]}",
-                         sql=sql, offset=offset) from None
+        tokens = tokenizer.tokenize(sql)
     except TokenError as e:
-        raise ParseError(f"syntax error: {e}") from None
-    return stmts
+        raise _token_error(e, tokenizer, sql) from None
+    chunks: List[Tuple[List[Token], Optional[Token]]] = []
+    current: List[Token] = []
+    for t in tokens:
+        if t.token_type == TokenType.SEMICOLON:
+            if current:
+                chunks.append((current, t))
+            current = []
+        else:
+            current.append(t)
+    if current:
+        chunks.append((current, None))
+    out = []
+    for chunk, semicolon in chunks:
+        if chunk[0].token_type in (TokenType.VAR, TokenType.IDENTIFIER, TokenType.NUMBER, TokenType.STRING):
+            check_event_time(chunk, sql)
+            raise ParseError(f"syntax error: unexpected {_show(chunk[0], sql)} at the start of a statement (a program "
+                             "is CREATE TABLE and CREATE [MATERIALIZED] VIEW statements)", sql=sql,
+                             offset=chunk[0].start)
+        p = _Parser(dialect=dialect, error_level=ErrorLevel.IMMEDIATE)
+        try:
+            trees = [t for t in p.parse(chunk, sql) if t is not None]
+        except SqlglotParseError as e:
+            check_event_time(chunk, sql)
+            raise _syntax_error(e, p, chunk, semicolon, sql) from None
+        for tree in trees:
+            if isinstance(tree, exp.Command):
+                check_event_time(chunk, sql)
+                if chunk[0].token_type != TokenType.CREATE:
+                    raise UnsupportedError(f"statement {chunk[0].text.upper()} in a program is not supported "
+                                           "(only CREATE TABLE and CREATE [MATERIALIZED] VIEW)",
+                                           sql=sql, offset=chunk[0].start)
+                at = p.gave_up_at
+                as_ = [i for i, t in enumerate(chunk) if t.token_type == TokenType.ALIAS]
+                if as_ and as_[0] + 1 < len(chunk) and chunk[as_[0] + 1].token_type not in QUERY_START:
+                    after = chunk[as_[0] + 1]
+                    raise ParseError(f"syntax error: expected a query (SELECT ...) after AS, found {_show(after, sql)}",
+                                     sql=sql, offset=after.start)
+                if at:
+                    raise ParseError(f"syntax error: unexpected {_show(at, sql)}", sql=sql, offset=at.start)
+                raise ParseError("syntax error: unexpected end of input", sql=sql, offset=chunk[-1].end + 1)
+            out.append(Statement(tree, chunk))
+    return out
 
 
 def compile_program(sql: str) -> Program:
@@ -69,34 +214,84 @@ def compile_program(sql: str) -> Program:
     ['b']
     """
     prog = Program(sql)
-    for stmt in parse_statements(sql):
-        if isinstance(stmt, exp.Command):
-            raise ParseError(f"syntax error in statement starting '{stmt.sql()[:40]}'", sql=sql,
-                             offset=position_of(stmt) or sql.find(str(stmt.this)))
+    for st in parse_statements(sql):
+        stmt = st.tree
         if isinstance(stmt, exp.Create) and stmt.kind == "TABLE":
-            t = table_def(stmt, sql)
+            t = table_def(stmt, sql, st.tokens)
             if t.name in prog.tables or t.name in prog.views:
                 raise BindError(f"'{t.name}' is defined twice", sql=sql, offset=position_of(stmt.this))
             prog.tables[t.name] = t
         elif isinstance(stmt, exp.Create) and stmt.kind == "VIEW":
-            v = view_def(stmt, sql, prog)
+            if stmt.expression is None:
+                raise ParseError("syntax error: unexpected end of input: expected " +
+                                 ("a query (SELECT ...) after AS" if st.tokens[-1].token_type == TokenType.ALIAS
+                                  else f"AS and a query after CREATE VIEW {name_of(stmt.this)}"),
+                                 sql=sql, offset=st.end)
+            v = view_def(stmt, sql, prog, st.tokens)
             if v.name in prog.tables or v.name in prog.views:
                 raise BindError(f"'{v.name}' is defined twice", sql=sql, offset=position_of(stmt.this))
             prog.views[v.name] = v
         else:
+            check_event_time(st.tokens, sql)
             what = stmt.key.upper() if not isinstance(stmt, exp.Create) else f"CREATE {stmt.kind}"
             raise UnsupportedError(f"statement {what} in a program is not supported "
                                    "(only CREATE TABLE and CREATE [MATERIALIZED] VIEW)",
-                                   sql=sql, offset=position_of(stmt))
+                                   sql=sql, offset=st.start)
     prog.circuit = incrementalize(prog.tables, prog.views)
     return prog
 
 
-def table_def(stmt: exp.Create, sql: str) -> TableDef:
+def _keyword_offset(tokens: Sequence[Token], words: Sequence[str], before: Optional[int] = None) -> Optional[int]:
+    """Offset of the last of ``tokens`` (before offset ``before``) whose text is one of ``words``."""
+    hits = [t.start for t in tokens if t.text.upper() in words and t.token_type != TokenType.STRING
+            and (before is None or t.start < before)]
+    return hits[-1] if hits else None
+
+
+# clauses of CREATE that sqlglot keeps as flags: (argument, how it is written, its first keyword)
+_CREATE_FLAGS = (("replace", "OR REPLACE", "OR"), ("exists", "IF NOT EXISTS", "IF"), ("unique", "UNIQUE", "UNIQUE"),
+                 ("refresh", "REFRESH", "REFRESH"), ("concurrently", "CONCURRENTLY", "CONCURRENTLY"),
+                 ("clone", "CLONE", "CLONE"))
+
+
+def check_create_options(stmt: exp.Create, sql: str, tokens: Sequence[Token]) -> None:
+    """Reject the clauses and options of CREATE TABLE / CREATE VIEW that the engine does not implement
+    (rather than dropping them): ``WITH ('connectors' = ...)``, ``OR REPLACE``, ``TEMPORARY``, ..."""
+    what = f"CREATE {stmt.kind}"
+    name_at = position_of(stmt.this)
+    for arg, written, word in _CREATE_FLAGS:
+        if stmt.args.get(arg):
+            raise UnsupportedError(f"{written} on {what} is not supported", sql=sql,
+                                   offset=_keyword_offset(tokens, (word,), name_at) or tokens[0].start)
+    props = stmt.args.get("properties")
+    if props is None:
+        return
+    options = [p for p in props.expressions if type(p) is exp.Property]
+    if options:
+        keys = ", ".join(p.this.sql(dialect=DIALECT) if isinstance(p.this, exp.Expression) else repr(str(p.this))
+                         for p in options)
+        at = position_of(options[0])
+        raise UnsupportedError(f"WITH (...) options on {what} are not supported yet: {keys}", sql=sql,
+                               offset=_keyword_offset(tokens, ("WITH",), at) or at)
+    for p in props.expressions:
+        if stmt.kind == "VIEW" and isinstance(p, exp.MaterializedProperty):
+            continue
+        text = p.sql(dialect=DIALECT) or p.key.upper()
+        first = text.split()[0].split("(")[0].upper()
+        at = position_of(p)
+        if at is None:
+            at = _keyword_offset(tokens, (first, "TEMP") if first == "TEMPORARY" else (first,), name_at)
+        raise UnsupportedError(f"{text} on {what} is not supported yet", sql=sql,
+                               offset=at if at is not None else tokens[0].start)
+
+
+def table_def(stmt: exp.Create, sql: str, tokens: Sequence[Token] = ()) -> TableDef:
     schema = stmt.this
     if not isinstance(schema, exp.Schema):
         raise UnsupportedError("CREATE TABLE without a column list is not supported", sql=sql,
                                offset=position_of(stmt))
+    if tokens:
+        check_create_options(stmt, sql, tokens)
     name = name_of(schema.this)
     fields, pk = [], []
     for c in schema.expressions:
@@ -138,15 +333,21 @@ def table_def(stmt: exp.Create, sql: str) -> TableDef:
     return TableDef(name, tuple(fields), pk_names)
 
 
-def view_def(stmt: exp.Create, sql: str, prog: Program) -> ViewDef:
+def view_def(stmt: exp.Create, sql: str, prog: Program, tokens: Sequence[Token] = ()) -> ViewDef:
     name = name_of(stmt.this)
     if isinstance(stmt.this, exp.Schema):
         raise UnsupportedError("column lists in CREATE VIEW", sql=sql, offset=position_of(stmt.this))
     props = stmt.args.get("properties")
     materialized = bool(props and any(isinstance(p, exp.MaterializedProperty) for p in props.expressions))
+    if tokens:
+        check_create_options(stmt, sql, tokens)
     if props and any(not isinstance(p, exp.MaterializedProperty) for p in props.expressions):
         raise UnsupportedError("view properties", sql=sql, offset=position_of(props))
     q = stmt.expression
+    bad = nondeterministic_call(q, sql, tokens)
+    if bad is not None:
+        raise UnsupportedError(f"non-deterministic function {bad[0]} is not supported in a view: its value would "
+                               "differ between a row's insert and its delete", sql=sql, offset=bad[1])
     # ORDER BY without LIMIT does not change a view's contents (a bag); drop it.
     if isinstance(q, (exp.Select, exp.Union)) and q.args.get("order") is not None and q.args.get("limit") is None:
         q = q.copy()

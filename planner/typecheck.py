@@ -1,0 +1,371 @@
+"""Compile-time checks on view expressions that sqlglot accepts but the engine must reject.
+
+* :func:`check_types`: comparisons (``= <> < <= > >=``, ``IS [NOT] DISTINCT FROM``), arithmetic
+  (``+ - * / % //``), ``BETWEEN`` and ``IN`` lists between operands whose types cannot meet, e.g.
+  ``ts = 5``, ``ts > 'abc'``, ``v + 1`` (v VARCHAR), ``'abc' + 1``.  Raises :class:`BindError`.
+* :func:`nondeterministic_call`: ``random()``, ``now()``, ``CURRENT_TIMESTAMP``, ...: a view over
+  them would see a different value when a row is deleted than when it was inserted.
+
+Types are inferred here, conservatively and without sqlglot's ``annotate_types`` (which types
+``date - date`` as DATE, for one): from the column types, literals, CASTs, arithmetic by the rules
+below and a few functions whose result type is certain.  Anything else has an unknown type and is
+never rejected.
+
+>>> from sqlglot import parse_one
+>>> from .types import SqlType
+>>> def check(sql, *types):
+...     try:
+...         check_types(parse_one(sql, read="duckdb"), [SqlType(t) for t in types], sql)
+...         return "ok"
+...     except BindError as e:
+...         return e.message
+>>> check("c0 = 5", "TIMESTAMP")
+'cannot compare TIMESTAMP with INTEGER'
+>>> check("c0 < '2024-01-01' AND c0 - INTERVAL 1 DAY > c1", "TIMESTAMP", "DATE")
+'ok'
+>>> check("c0 > 'abc'", "TIMESTAMP")
+"cannot compare TIMESTAMP with 'abc': the string is not a valid TIMESTAMP"
+>>> check("(c0 - c0) / 7 + 1 > 2.5", "DATE")
+'ok'
+>>> check("c0 + 1", "VARCHAR")
+'cannot apply + to VARCHAR and INTEGER'
+>>> check("'abc' + c0", "DECIMAL(10, 2)")
+"cannot apply + to 'abc' and DECIMAL(10, 2): the string is not a number"
+>>> check("c0 IN (1, 'x')", "INT")
+"cannot compare INTEGER with 'x': the string is not a valid INTEGER"
+>>> check("upper_fn(c0) = 1 AND c1 = NULL", "VARCHAR", "DATE")
+'ok'
+"""
+from __future__ import annotations
+
+import re
+from typing import List, Optional, Sequence, Tuple
+
+from sqlglot import exp
+
+from .errors import BindError
+from .types import SqlType
+
+T = exp.DataType.Type
+
+# Type classes.  A value: (class, display name, string literal text or None).
+NUM, TEXT, DATE, TS, TIME, INTERVAL, BOOL, NULL = "num", "text", "date", "timestamp", "time", "interval", "bool", "null"
+TEMPORAL = (DATE, TS, TIME)
+Typed = Tuple[Optional[str], str, Optional[str]]
+UNKNOWN_T: Typed = (None, "UNKNOWN", None)
+
+_BASE_CLASS = {"TINYINT": NUM, "SMALLINT": NUM, "INT": NUM, "BIGINT": NUM, "DECIMAL": NUM, "REAL": NUM, "DOUBLE": NUM,
+               "VARCHAR": TEXT, "DATE": DATE, "TIMESTAMP": TS, "BOOLEAN": BOOL}
+_DISPLAY = {NUM: "NUMERIC", TEXT: "VARCHAR", DATE: "DATE", TS: "TIMESTAMP", TIME: "TIME", INTERVAL: "INTERVAL",
+            BOOL: "BOOLEAN", NULL: "NULL"}
+
+COMPARISONS = (exp.EQ, exp.NEQ, exp.LT, exp.LTE, exp.GT, exp.GTE, exp.NullSafeEQ, exp.NullSafeNEQ)
+ARITHMETIC = {exp.Add: "+", exp.Sub: "-", exp.Mul: "*", exp.Div: "/", exp.Mod: "%", exp.IntDiv: "//"}
+
+# functions whose result class is certain (in DuckDB) whatever sqlglot's annotation says
+_TEXT_FUNCS = (exp.Upper, exp.Lower, exp.Substring, exp.Trim, exp.Concat, exp.DPipe, exp.Replace, exp.Initcap)
+_NUM_FUNCS = (exp.Length, exp.Extract, exp.Count, exp.DateDiff, exp.Year, exp.Month, exp.Day, exp.Quarter,
+              exp.Week, exp.DayOfWeek, exp.DayOfMonth, exp.DayOfYear, exp.Hour, exp.Minute, exp.Second)
+_SAME_AS_ARG = (exp.Abs, exp.Round, exp.Floor, exp.Ceil, exp.Neg, exp.Sum, exp.Avg)   # numeric argument -> numeric
+_COMMON_OF_ARGS = (exp.Coalesce, exp.Greatest, exp.Least, exp.Min, exp.Max, exp.Nullif)
+_PREDICATES = (exp.Predicate, exp.And, exp.Or, exp.Not, exp.Boolean)
+
+
+def _start(node: exp.Expression) -> Optional[int]:
+    """Character offset of the earliest token under ``node`` (as ``bind.position_of``)."""
+    best = None
+    for n in node.walk():
+        meta = getattr(n, "_meta", None)
+        if meta and "start" in meta and (best is None or meta["start"] < best):
+            best = meta["start"]
+    return best
+
+
+def keep_position(new: exp.Expression, old: exp.Expression) -> exp.Expression:
+    """``new`` (replacing ``old`` in a bound expression) carrying ``old``'s position, for error messages."""
+    pos = _start(old)
+    if pos is not None and new is not old:
+        new.meta["start"] = pos
+    return new
+
+
+def _type_name(t: SqlType) -> str:
+    return "INTEGER" if t.sql == "INT" else t.sql
+
+
+def _datatype(dt: exp.DataType) -> Typed:
+    """Class and display name of a CAST target type."""
+    name = dt.sql(dialect="duckdb").upper()
+    if dt.this in exp.DataType.NUMERIC_TYPES:
+        return NUM, "INTEGER" if dt.this == T.INT else name, None
+    if dt.this in exp.DataType.TEXT_TYPES:
+        return TEXT, "VARCHAR", None
+    if dt.this in (T.DATE, T.DATE32):
+        return DATE, "DATE", None
+    if dt.this in (T.TIME, T.TIMETZ):
+        return TIME, name, None
+    if dt.this in exp.DataType.TEMPORAL_TYPES:
+        return TS, "TIMESTAMP", None
+    if dt.this == T.INTERVAL:
+        return INTERVAL, "INTERVAL", None
+    if dt.this == T.BOOLEAN:
+        return BOOL, "BOOLEAN", None
+    return UNKNOWN_T
+
+
+# ------------------------------------------------------------------ string literals castable to a class
+_NUMBER = re.compile(r"^\s*([+-]?(\d[\d_]*(\.\d*)?|\.\d+)([eE][+-]?\d+)?|[+-]?(nan|inf|infinity)|0x[0-9a-f]+)\s*$",
+                     re.I)
+_DATE = r"\d{1,7}-\d{1,2}-\d{1,2}"
+_TIME = r"\d{1,2}:\d{1,2}(:\d{1,2}(\.\d*)?)?"
+_ZONE = r"(\s*(z|utc|[+-]\d{1,2}(:?\d{2})?|[a-z_]+/[a-z_]+))?"
+_TEMPORAL = re.compile(rf"^\s*-?({_DATE}([ t]{_TIME}{_ZONE})?(\s*\(?bc\)?)?|epoch|infinity|today|now)\s*$",
+                       re.I)
+_TIME_ONLY = re.compile(rf"^\s*{_TIME}{_ZONE}\s*$", re.I)
+_BOOL_WORDS = {"true", "false", "t", "f", "1", "0", "yes", "no", "y", "n", "on", "off"}
+_INTERVAL = re.compile(r"\d")   # DuckDB reads '12' as 12 seconds, '1 day', '01:00:00', '1 year 2 months', ...
+
+
+def castable(text: str, cls: str) -> bool:
+    """Whether the string literal ``text`` converts to a value of type class ``cls`` (leniently: a
+    string DuckDB might reject can pass, one that passes here is well formed).
+
+    >>> castable("2024-01-01", TS), castable("abc", TS), castable(" 1e3 ", NUM), castable("yes", BOOL)
+    (True, False, True, True)
+    """
+    if cls == TEXT:
+        return True
+    if cls == NUM:
+        return bool(_NUMBER.match(text))
+    if cls in (DATE, TS):
+        return bool(_TEMPORAL.match(text))
+    if cls == TIME:
+        return bool(_TIME_ONLY.match(text) or _TEMPORAL.match(text))
+    if cls == BOOL:
+        return text.strip().lower() in _BOOL_WORDS
+    if cls == INTERVAL:
+        return bool(_INTERVAL.search(text))
+    return True
+
+
+# ------------------------------------------------------------------ inference
+def _arith_result(op: str, a: str, b: str) -> Optional[str]:
+    """Result class of ``a op b`` for two known, non-NULL classes; None if the operator does not apply."""
+    if a == NUM and b == NUM:
+        return NUM
+    if op == "+":
+        if {a, b} == {DATE, NUM}:
+            return DATE
+        if a in TEMPORAL and b == INTERVAL or a == INTERVAL and b in TEMPORAL:
+            return TIME if TIME in (a, b) else TS
+        if a == b == INTERVAL:
+            return INTERVAL
+        if {a, b} == {DATE, TIME}:
+            return TS
+        return None
+    if op == "-":
+        if a == DATE and b == NUM:
+            return DATE
+        if a in TEMPORAL and b == INTERVAL:
+            return TIME if a == TIME else TS
+        if a == b == INTERVAL:
+            return INTERVAL
+        if a in TEMPORAL and b in TEMPORAL:
+            return NUM if a == b == DATE else INTERVAL
+        return None
+    if op == "*" and {a, b} == {INTERVAL, NUM}:
+        return INTERVAL
+    if op == "/" and a == INTERVAL and b == NUM:
+        return INTERVAL
+    return None
+
+
+def _literal_classes(text: str) -> List[str]:
+    """The classes a string literal can stand for in arithmetic (never text)."""
+    return [c for c in (NUM, DATE, TS, INTERVAL) if castable(text, c)]
+
+
+def _comparable(a: str, b: str) -> bool:
+    return a == b or (a in TEMPORAL and b in TEMPORAL and TIME not in (a, b)) or {a, b} == {NUM, BOOL}
+
+
+class _Checker:
+    def __init__(self, types: Sequence[SqlType], sql: Optional[str]):
+        self.types = types
+        self.sql = sql
+        self.memo: dict = {}
+
+    def infer(self, n: exp.Expression) -> Typed:
+        """(class, display name, string literal text or None) of ``n``, checking everything under it."""
+        key = id(n)
+        if key not in self.memo:
+            self.memo[key] = (n, self.infer_new(n))   # keeps n alive: ids stay unique
+        return self.memo[key][1]
+
+    def error(self, msg: str, node: exp.Expression) -> BindError:
+        return BindError(msg, sql=self.sql, offset=_start(node))
+
+    def infer_new(self, n: exp.Expression) -> Typed:
+        if isinstance(n, exp.Paren):
+            return self.infer(n.this)
+        if isinstance(n, exp.Column):
+            m = re.fullmatch(r"c(\d+)", n.name)
+            if m and int(m.group(1)) < len(self.types):
+                t = self.types[int(m.group(1))]
+                cls = _BASE_CLASS.get(t.base)
+                return (cls, _type_name(t), None) if cls else UNKNOWN_T
+            return UNKNOWN_T
+        if isinstance(n, exp.Null):
+            return NULL, "NULL", None
+        if isinstance(n, exp.Literal):
+            if n.is_string:
+                return TEXT, f"'{n.this}'", n.this
+            return NUM, "INTEGER" if re.fullmatch(r"\d+", n.this) else "DECIMAL", None
+        if isinstance(n, exp.Interval):
+            return INTERVAL, "INTERVAL", None
+        if isinstance(n, (exp.Cast, exp.TryCast)) and isinstance(n.args.get("to"), exp.DataType):
+            self.check(n.this)
+            return _datatype(n.args["to"])
+        for cls, op in ARITHMETIC.items():
+            if type(n) is cls:
+                return self.arithmetic(n, op)
+        if isinstance(n, COMPARISONS):
+            self.compare(n, n.this, n.expression)
+            return BOOL, "BOOLEAN", None
+        if isinstance(n, exp.Between):
+            self.compare(n.args.get("low"), n.this, n.args.get("low"))
+            self.compare(n.args.get("high"), n.this, n.args.get("high"))
+            return BOOL, "BOOLEAN", None
+        if isinstance(n, exp.In) and not n.args.get("query"):
+            for item in n.expressions:
+                self.compare(item, n.this, item)
+            return BOOL, "BOOLEAN", None
+        # everything else: check the children, then the few result types that are certain
+        kids = {id(c): self.infer(c) for c in _children(n)}
+        if isinstance(n, _PREDICATES):
+            return BOOL, "BOOLEAN", None
+        if isinstance(n, _TEXT_FUNCS):
+            return TEXT, "VARCHAR", None
+        if isinstance(n, _NUM_FUNCS):
+            return NUM, "NUMERIC", None
+        if isinstance(n, _SAME_AS_ARG) and isinstance(n.this, exp.Expression):
+            t = kids.get(id(n.this), UNKNOWN_T)
+            return (NUM, t[1], None) if t[0] == NUM else UNKNOWN_T
+        if isinstance(n, (exp.TimestampTrunc, exp.DateTrunc)) and isinstance(n.this, exp.Expression):
+            t = kids.get(id(n.this), UNKNOWN_T)
+            return (TS, "TIMESTAMP", None) if t[0] == TS else UNKNOWN_T
+        if isinstance(n, _COMMON_OF_ARGS) or isinstance(n, exp.Case):
+            values = [n.this] + list(n.expressions) if not isinstance(n, exp.Case) else \
+                [i.args.get("true") for i in n.args.get("ifs") or []] + [n.args.get("default")]
+            ts = [self.infer(v) for v in values if isinstance(v, exp.Expression)]
+            classes = {t[0] for t in ts if t[0] != NULL}
+            if len(classes) == 1 and None not in classes and all(t[2] is None for t in ts):
+                cls = classes.pop()
+                names = {t[1] for t in ts if t[0] == cls}
+                return cls, names.pop() if len(names) == 1 else _DISPLAY[cls], None
+        return UNKNOWN_T
+
+    def check(self, n: exp.Expression) -> None:
+        self.infer(n)
+
+    def arithmetic(self, n: exp.Expression, op: str) -> Typed:
+        a, b = self.infer(n.this), self.infer(n.expression)
+        if a[0] is None or b[0] is None:
+            return UNKNOWN_T
+        if NULL in (a[0], b[0]):
+            other = b if a[0] == NULL else a
+            return (other[0], other[1], None) if other[0] not in (TEXT, NULL) else UNKNOWN_T
+        ca = _literal_classes(a[2]) if a[2] is not None else [a[0]]
+        cb = _literal_classes(b[2]) if b[2] is not None else [b[0]]
+        results = {r for x in ca for y in cb for r in [_arith_result(op, x, y)] if r is not None}
+        if results == {DATE} and a[2] is None and b[2] is None and \
+                any(t[0] == NUM and t[1].startswith(("DOUBLE", "REAL", "FLOAT", "DECIMAL")) for t in (a, b)):
+            results = set()     # date + n needs an integer n
+        if results:
+            r = results.pop() if len(results) == 1 else None
+            return (r, _DISPLAY[r], None) if r else UNKNOWN_T
+        msg = f"cannot apply {op} to {a[1]} and {b[1]}"
+        lit = a if a[2] is not None else b if b[2] is not None else None
+        if lit is not None and not _literal_classes(lit[2]):
+            msg += ": the string is not a number"
+        raise self.error(msg, n)
+
+    def compare(self, node: Optional[exp.Expression], left: exp.Expression, right: Optional[exp.Expression]) -> None:
+        if node is None or right is None:
+            return
+        a, b = self.infer(left), self.infer(right)
+        if a[0] is None or b[0] is None or NULL in (a[0], b[0]):
+            return
+        if a[2] is not None or b[2] is not None:    # a string literal: fine if it converts to the other side
+            lit, other = (a, b) if a[2] is not None else (b, a)
+            if castable(lit[2], other[0]):
+                return
+            raise self.error(f"cannot compare {other[1]} with {lit[1]}: the string is not a valid {other[1]}", node)
+        if not _comparable(a[0], b[0]):
+            hint = " (CAST one side to the other's type)" if TEXT in (a[0], b[0]) else ""
+            raise self.error(f"cannot compare {a[1]} with {b[1]}{hint}", node)
+
+
+def _children(n: exp.Expression):
+    for v in n.args.values():
+        if isinstance(v, exp.Expression):
+            yield v
+        elif isinstance(v, list):
+            yield from (x for x in v if isinstance(x, exp.Expression))
+
+
+def _relevant(e: exp.Expression) -> bool:
+    return any(isinstance(n, COMPARISONS + (exp.Between, exp.In)) or type(n) in ARITHMETIC for n in e.walk())
+
+
+def check_types(e: exp.Expression, types: Sequence[SqlType], sql: Optional[str] = None) -> None:
+    """Raise :class:`BindError` at the first comparison or arithmetic of ``e`` whose operand types
+    cannot meet.  ``e`` is a bound expression: column ``c<i>`` has type ``types[i]``."""
+    if not _relevant(e):
+        return
+    try:
+        _Checker(types, sql).check(e)
+    except BindError:
+        raise
+    except Exception:   # pragma: no cover - a gap in the checker must not reject a program
+        return
+
+
+# ------------------------------------------------------------------ non-deterministic functions
+NONDETERMINISTIC_CLASSES = (exp.Rand, exp.Randn, exp.Randstr, exp.Uuid, exp.CurrentTimestamp, exp.CurrentDate,
+                            exp.CurrentTime, exp.CurrentDatetime, exp.CurrentTimestampLTZ, exp.Localtimestamp,
+                            exp.Localtime)
+NONDETERMINISTIC_NAMES = {"random", "rand", "uuid", "gen_random_uuid", "now", "current_timestamp", "current_date",
+                          "current_time", "localtimestamp", "localtime", "transaction_timestamp",
+                          "get_current_timestamp", "get_current_time", "current_localtimestamp", "setseed",
+                          "nextval", "currval", "today", "statement_timestamp", "clock_timestamp",
+                          "uuidv4", "uuidv7", "random_uuid"}
+# SQL keywords that call a function without parentheses (sqlglot keeps no position for them)
+NONDETERMINISTIC_KEYWORDS = {"CURRENT_TIMESTAMP", "CURRENT_DATE", "CURRENT_TIME", "LOCALTIMESTAMP", "LOCALTIME"}
+
+
+def nondeterministic_call(tree: exp.Expression, sql: str, tokens: Sequence = ()) -> Optional[Tuple[str, Optional[int]]]:
+    """(name as written, offset) of the first call of a non-deterministic function in ``tree``, or None.
+    ``tokens``: the statement's sqlglot tokens, to place the keyword forms (``CURRENT_DATE``)."""
+    found: List[Tuple[int, str]] = []
+    unplaced = False
+    for n in tree.walk():
+        if isinstance(n, exp.Anonymous) and n.name.lower() in NONDETERMINISTIC_NAMES or \
+                isinstance(n, NONDETERMINISTIC_CLASSES):
+            meta = getattr(n, "_meta", None)
+            if meta and "start" in meta:
+                name = sql[meta["start"]:meta["end"] + 1] if "end" in meta else n.sql(dialect="duckdb")
+                found.append((meta["start"], name + "()"))
+            else:
+                unplaced = True
+                found.append((-1, n.sql(dialect="duckdb").split("(")[0].lower()))
+    if not found:
+        return None
+    placed = [f for f in found if f[0] >= 0]
+    if unplaced:
+        placed += [(t.start, t.text) for t in tokens
+                   if t.text.upper() in NONDETERMINISTIC_KEYWORDS and t.token_type.name not in ("STRING", "IDENTIFIER")]
+    if not placed:
+        return found[0][1], None
+    pos, name = min(placed)
+    return name, pos
