@@ -194,9 +194,10 @@ def main(argv=None) -> None:
                 print(label, mode, views, json.dumps(r[(mode, views)]), flush=True)
         with tempfile.TemporaryDirectory(prefix="startup-state-") as storage:
             r["build_s"] = build_state(storage, args.rows, repo)
-            runs = [measure("restart", repo, storage=storage, seed=i) for i in range(args.runs)]
-            r["restart"] = sorted(runs, key=lambda x: x["total_s"])[len(runs) // 2]
-            print(label, "restart", json.dumps(r["restart"]), flush=True)
+            runs = [measure("restart", repo, storage=storage, seed=i) for i in range(max(2, args.runs))]
+            r["restart"] = runs[0]        # the first restart after the load indexes what it looks up
+            r["restart_again"] = sorted(runs[1:], key=lambda x: x["total_s"])[(len(runs) - 1) // 2]
+            print(label, "restart", json.dumps(r["restart"]), json.dumps(r["restart_again"]), flush=True)
         qs = sorted(quickstart(repo) for _ in range(args.runs))
         r["quickstart"] = qs[len(qs) // 2]
         print(label, "quickstart", r["quickstart"], flush=True)
@@ -238,9 +239,10 @@ def report(results: dict, args) -> str:
     lines += ["",
               f"Restart from storage with {args.rows:,} rows of state in table `t` (a GROUP BY and a join-aggregate "
               f"view; building it took {this['build_s']:.1f} s): `from_sql` + `start()` + a first step of a 100-row "
-              f"change, in a warm process: **{r['total_s']:.2f} s** (steps on driver/Spark: "
-              f"{r['steps']['driver']}/{r['steps']['spark']})"
-              + (f"; before: {before['restart']['total_s']:.2f} s ({before['restart']['total_s'] / r['total_s']:.1f}×)."
+              f"change (50 inserts, 50 deletes), in a warm process: **{r['total_s']:.2f} s** the first time after "
+              f"the load (it builds the key index its delete lookups need), **{this['restart_again']['total_s']:.2f} s** "
+              f"on later restarts (steps on driver/Spark: {r['steps']['driver']}/{r['steps']['spark']})"
+              + (f"; before: {before['restart']['total_s']:.2f} s and {before['restart_again']['total_s']:.2f} s."
                  if before else "."),
               "",
               f"A cold process running the README's quick start to its first query result: "
