@@ -215,6 +215,8 @@ class Pipeline:
             "spark_jobs_last_step": self._last_step_jobs,
             "steps_run_on": {"driver": self.engine.steps_local if self.engine else 0,
                              "spark": self.engine.steps_spark if self.engine else 0},
+            "spark_fallbacks": {"steps": self.engine.spark_fallbacks if self.engine else 0,
+                                "last_error": self.engine.last_spark_error if self.engine else None},
             "state_cache_bytes": self.engine.local.cache.used if self.engine else 0,
             "backlog_batches": len(self.log.pending(m.log_position[0])) if m else len(self.log.pending(0)),
             "state_size": state_sizes,

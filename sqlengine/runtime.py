@@ -11,6 +11,7 @@ costs nothing.
 from __future__ import annotations
 
 import hashlib
+import logging
 import os
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Set
@@ -30,6 +31,7 @@ from .state import Manifest, Run, StateStore, StorageError
 from .zset import W, consolidate_arrow, consolidate_spark
 
 EMPTY = None  # an op whose change is empty in this step
+log = logging.getLogger("sqlengine")
 
 
 def state_key(op: Op) -> str:
@@ -77,7 +79,8 @@ class Engine:
         self.local = LocalExecutor(self)
         self.steps_local = 0      # steps run on the driver (see local_step) and on Spark
         self.steps_spark = 0
-        self.spark_fallbacks = 0  # Spark steps that failed on a row and were re-run on the driver
+        self.spark_fallbacks = 0  # Spark steps that failed (e.g. on a row) and were re-run on the driver
+        self.last_spark_error: Optional[str] = None
 
     @property
     def spark(self):
@@ -319,10 +322,12 @@ class Engine:
             return self._run_spark(step, table_deltas, listened, initial, need, reads_from, write_keys)
         except StorageError:
             raise
-        except Exception:
+        except Exception as e:
             if not self.local.fits(need, reads_from):
                 raise
             self.spark_fallbacks += 1
+            self.last_spark_error = f"step {step}: {type(e).__name__}: {(str(e).strip() or '?').splitlines()[0][:300]}"
+            log.warning("step %d failed on Spark and runs on the driver instead: %s", step, self.last_spark_error)
             arrow = {t: d if d is None or isinstance(d, pa.Table) else
                      d.toArrow().cast(self.arrow_schemas[self.table_input(t)]) for t, d in table_deltas.items()}
             return self._run_local(step, arrow, listened, initial, need, reads_from, write_keys)

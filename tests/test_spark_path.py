@@ -21,7 +21,16 @@ from .test_differential_windows import test_tumble_and_hop, test_window_function
 @pytest.fixture
 def make_pipeline(make_pipeline, monkeypatch):
     monkeypatch.setenv("SQLENGINE_LOCAL_STEP_ROWS", "4")
-    return make_pipeline
+    made = []
+
+    def make(*a, **kw):
+        made.append(make_pipeline(*a, **kw))
+        return made[-1]
+
+    yield make
+    for p in made:   # a Spark step that fails is re-run on the driver: none of these may need that
+        if p.engine is not None:
+            assert p.engine.spark_fallbacks == 0, p.engine.last_spark_error
 
 
 def test_steps_ran_on_spark(make_pipeline, monkeypatch):
