@@ -16,6 +16,7 @@ runtime can prune the read before the op runs.
 from __future__ import annotations
 
 import itertools
+import re
 import threading
 from contextlib import contextmanager
 from functools import lru_cache
@@ -80,6 +81,9 @@ def _select(items: Sequence[str]) -> str:
 
 def _null_safe_eq(a: str, b: str) -> str:
     return f"{a} IS NOT DISTINCT FROM {b}"
+
+
+_POSITIONAL = re.compile(r"\bc(\d+)\b")
 
 
 def readable(sql: str, names: Sequence[str]) -> str:
@@ -165,6 +169,8 @@ class LocalLowerer:
         first = None
         for n, (r, k) in enumerate(zip(rows, which)):
             msg = self.message(t.slice(int(rids[n]), 1), exprs[k]) if n < MAX_MESSAGES else first
+            msg = _POSITIONAL.sub(lambda m: names[int(m.group(1))] if int(m.group(1)) < len(names) else m.group(0),
+                                  msg)   # DuckDB names the positional columns: say the user's names
             first = first or msg
             w = r.pop(W, 1)
             values = {names[int(c[1:])] if c[1:].isdigit() and int(c[1:]) < len(names) else c: v
