@@ -10,7 +10,7 @@ the construct in the SQL text.
 from __future__ import annotations
 
 import difflib
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Sequence, Tuple
 
 from sqlglot import exp
@@ -35,9 +35,11 @@ class TableDef:
 @dataclass(frozen=True)
 class ViewDef:
     name: str
-    plan: Node
+    plan: Node               # optimized (planner.rules)
     materialized: bool
     sql: str
+    bound: Optional[Node] = field(default=None, compare=False, repr=False)   # as bound, before the rules
+    options: Tuple[Tuple[str, str], ...] = ()   # WITH (...) options of the view, e.g. (('join_order', 'as_written'),)
 
 
 # The SQL dialect of programs (and of bound expressions): DuckDB's, which follows PostgreSQL.

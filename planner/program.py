@@ -16,7 +16,7 @@ from .circuit import Circuit
 from .errors import BindError, ParseError, UnsupportedError
 from .incrementalize import incrementalize
 from .logical import Field, format_plan
-from .passes import optimize
+from .rules import Context, format_trace, optimize
 from .typecheck import nondeterministic_call
 from .types import SUPPORTED_COLUMN_TYPES, from_datatype
 
@@ -29,15 +29,33 @@ class Program:
     tables: Dict[str, TableDef] = field(default_factory=dict)
     views: Dict[str, ViewDef] = field(default_factory=dict)
     circuit: Circuit = field(default_factory=Circuit)
+    disabled_rules: Optional[frozenset] = None   # None: from SQLENGINE_RULES when compiled
 
-    def explain(self, view: str) -> str:
-        """The view's logical plan and the part of the circuit that maintains it."""
+    def rules_context(self, views=None, options=()) -> Context:
+        """The rewrite rules' context for a view defined after ``views`` (default: all views so far), with the
+        view's ``WITH (...)`` options."""
+        kw = dict(tables=self.tables, views=dict(self.views if views is None else views), options=dict(options))
+        if self.disabled_rules is not None:
+            return Context(disabled=self.disabled_rules, **kw)
+        ctx = Context.from_env(**kw)
+        self.disabled_rules = ctx.disabled   # later views and explain() use the same rules
+        return ctx
+
+    def explain(self, view: str, passes: bool = False) -> str:
+        """The view's logical plan and the part of the circuit that maintains it; with ``passes``, first the
+        bound plan and the plan after each rewrite rule, with the time it took."""
         v = self.views.get(view.lower())
         if v is None:
             raise BindError(f"unknown view '{view}'. Views: {', '.join(self.views) or '(none)'}")
         out = self.circuit.outputs[v.name]
-        lines = [f"view {v.name}{' (materialized)' if v.materialized else ''}",
-                 "logical plan:", format_plan(v.plan), "incremental circuit:"]
+        lines = [f"view {v.name}{' (materialized)' if v.materialized else ''}"]
+        if passes and v.bound is not None:
+            trace: list = []
+            names = list(self.views)
+            earlier = {n: self.views[n] for n in names[:names.index(v.name)]}
+            optimize(v.bound, self.rules_context(earlier, v.options), trace)
+            lines += ["rewrite rules:", format_trace(v.bound, trace)]
+        lines += ["logical plan:", format_plan(v.plan), "incremental circuit:"]
         ids = {out.delta} | ({out.integral} if out.integral is not None else set())
         ops = {op.id: op for i in ids for op in self.circuit.upstream(i)}
         lines += ["  " + ops[i].describe() for i in sorted(ops)]
@@ -206,14 +224,15 @@ def parse_statements(sql: str) -> List[Statement]:
     return out
 
 
-def compile_program(sql: str) -> Program:
-    """Parse, bind and incrementalize a program.
+def compile_program(sql: str, disabled_rules: Optional[frozenset] = None) -> Program:
+    """Parse, bind and incrementalize a program.  ``disabled_rules``: names of rewrite rules not to run
+    (``{"*"}``: none); by default ``SQLENGINE_RULES`` decides (see :mod:`planner.rules.manager`).
 
     >>> p = compile_program("CREATE TABLE t (a INT); CREATE VIEW v AS SELECT a + 1 AS b FROM t WHERE a > 0")
     >>> [f.name for f in p.views['v'].plan.fields]
     ['b']
     """
-    prog = Program(sql)
+    prog = Program(sql, disabled_rules=disabled_rules)
     for st in parse_statements(sql):
         stmt = st.tree
         if isinstance(stmt, exp.Create) and stmt.kind == "TABLE":
@@ -267,14 +286,17 @@ def check_create_options(stmt: exp.Create, sql: str, tokens: Sequence[Token]) ->
     if props is None:
         return
     options = [p for p in props.expressions if type(p) is exp.Property]
+    if stmt.kind == "VIEW":   # the options views have (VIEW_OPTIONS) are checked by view_options
+        options = [p for p in options if _option_key(p).lower() not in VIEW_OPTIONS]
     if options:
         keys = ", ".join(p.this.sql(dialect=DIALECT) if isinstance(p.this, exp.Expression) else repr(str(p.this))
                          for p in options)
         at = position_of(options[0])
-        raise UnsupportedError(f"WITH (...) options on {what} are not supported yet: {keys}", sql=sql,
+        supported = f" (view options: {', '.join(sorted(VIEW_OPTIONS))})" if stmt.kind == "VIEW" else ""
+        raise UnsupportedError(f"WITH (...) options on {what} are not supported yet: {keys}{supported}", sql=sql,
                                offset=_keyword_offset(tokens, ("WITH",), at) or at)
     for p in props.expressions:
-        if stmt.kind == "VIEW" and isinstance(p, exp.MaterializedProperty):
+        if stmt.kind == "VIEW" and (isinstance(p, exp.MaterializedProperty) or type(p) is exp.Property):
             continue
         text = p.sql(dialect=DIALECT) or p.key.upper()
         first = text.split()[0].split("(")[0].upper()
@@ -333,6 +355,30 @@ def table_def(stmt: exp.Create, sql: str, tokens: Sequence[Token] = ()) -> Table
     return TableDef(name, tuple(fields), pk_names)
 
 
+VIEW_OPTIONS = {"join_order": ("optimized", "as_written")}   # option -> its values, the default first
+
+
+def _option_key(p: exp.Expression) -> str:
+    return p.this.name if isinstance(p.this, exp.Expression) else str(p.this)
+
+
+def view_options(props: Sequence[exp.Expression], sql: str) -> Tuple[Tuple[str, str], ...]:
+    """The ``WITH ('name' = 'value', ...)`` options of a CREATE VIEW, checked against ``VIEW_OPTIONS``."""
+    out = []
+    for p in props:
+        key = _option_key(p)
+        value = p.args.get("value")
+        value = value.name if isinstance(value, exp.Expression) else str(value)
+        if key.lower() not in VIEW_OPTIONS:
+            raise UnsupportedError(f"view option '{key}' is not supported; view options: "
+                                   f"{', '.join(sorted(VIEW_OPTIONS))}", sql=sql, offset=position_of(p))
+        if value.lower() not in VIEW_OPTIONS[key.lower()]:
+            raise UnsupportedError(f"view option '{key}' must be one of {', '.join(VIEW_OPTIONS[key.lower()])}, "
+                                   f"not '{value}'", sql=sql, offset=position_of(p))
+        out.append((key.lower(), value.lower()))
+    return tuple(out)
+
+
 def view_def(stmt: exp.Create, sql: str, prog: Program, tokens: Sequence[Token] = ()) -> ViewDef:
     name = name_of(stmt.this)
     if isinstance(stmt.this, exp.Schema):
@@ -341,7 +387,9 @@ def view_def(stmt: exp.Create, sql: str, prog: Program, tokens: Sequence[Token] 
     materialized = bool(props and any(isinstance(p, exp.MaterializedProperty) for p in props.expressions))
     if tokens:
         check_create_options(stmt, sql, tokens)
-    if props and any(not isinstance(p, exp.MaterializedProperty) for p in props.expressions):
+    options = view_options([p for p in props.expressions if type(p) is exp.Property], sql) if props else ()
+    if props and any(not isinstance(p, exp.MaterializedProperty) and type(p) is not exp.Property
+                     for p in props.expressions):
         raise UnsupportedError("view properties", sql=sql, offset=position_of(props))
     q = stmt.expression
     bad = nondeterministic_call(q, sql, tokens)
@@ -353,6 +401,6 @@ def view_def(stmt: exp.Create, sql: str, prog: Program, tokens: Sequence[Token] 
         q = q.copy()
         q.set("order", None)
     binder = Binder(sql, prog.tables, prog.views)
-    plan, names = binder.bind_query(q, {})
-    plan = optimize(plan)
-    return ViewDef(name, plan, materialized, q.sql(dialect=DIALECT))
+    bound, names = binder.bind_query(q, {})
+    plan = optimize(bound, prog.rules_context(options=options))
+    return ViewDef(name, plan, materialized, q.sql(dialect=DIALECT), bound, options)

@@ -604,6 +604,7 @@ class Pipeline:
         except OSError as e:
             raise InputError(f"cannot write the query result to {path}: {e}") from e
 
-    def explain(self, view: str) -> str:
-        """The view's logical plan and its incremental circuit, as text."""
-        return self.program.explain(self._view(view))
+    def explain(self, view: str, passes: bool = False) -> str:
+        """The view's logical plan and its incremental circuit, as text; ``passes``: also the plan after
+        each rewrite rule, with its time."""
+        return self.program.explain(self._view(view), passes=passes)
