@@ -277,7 +277,7 @@ class SubqueryBinder:
                         oc.append(p)
         m = len(oc)
         dnames = [f"__d{i}" for i in range(m)]
-        dom = Distinct(Project(plan, tuple(Expr(col(p), types[p]) for p in oc), tuple(dnames)))
+        dom = Distinct(Project(domain_source(plan, oc), tuple(Expr(col(p), types[p]) for p in oc), tuple(dnames)))
         if local:
             inner_plan = Filter(inner_plan, self.bind_scalar(exp.and_(*local), inner_scope))
         wi = len(inner_plan.fields)
@@ -334,6 +334,35 @@ class SubqueryBinder:
         sub_plan, _ = self.bind_query(q, ctes)
         kind = "left" if q.args.get("having") is not None else "inner"
         return exp.column("__v", table=f"__late{index}"), sub_plan, kind
+
+
+def domain_source(plan: Node, oc: List[int]) -> Node:
+    """The plan whose distinct values of columns ``oc`` are a scalar subquery's outer domain: ``plan`` below
+    the joins that earlier scalar subqueries of the same clause attached to it.  Such a join keeps every
+    left row (LEFT JOIN with at most one match; or the NULL-safe inner join with the domain's groups, which
+    hold every value of the left's domain columns) and keeps the left columns at their positions, so the
+    distinct values of ``oc`` are the same below it.  Two subqueries over the same outer columns thus get
+    structurally equal domains, which the circuit shares."""
+    while isinstance(plan, Join) and plan.kind == "left" or \
+            isinstance(plan, Join) and plan.kind == "inner" and plan.null_safe and _is_domain_groups(plan):
+        if any(p >= len(plan.left.fields) for p in oc):
+            break
+        plan = plan.left
+    return plan
+
+
+def _is_domain_groups(j: Join) -> bool:
+    """``j`` is the join :meth:`SubqueryBinder.attach_scalar_general` makes: the outer plan joined NULL-safely
+    on its domain columns with one group per domain value (a Project over an Aggregate over a LEFT JOIN from
+    the Distinct domain), without a residual."""
+    g = j.right
+    if j.residual is not None or not isinstance(g, Project) or not isinstance(g.input, Aggregate):
+        return False
+    src = g.input.input
+    while isinstance(src, Project):
+        src = src.input
+    return isinstance(src, Join) and src.kind == "left" and isinstance(src.left, Distinct) \
+        and len(g.input.keys) == len(j.left_keys)
 
 
 def has_subquery_predicate(e: exp.Expression) -> bool:

@@ -57,6 +57,12 @@ GENERAL = [
     ("g_in_select", "SELECT k, EXISTS (SELECT 1 FROM b WHERE b.k = a.k) AS e, x IN (SELECT y FROM b) AS i FROM a",
      False),
     ("g_same_names", "SELECT k, x FROM a WHERE x IN (SELECT x FROM a WHERE k > 0) OR x IS NULL", False),
+    # subqueries over the same outer columns share one domain (the second's is not computed over the first's join)
+    ("g_two_nonequi", "SELECT a.k, (SELECT COUNT(*) FROM b WHERE b.y < a.x) AS n, "
+     "(SELECT MAX(b.k) FROM b WHERE b.y < a.x) AS m FROM a", False),
+    ("g_eq_then_nonequi", "SELECT a.k, a.x, (SELECT SUM(b.y) FROM b WHERE b.k = a.k) AS s, "
+     "(SELECT COUNT(*) FROM b WHERE b.y <= a.x) AS n FROM a WHERE a.x >= (SELECT MIN(b.y) FROM b WHERE b.y >= a.x)",
+     False),
 ]
 
 

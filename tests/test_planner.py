@@ -84,3 +84,15 @@ def test_filters_are_pushed_below_joins():
     plan = p.views["j"].plan
     text = p.explain("j")
     assert text.index("Join") < text.index("Filter c2 > 1") and "Filter c1 < 3" in text
+
+
+def test_scalar_subqueries_over_the_same_outer_columns_share_their_domain():
+    """The second subquery's domain is DISTINCT a.x of ``a`` (not of ``a`` joined with the first's groups), so
+    both subqueries read one domain and one domain-side join."""
+    schema = "CREATE TABLE a (k INT, x INT); CREATE TABLE b (k INT, y INT);"
+    one = compile_program(schema + "CREATE VIEW v AS SELECT a.k, "
+                          "(SELECT COUNT(*) FROM b WHERE b.y < a.x) AS n FROM a")
+    two = compile_program(schema + "CREATE VIEW v AS SELECT a.k, (SELECT COUNT(*) FROM b WHERE b.y < a.x) AS n, "
+                          "(SELECT MAX(b.k) FROM b WHERE b.y < a.x) AS m FROM a")
+    assert sum(op.kind == "distinct" for op in two.circuit.ops) == 1
+    assert sum(op.kind == "join" for op in two.circuit.ops) == sum(op.kind == "join" for op in one.circuit.ops) + 1

@@ -14,7 +14,7 @@ those), or ``push_down_filters,prune_columns`` (only those); or with a :class:`C
 >>> trace = []
 >>> plan = optimize(p.views["v"].bound, Context(), trace=trace)
 >>> [r.rule for r in trace]
-['fold_constants', 'push_down_filters', 'merge_filters', 'fold_constants', 'order_joins', 'prune_columns', 'remove_noop_projects']
+['fold_constants', 'push_down_filters', 'merge_filters', 'fold_constants', 'order_joins', 'prune_columns', 'merge_projects', 'remove_noop_projects']
 >>> print(format_plan(plan))
 Project c1 AS b, c3 AS d  -> (b INT, d INT)
   Join ON c0 = c2  -> (a INT, b INT, a INT, d INT)
@@ -36,6 +36,7 @@ from ..logical import (Aggregate, Distinct, Expr, Filter, Join, Node, OneRow, Pr
 from .exprs import column_index, refs
 from .fold_constants import fold_constants
 from .merge_filters import merge_filters
+from .merge_projects import merge_projects
 from .order_joins import order_joins
 from .prune_columns import prune_columns
 from .push_down_filters import push_down_filters
@@ -63,6 +64,10 @@ RULES: Tuple[Rule, ...] = (
     # After every rule that moves or rewrites expressions: it needs the final place of every expression
     # to know which columns each operator's state must keep, and renumbers them.
     prune_columns,
+    # After pruning, whose narrowing Projects (and the binder's column picks, e.g. a NOT IN subquery's
+    # SELECT list under its NULL flags) it folds into the Project above; before remove_noop_projects, so a
+    # Project it leaves computing nothing is removed.
+    merge_projects,
     # Last: pruning and the binder's aliasing leave Projects that compute nothing.
     remove_noop_projects,
 )
