@@ -20,6 +20,7 @@ import json
 import os
 import platform
 import random
+import signal
 import subprocess
 import sys
 import time
@@ -128,14 +129,18 @@ def run_child(args_list, rules: bool, limit: float):
     env = {**os.environ, "PYSPARK_PYTHON": sys.executable}
     if not rules:
         env["SQLENGINE_RULES"] = "off"
+    proc = subprocess.Popen([sys.executable, "-m", "benchmarks.optimizer", "--child"] + args_list, env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT,
+                            start_new_session=True)   # its own process group: the JVM goes with it
     try:
-        res = subprocess.run([sys.executable, "-m", "benchmarks.optimizer", "--child"] + args_list, env=env,
-                             capture_output=True, text=True, cwd=ROOT, timeout=limit)
+        out, err = proc.communicate(timeout=limit)
     except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.communicate()
         return None
-    if res.returncode != 0:
-        raise RuntimeError(res.stderr[-3000:])
-    return json.loads(res.stdout.strip().splitlines()[-1])
+    if proc.returncode != 0:
+        raise RuntimeError(err[-3000:])
+    return json.loads(out.strip().splitlines()[-1])
 
 
 def fmt(x, unit="s"):
