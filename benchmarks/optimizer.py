@@ -138,8 +138,9 @@ def run_child(args_list, rules: bool, limit: float):
         os.killpg(proc.pid, signal.SIGKILL)
         proc.communicate()
         return None
-    if proc.returncode != 0:
-        raise RuntimeError(err[-3000:])
+    if proc.returncode != 0:   # e.g. out of memory: reported as failed, with the code and the last error line
+        lines = [l for l in err.splitlines() if "Error" in l or "error" in l] or [f"exit code {proc.returncode}"]
+        return {"failed": f"exit {proc.returncode}: {lines[-1][:120]}"}
     return json.loads(out.strip().splitlines()[-1])
 
 
@@ -184,8 +185,9 @@ def main(argv=None) -> None:
             for rules in (True, False):
                 r = run_child(["joins", str(n), shape], rules, args.limit)
                 print(shape, n, rules, r, flush=True)
-                if r is None:
-                    lines.append(f"| {shape} | {n} | {'on' if rules else 'off'} | stopped | | | | |")
+                if r is None or "failed" in r:
+                    what = "stopped" if r is None else f"failed ({r['failed']})"
+                    lines.append(f"| {shape} | {n} | {'on' if rules else 'off'} | {what} | | | | |")
                 else:
                     lines.append(f"| {shape} | {n} | {'on' if rules else 'off'} | {r['compile_s']:.2f} | "
                                  f"{r['start_s']:.2f} | {r['first_step_s']:.2f} | {r['later_step_s']:.3f} | "
@@ -197,8 +199,9 @@ def main(argv=None) -> None:
     for rules in (True, False):
         r = tp[rules] = run_child(["tpch", str(args.sf)], rules, args.limit * 4)
         print("tpch", rules, r, flush=True)
-        if r is None:
-            lines.append(f"| {'on' if rules else 'off'} | stopped | | | | | |")
+        if r is None or "failed" in r:
+            tp[rules] = None
+            lines.append(f"| {'on' if rules else 'off'} | {'stopped' if r is None else r['failed']} | | | | | |")
         else:
             lines.append(f"| {'on' if rules else 'off'} | {r['compile_s']:.2f} | {r['load_s']:.1f} | {r['ops']} | "
                          f"{r['state_rows']:,} | {r['state_bytes'] / 2 ** 20:.1f} | {r['step_s']:.3f} |")
