@@ -61,6 +61,7 @@ class Engine:
         self.program = program
         self.circuit = program.circuit
         self._spark = spark
+        self._ansi = False
         self.master = master
         self.store = store
         self._lowerer = None
@@ -85,10 +86,11 @@ class Engine:
     @property
     def spark(self):
         if callable(self._spark):
-            spark = self._spark()
+            self._spark = self._spark()
+        if not self._ansi:
             # a failing expression must raise on Spark as on the driver (a session the user passed in too)
-            spark.conf.set("spark.sql.ansi.enabled", "true")
-            self._spark = spark
+            self._spark.conf.set("spark.sql.ansi.enabled", "true")
+            self._ansi = True
         return self._spark
 
     @property

@@ -190,3 +190,16 @@ def test_spark_steps_fall_back_to_the_driver_for_failing_rows(make_pipeline, mon
     p.wait_for_idle()
     assert p.engine.spark_fallbacks == before
     assert list(p.query("SELECT * FROM v_sum")) == [{"k": 5, "total": 1, "n": 1}]
+
+
+def test_a_session_passed_in_gets_ansi_semantics(spark, tmp_path):
+    """A SparkSession the user passes in, with ANSI off, is switched to ANSI when a step runs on Spark:
+    otherwise a failing row would give NULL or a wrapped value on Spark and an error on the driver."""
+    spark.conf.set("spark.sql.ansi.enabled", "false")
+    p = Pipeline.from_sql(program(), storage_dir=str(tmp_path / "s"), spark=spark)
+    p.start()
+    try:
+        p.engine.spark   # what a step on Spark asks for
+        assert spark.conf.get("spark.sql.ansi.enabled") == "true"
+    finally:
+        p.stop()
