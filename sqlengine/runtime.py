@@ -23,7 +23,7 @@ from planner.circuit import Op
 from planner.program import Program
 
 from .local_step import LocalExecutor
-from .row_errors import ERRORS_KEY, RowErrors
+from .row_errors import ERRORS_KEY, RowErrors, read_errors
 from .lower import Lowerer, null_safe_semi
 from .op_schemas import derive as derive_schemas
 from .schema import spark_schema_of
@@ -46,7 +46,6 @@ class StepResult:
     manifest: Manifest
     outputs: Dict[str, Optional[pa.Table]]
     changed_rows: Dict[str, int] = field(default_factory=dict)   # view -> rows in its change, where computed
-    errors: RowErrors = field(default_factory=RowErrors)         # rows that failed in an expression
 
 
 class Engine:
@@ -423,7 +422,7 @@ class Engine:
             for v, n in errors.counts().items():
                 counts[v] = counts.get(v, 0) + n
             m.meta["errors"] = counts
-        return StepResult(m, outputs, changed, errors)
+        return StepResult(m, outputs, changed)
 
     # ------------------------------------------------------------ compaction
     def compact(self, step: int) -> Optional[Manifest]:
@@ -433,7 +432,13 @@ class Engine:
         runs = {k: list(v) for k, v in m.runs.items()}
         by_key = {self.keys[i]: i for i in self.keys}
         for key, rs in m.runs.items():
-            if not self.store.needs_merge(rs) or key not in by_key:
+            if not self.store.needs_merge(rs):
+                continue
+            if key == ERRORS_KEY:   # an append-only log: its runs are concatenated, oldest first
+                runs[key] = [self.store.write_run(key, read_errors(self.store), step, tag=f"m{len(rs)}")]
+                changed = True
+                continue
+            if key not in by_key:
                 continue
             op_id = by_key[key]
             start = self.store.merge_plan(rs)

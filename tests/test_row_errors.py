@@ -203,3 +203,15 @@ def test_a_session_passed_in_gets_ansi_semantics(spark, tmp_path):
         assert spark.conf.get("spark.sql.ansi.enabled") == "true"
     finally:
         p.stop()
+
+
+def test_the_error_relation_is_compacted_like_state(make_pipeline):
+    """One run per step that had errors, merged when there are too many, with every record kept in order."""
+    p = make_pipeline(program())
+    for i in range(12):
+        p.input_pandas("t", pd.DataFrame({"id": [i], "k": [1], "s": ["abc"], "x": [1]}))
+        p.wait_for_idle()
+    assert len(p.store.runs("errors")) <= p.store.MAX_RUNS
+    got = [json.loads(r["row"])["id"] for r in p.query("SELECT row FROM sqlengine_errors WHERE view = 'v_cast' "
+                                                       "ORDER BY step")]
+    assert got == list(range(12)) and p.status()["errors"]["v_cast"] == 12
