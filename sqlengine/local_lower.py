@@ -16,7 +16,6 @@ runtime can prune the read before the op runs.
 from __future__ import annotations
 
 import itertools
-import re
 import threading
 from contextlib import contextmanager
 from functools import lru_cache
@@ -35,7 +34,7 @@ from planner.errors import UnsupportedError
 from planner.logical import Aggregate, Filter, Join, Project, Window, col
 
 from . import arrow_ops
-from .row_errors import DATA_ERRORS, MAX_MESSAGES, RowErrors, first_line
+from .row_errors import DATA_ERRORS, MAX_MESSAGES, RowErrors, first_line, named_row, user_names
 from .zset import W
 
 AGG_FUNCS = {"COUNT", "SUM", "AVG", "MIN", "MAX", "STDDEV_SAMP", "STDDEV_POP", "VAR_SAMP", "VAR_POP"}
@@ -81,9 +80,6 @@ def _select(items: Sequence[str]) -> str:
 
 def _null_safe_eq(a: str, b: str) -> str:
     return f"{a} IS NOT DISTINCT FROM {b}"
-
-
-_POSITIONAL = re.compile(r"\bc(\d+)\b")
 
 
 def readable(sql: str, names: Sequence[str]) -> str:
@@ -168,13 +164,10 @@ class LocalLowerer:
         rows = t.take(pa.array(rids)).to_pylist()
         first = None
         for n, (r, k) in enumerate(zip(rows, which)):
-            msg = self.message(t.slice(int(rids[n]), 1), exprs[k]) if n < MAX_MESSAGES else first
-            msg = _POSITIONAL.sub(lambda m: names[int(m.group(1))] if int(m.group(1)) < len(names) else m.group(0),
-                                  msg)   # DuckDB names the positional columns: say the user's names
+            # DuckDB's message names the positional columns: say the user's names
+            msg = user_names(self.message(t.slice(int(rids[n]), 1), exprs[k]), names) if n < MAX_MESSAGES else first
             first = first or msg
-            w = r.pop(W, 1)
-            values = {names[int(c[1:])] if c[1:].isdigit() and int(c[1:]) < len(names) else c: v
-                      for c, v in r.items()}
+            values, w = named_row(r, names)
             self.errors.add(op.id, views, readable(exprs[k], names), msg, [values], [w], operator=what)
 
     # ------------------------------------------------------------ plumbing

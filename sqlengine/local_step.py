@@ -14,6 +14,7 @@ commits the same manifest as a Spark step, so the two paths interleave freely
 """
 from __future__ import annotations
 
+import functools
 import os
 from typing import Dict, List, Optional, Set
 
@@ -25,7 +26,7 @@ from planner.logical import Aggregate, Project
 
 from .local_lower import LocalLowerer, ProbeSpec, cols, readable
 from .lower import Lowerer
-from .row_errors import RowErrors
+from .row_errors import RowErrors, named_row
 from .state import Manifest, Run
 from .state_cache import StateCache
 from .zset import W, consolidate_arrow
@@ -34,6 +35,7 @@ from .zset import W, consolidate_arrow
 # (Spark on the same cores as the driver) every step whose state fits the cache does.  SQLENGINE_LOCAL_STEP_ROWS
 # overrides both (0: every step on Spark).
 CLUSTER_LOCAL_STEP_ROWS = 200_000
+SQL_INTEGER = {8: "TINYINT", 16: "SMALLINT", 32: "INT", 64: "BIGINT"}
 
 
 def cast_to(t: pa.Table, schema: pa.Schema) -> pa.Table:
@@ -151,36 +153,36 @@ class LocalExecutor:
     def _in_range(self, op, t: pa.Table, schema: pa.Schema) -> pa.Table:
         """``t`` without the rows whose value does not fit its column's integer type (an integer SUM beyond
         BIGINT): those are row errors, recorded where they are new (positive weight)."""
-        bad = None
+        over = {}   # column -> rows out of its type's range
         for f in schema:
             c = t.column(f.name)
-            if f.name == W or not pa.types.is_integer(f.type) or not (pa.types.is_decimal(c.type) or
-                                                                     pa.types.is_integer(c.type)):
-                continue
-            if c.type == f.type or (pa.types.is_integer(c.type) and c.type.bit_width <= f.type.bit_width):
+            if f.name == W or not pa.types.is_integer(f.type) or c.type == f.type or \
+                    not (pa.types.is_decimal(c.type) or pa.types.is_integer(c.type)) or \
+                    (pa.types.is_integer(c.type) and c.type.bit_width <= f.type.bit_width):
                 continue
             info = np.iinfo(f.type.to_pandas_dtype())
             lo, hi = pa.scalar(info.min).cast(c.type, safe=False), pa.scalar(info.max).cast(c.type, safe=False)
-            out = pc.fill_null(pc.or_(pc.less(c, lo), pc.greater(c, hi)), False)
-            bad = out if bad is None else pc.or_(bad, out)
-        if bad is None or not pc.any(bad).as_py():
+            over[f.name] = pc.fill_null(pc.or_(pc.less(c, lo), pc.greater(c, hi)), False)
+        if not over:
             return t
-        worse = t.filter(bad)
-        new = worse.filter(pc.greater(worse.column(W), 0))
-        if new.num_rows and self.lowerer.errors is not None:
+        bad = functools.reduce(pc.or_, over.values())
+        if not pc.any(bad).as_py():
+            return t
+        new = pc.and_(bad, pc.greater(t.column(W), 0))
+        if self.lowerer.errors is not None and pc.any(new).as_py():
             names = field_labels(op.node)
-            sql_type = {8: "TINYINT", 16: "SMALLINT", 32: "INT", 64: "BIGINT"}
-            for r in new.to_pylist():
-                w = r.pop(W)
-                values = {names[int(k[1:])]: v for k, v in r.items()}
-                over = [(names[i], r[f.name], sql_type[f.type.bit_width]) for i, f in enumerate(schema)
-                        if f.name != W and pa.types.is_integer(f.type) and r[f.name] is not None
-                        and not np.iinfo(f.type.to_pandas_dtype()).min <= int(r[f.name])
-                        <= np.iinfo(f.type.to_pandas_dtype()).max]
-                msg = "Out of Range Error: " + "; ".join(f"{n} = {v} does not fit in {t}" for n, v, t in over)
-                what = op.node.describe()[:200]
-                self.lowerer.errors.add(op.id, self.engine.op_views.get(op.id, []), ", ".join(n for n, _, _ in over),
-                                        msg, [values], [w], operator=what)
+            rows = t.filter(new).to_pylist()
+            cols_over = {c: m.filter(new).to_pylist() for c, m in over.items()}
+            what = op.node.describe()[:200]
+            for i, r in enumerate(rows):
+                values, w = named_row(r, names)
+                failing = [c for c in cols_over if cols_over[c][i]]
+                labels = [names[int(c[1:])] for c in failing]
+                msg = "Out of Range Error: " + "; ".join(
+                    f"{n} = {r[c]} does not fit in {SQL_INTEGER[schema.field(c).type.bit_width]}"
+                    for n, c in zip(labels, failing))
+                self.lowerer.errors.add(op.id, self.engine.op_views.get(op.id, []), ", ".join(labels), msg,
+                                        [values], [w], operator=what)
         return t.filter(pc.invert(bad))
 
     def write_run(self, op_id: int, t: pa.Table, step: int, new_runs: Dict[str, List[Run]]) -> None:

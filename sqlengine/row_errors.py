@@ -23,7 +23,8 @@ deleted, and a view stays equal to its query over the rows that did not fail.
 from __future__ import annotations
 
 import json
-from typing import Dict, List, Sequence
+import re
+from typing import Dict, List, Sequence, Tuple
 
 import duckdb
 import pyarrow as pa
@@ -36,6 +37,21 @@ SCHEMA = pa.schema([("step", pa.int64()), ("view", pa.string()), ("operator", pa
 # exceptions DuckDB raises for a value (not for a plan): these make a row error, anything else fails the step
 DATA_ERRORS = (duckdb.ConversionException, duckdb.OutOfRangeException, duckdb.InvalidInputException)
 MAX_MESSAGES = 1000   # per operator and step, the first rows get their own message; the rest share the first
+
+
+_POSITIONAL = re.compile(r"\bc(\d+)\b")
+
+
+def user_names(text: str, names: Sequence[str]) -> str:
+    """``text`` (an error message) with the positional columns ``c<i>`` named as the user wrote them."""
+    return _POSITIONAL.sub(lambda m: names[int(m.group(1))] if int(m.group(1)) < len(names) else m.group(0), text)
+
+
+def named_row(row: dict, names: Sequence[str]) -> Tuple[dict, int]:
+    """(the values of a data-plane row ``c0.., __w`` keyed by ``names``, its weight)."""
+    row = dict(row)
+    w = row.pop("__w", 1)
+    return {user_names(c, names) if _POSITIONAL.fullmatch(c) else c: v for c, v in row.items()}, w
 
 
 def first_line(e: BaseException) -> str:
