@@ -31,7 +31,9 @@ from sqlglot import exp
 from planner.bind import DIALECT
 from planner.circuit import Op
 from planner.errors import UnsupportedError
-from planner.logical import Aggregate, Filter, Join, Project, Window, col
+from planner.logical import Aggregate, Expr, Filter, Join, Project, Window, col
+from planner.rules.exprs import shift
+from planner.types import UNKNOWN
 
 from . import arrow_ops
 from .row_errors import DATA_ERRORS, MAX_MESSAGES, RowErrors, first_line, named_row, user_names
@@ -57,12 +59,8 @@ def duck(sql: str) -> str:
 
 
 def shift_columns(sql: str, by: int) -> str:
-    """``sql`` with every positional column ``c<i>`` renamed ``c<i+by>``."""
-    e = sqlglot.parse_one(sql, read=DIALECT)
-    for c in e.find_all(exp.Column):
-        if c.name.startswith("c") and c.name[1:].isdigit():
-            c.set("this", exp.to_identifier(col(int(c.name[1:]) + by)))
-    return e.sql(dialect="duckdb")
+    """``sql`` with every positional column ``c<i>`` renamed ``c<i+by>`` (the planner's renumbering)."""
+    return shift(Expr(sql, UNKNOWN), by).sql
 
 
 def _prefix_columns(sql: str, names: Sequence[str], prefix: str) -> str:
