@@ -194,9 +194,10 @@ class StateStore:
             os.makedirs(d, exist_ok=True)
             pq.write_table(table, tmp, compression="zstd")
             io_point("state_write", tmp)
-            for side in glob.glob(glob.escape(full) + ".*"):   # a failed attempt's cache sidecars
-                if not side.endswith(".tmp"):
-                    os.remove(side)
+            if os.path.exists(full):   # a failed attempt of this step wrote it: drop that attempt's cache sidecars
+                for side in glob.glob(glob.escape(full) + ".*"):
+                    if not side.endswith(".tmp"):
+                        os.remove(side)
             os.replace(tmp, full)
             self._unsynced.add(full)
         except OSError as e:

@@ -222,3 +222,34 @@ def test_step_whose_commit_fails_is_retried_and_delivers_once(make_pipeline, mon
     assert sorted(map(tuple, (r.values() for r in p.query("SELECT * FROM v")))) == [(1, 6, 5), (2, 3, 3)]
     st = p.status()
     assert st["storage_error"] is None and st["rows_in"] == {"t": 3} and st["step"] == step + 1
+
+
+def test_a_replayed_step_does_not_read_the_failed_attempts_cache_sidecars(spark, tmp_path, monkeypatch):
+    """Big runs leave memory-mapped sidecars beside their parquet file.  A step that dies after writing its
+    runs is replayed with more input under the same run names: the first attempt's sidecars must go, or a
+    restart would read the old rows."""
+    from sqlengine import state_cache
+    monkeypatch.setattr(state_cache, "SIDECAR_ROWS", 1)
+    store = str(tmp_path / "s")
+    p = Pipeline.from_sql(SQL, storage_dir=store, spark=spark)
+    p.start()
+    p.wait_for_idle()
+    faults.set_base(p.store.current.step)
+    faults.arm("runs_written", 1)
+    try:
+        p.input_pandas("t", pd.DataFrame({"g": [1], "x": [5]}))
+        with pytest.raises(BaseException):
+            p.wait_for_idle(timeout_s=60)
+    finally:
+        faults.arm(None)
+    q = Pipeline.from_sql(SQL, storage_dir=store, spark=spark)
+    q.input_pandas("t", pd.DataFrame({"g": [2], "x": [7]}))   # the replayed step takes both batches
+    q.start()
+    q.wait_for_idle()
+    q.stop()
+    r = Pipeline.from_sql(SQL, storage_dir=store, spark=spark)   # a new cache: reads the sidecars
+    r.start()
+    r.wait_for_idle()
+    assert sorted(tuple(x.values()) for x in r.query("SELECT * FROM t")) == [(1, 5), (2, 7)]
+    assert sorted(tuple(x.values()) for x in r.query("SELECT * FROM v")) == [(1, 5, 5), (2, 7, 7)]
+    r.stop()
