@@ -30,6 +30,8 @@ class TableDef:
     name: str
     fields: Tuple[Field, ...]
     primary_key: Tuple[str, ...] = ()
+    # WITH ('connectors' = '<JSON>'): its text and the offset of its literal in the program (checked by connectors/)
+    connectors: Optional[Tuple[str, int]] = field(default=None, compare=False)
 
 
 @dataclass(frozen=True)
@@ -40,6 +42,7 @@ class ViewDef:
     sql: str
     bound: Optional[Node] = field(default=None, compare=False, repr=False)   # as bound, before the rules
     options: Tuple[Tuple[str, str], ...] = ()   # WITH (...) options of the view, e.g. (('join_order', 'as_written'),)
+    connectors: Optional[Tuple[str, int]] = field(default=None, compare=False)   # as for TableDef
 
 
 # The SQL dialect of programs (and of bound expressions): DuckDB's, which follows PostgreSQL.

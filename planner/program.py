@@ -285,18 +285,21 @@ def check_create_options(stmt: exp.Create, sql: str, tokens: Sequence[Token]) ->
     props = stmt.args.get("properties")
     if props is None:
         return
-    options = [p for p in props.expressions if type(p) is exp.Property]
+    options = [p for p in props.expressions if type(p) is exp.Property and _option_key(p).lower() != "connectors"]
     if stmt.kind == "VIEW":   # the options views have (VIEW_OPTIONS) are checked by view_options
         options = [p for p in options if _option_key(p).lower() not in VIEW_OPTIONS]
     if options:
         keys = ", ".join(p.this.sql(dialect=DIALECT) if isinstance(p.this, exp.Expression) else repr(str(p.this))
                          for p in options)
         at = position_of(options[0])
-        supported = f" (view options: {', '.join(sorted(VIEW_OPTIONS))})" if stmt.kind == "VIEW" else ""
+        supported = (f" (view options: {', '.join(sorted(VIEW_OPTIONS | {'connectors': ()}))})" if stmt.kind == "VIEW"
+                     else " (table options: connectors)")
         raise UnsupportedError(f"WITH (...) options on {what} are not supported yet: {keys}{supported}", sql=sql,
                                offset=_keyword_offset(tokens, ("WITH",), at) or at)
     for p in props.expressions:
         if stmt.kind == "VIEW" and (isinstance(p, exp.MaterializedProperty) or type(p) is exp.Property):
+            continue
+        if type(p) is exp.Property and _option_key(p).lower() == "connectors":
             continue
         text = p.sql(dialect=DIALECT) or p.key.upper()
         first = text.split()[0].split("(")[0].upper()
@@ -352,7 +355,7 @@ def table_def(stmt: exp.Create, sql: str, tokens: Sequence[Token] = ()) -> Table
     fields = [Field(f.name, f.type.with_nullable(False)) if f.name.lower() in {k.lower() for k in pk} else f
               for f in fields]
     pk_names = tuple(next(f.name for f in fields if f.name.lower() == k.lower()) for k in pk)
-    return TableDef(name, tuple(fields), pk_names)
+    return TableDef(name, tuple(fields), pk_names, connectors_option(stmt))
 
 
 VIEW_OPTIONS = {"join_order": ("optimized", "as_written")}   # option -> its values, the default first
@@ -362,11 +365,26 @@ def _option_key(p: exp.Expression) -> str:
     return p.this.name if isinstance(p.this, exp.Expression) else str(p.this)
 
 
+def connectors_option(stmt: exp.Create) -> Optional[Tuple[str, int]]:
+    """The text of a ``WITH ('connectors' = '<JSON>')`` option and the offset of its string literal (the
+    connectors module checks it, so that its errors point into the JSON)."""
+    props = stmt.args.get("properties")
+    for p in (props.expressions if props else ()):
+        if type(p) is exp.Property and _option_key(p).lower() == "connectors":
+            value = p.args.get("value")
+            at = position_of(value) if isinstance(value, exp.Expression) else None
+            text = value.name if isinstance(value, exp.Expression) else str(value)
+            return text, at if at is not None else (position_of(p) or 0)
+    return None
+
+
 def view_options(props: Sequence[exp.Expression], sql: str) -> Tuple[Tuple[str, str], ...]:
     """The ``WITH ('name' = 'value', ...)`` options of a CREATE VIEW, checked against ``VIEW_OPTIONS``."""
     out = []
     for p in props:
         key = _option_key(p)
+        if key.lower() == "connectors":
+            continue
         value = p.args.get("value")
         value = value.name if isinstance(value, exp.Expression) else str(value)
         if key.lower() not in VIEW_OPTIONS:
@@ -403,4 +421,4 @@ def view_def(stmt: exp.Create, sql: str, prog: Program, tokens: Sequence[Token] 
     binder = Binder(sql, prog.tables, prog.views)
     bound, names = binder.bind_query(q, {})
     plan = optimize(bound, prog.rules_context(options=options))
-    return ViewDef(name, plan, materialized, q.sql(dialect=DIALECT), bound, options)
+    return ViewDef(name, plan, materialized, q.sql(dialect=DIALECT), bound, options, connectors_option(stmt))

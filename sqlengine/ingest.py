@@ -28,6 +28,14 @@ from .zset import W, WEIGHT_TYPE, with_weight
 CHUNK_ROWS = 1_000_000   # rows converted and logged at a time; bounds an input call's memory
 
 
+def empty_batch(t: TableDef) -> pa.Table:
+    """A log entry without rows: the table's positional columns and the weight."""
+    from .schema import arrow_type
+    from planner.logical import col
+    arrays = [pa.array([], arrow_type(f.type)) for f in t.fields] + [pa.array([], WEIGHT_TYPE)]
+    return pa.Table.from_arrays(arrays, names=[col(i) for i in range(len(t.fields))] + [W])
+
+
 class Ingest:
     def __init__(self, log: InputLog, storage_dir: str, tables, notify: Callable[[], None]):
         self.log = log
@@ -39,13 +47,14 @@ class Ingest:
         return os.path.abspath(path) if path else os.path.join(self.storage_dir, "dead_letter", f"{table}.jsonl")
 
     def push(self, t: TableDef, chunks: Callable[[Errors, int], Iterator[Chunk]], on_error: str = "reject",
-             dead_letter: Optional[str] = None) -> int:
-        """Convert and log one input call atomically; returns the number of rows accepted."""
-        errs = Errors(t.name, on_error)
+             dead_letter: Optional[str] = None, source: Optional[dict] = None, errors: Optional[Errors] = None) -> int:
+        """Convert and log one input call atomically; returns the number of rows accepted.  ``source``: the
+        connector and the position the batch ends at, logged with it (even if no row is accepted)."""
+        errs = errors or Errors(t.name, on_error)
         if dead_letter is not None and errs.reject:
             raise InputError(f"table {t.name}: dead_letter is only used with on_error='dead_letter'")
         accepted = 0
-        with self.log.batch(t.name) as batch:
+        with self.log.batch(t.name, source, empty_batch(t) if source is not None else None) as batch:
             for rows, weights in chunks(errs, CHUNK_ROWS):
                 if not rows.num_rows:
                     continue

@@ -36,6 +36,19 @@ class Entry:
     seq: int
     table: str
     data: pa.Table
+    meta: Optional[dict] = None   # a connector's batch: {"source": "<table>.<connector>", "position": ...}
+
+
+def _schema_meta(table: str, meta: Optional[dict]) -> Dict[bytes, bytes]:
+    out = {b"table": table.encode()}
+    if meta is not None:
+        out[b"source"] = json.dumps(meta).encode()
+    return out
+
+
+def _entry_meta(md) -> Optional[dict]:
+    raw = (md or {}).get(b"source")
+    return json.loads(raw) if raw else None
 
 
 class InputLog:
@@ -80,11 +93,11 @@ class InputLog:
         return InputError(f"input for table {table} was not accepted: cannot write the input log: {path}: "
                           f"{describe(e)}")
 
-    def _write(self, name: str, table: str, data: pa.Table) -> None:
+    def _write(self, name: str, table: str, data: pa.Table, meta: Optional[dict] = None) -> None:
         """Write one entry file durably (temporary file, fsync, rename); nothing remains on error."""
         path = os.path.join(self.root, name)
         tmp = path + ".tmp"
-        schema = data.schema.with_metadata({b"table": table.encode()})
+        schema = data.schema.with_metadata(_schema_meta(table, meta))
         try:
             with open(tmp, "wb") as f:
                 with ipc.new_file(f, schema) as w:
@@ -101,21 +114,24 @@ class InputLog:
                 pass
             raise self._error(table, tmp, e) from e
 
-    def append(self, table: str, data: pa.Table) -> int:
-        """Durably append one batch; returns its sequence number."""
+    def append(self, table: str, data: pa.Table, meta: Optional[dict] = None) -> int:
+        """Durably append one batch; returns its sequence number.  ``meta``: the source and the position
+        the batch ends at (a connector's batch)."""
         with self.lock:
             seq = self.next_seq
             name = f"{seq:012d}.arrow"
-            self._write(name, table, data)
+            self._write(name, table, data, meta)
             with self.files_lock:
                 self.files[seq] = name
-            self.cache[seq] = Entry(seq, table, data)
+            self.cache[seq] = Entry(seq, table, data, meta)
             self.next_seq = seq + 1
             return seq
 
-    def batch(self, table: str) -> "Batch":
-        """An atomic multi-chunk batch: ``with log.batch(t) as b: b.append(chunk) ...; b.commit()``."""
-        return Batch(self, table)
+    def batch(self, table: str, meta: Optional[dict] = None, empty: Optional[pa.Table] = None) -> "Batch":
+        """An atomic multi-chunk batch: ``with log.batch(t) as b: b.append(chunk) ...; b.commit()``.
+        With ``meta`` (a connector's source and position) a batch without rows still logs ``empty`` (a
+        zero-row table), so that its position commits."""
+        return Batch(self, table, meta, empty)
 
     def read(self, seq: int) -> Entry:
         e = self.cache.get(seq)
@@ -129,12 +145,34 @@ class InputLog:
         except (OSError, KeyError, pa.ArrowInvalid) as err:
             raise PipelineError(f"input log entry {seq} is unreadable: {err}") from err
         table = t.schema.metadata[b"table"].decode()
-        e = Entry(seq, table, t.replace_schema_metadata(None))
+        e = Entry(seq, table, t.replace_schema_metadata(None), _entry_meta(t.schema.metadata))
         self.cache[seq] = e
         return e
 
     def pending(self, start: int) -> List[int]:
         return list(range(start, self.next_seq))
+
+    def backlog_rows(self, start: int) -> int:
+        """Rows logged at or after ``start`` (entries of this process; bounds what sources may add)."""
+        return sum(e.data.num_rows for s, e in list(self.cache.items()) if s >= start)
+
+    def source_positions(self, start: int) -> Dict[str, object]:
+        """The position of each source's last entry at or after ``start`` (uncommitted input, replayed)."""
+        out: Dict[str, object] = {}
+        for seq in self.pending(start):
+            e = self.cache.get(seq)
+            if e is not None:
+                meta = e.meta
+            else:
+                with self.files_lock:
+                    name = self.files.get(seq)
+                if name is None:
+                    continue
+                with ipc.open_file(pa.memory_map(os.path.join(self.root, name))) as r:
+                    meta = _entry_meta(r.schema.metadata)
+            if meta is not None:
+                out[meta["source"]] = meta["position"]
+        return out
 
     def truncate_before(self, seq: int) -> None:
         """Forget entries before ``seq`` (committed ones), and commit records of batches wholly before it."""
@@ -163,8 +201,8 @@ class Batch:
     Leaving the ``with`` block without ``commit()`` (e.g. on a validation error) discards the chunks.
     """
 
-    def __init__(self, log: InputLog, table: str):
-        self.log, self.table = log, table
+    def __init__(self, log: InputLog, table: str, meta: Optional[dict] = None, empty: Optional[pa.Table] = None):
+        self.log, self.table, self.meta, self.empty = log, table, meta, empty
         self.id = uuid.uuid4().hex[:16]
         self.buffered: Optional[pa.Table] = None
         self.names: List[str] = []
@@ -196,7 +234,7 @@ class Batch:
 
     def _write_chunk(self, data: pa.Table) -> None:
         name = f"{self.log.next_seq + len(self.names):012d}-b{self.id}.arrow"
-        self.log._write(name, self.table, data)
+        self.log._write(name, self.table, data, self.meta)
         self.names.append(name)
 
     def commit(self) -> int:
@@ -204,7 +242,9 @@ class Batch:
         log = self.log
         self.done = True
         if not self.names:
-            return log.append(self.table, self.buffered) if self.buffered is not None else -1
+            if self.buffered is None and self.meta is not None and self.empty is not None:
+                return log.append(self.table, self.empty, self.meta)   # no rows, but the position moves on
+            return log.append(self.table, self.buffered, self.meta) if self.buffered is not None else -1
         first = log.next_seq
         path = os.path.join(log.root, f"batch-{self.id}.commit")
         record = json.dumps({"first": first, "chunks": len(self.names), "rows": self.rows}).encode()

@@ -26,6 +26,8 @@ from .output import Dispatcher, OutputHandler
 from .query import Snapshot, check_query, load_relation
 from .row_errors import ERRORS_KEY, ERRORS_RELATION, read_errors
 from .session import spark_in_background, spark_master
+from .sinks import Outbox, SinkRunner
+from .sources import SourceRunner
 from .state import StateStore, StorageError
 from .zset import W, WEIGHT
 
@@ -45,6 +47,7 @@ class Pipeline:
                  spark=None, spark_conf: Optional[Dict[str, str]] = None):
         self.program = compile_program(sql)
         self.name = name
+        from connectors.declare import declare_program
         self._tmp = None
         if storage_dir is None:
             self._tmp = tempfile.TemporaryDirectory(prefix=f"sqlengine-{name}-")
@@ -65,6 +68,11 @@ class Pipeline:
         except OSError as e:
             raise PipelineError(f"cannot use storage directory {self.storage_dir}: {e}") from e
         self._ingest = Ingest(self.log, self.storage_dir, self.program.tables, self._notify)
+        # connectors declared in the program (checked now: a wrong one raises ConnectorError from from_sql)
+        self._declared = declare_program(self.program, name, self.storage_dir)
+        self._outbox = Outbox(os.path.join(self.storage_dir, "outbox"))
+        self._sources: Dict[str, SourceRunner] = {}
+        self._sink_runners: Dict[str, SinkRunner] = {}
         self._storage_error: Optional[str] = None
         self.engine = None
         self._state = "created"
@@ -80,7 +88,6 @@ class Pipeline:
         self._rows_in: Dict[str, int] = {t: 0 for t in self.program.tables}
         self._rows_out: Dict[str, int] = {v: 0 for v in self.program.views}
         self._last_step_jobs = 0
-        self._sinks: Dict[str, list] = {}
 
     @classmethod
     def from_sql(cls, sql: str, name: str = "pipeline", storage_dir: Optional[str] = None, spark=None,
@@ -106,9 +113,7 @@ class Pipeline:
         else:
             source, master = self._spark_future.result, spark_master(self._spark_conf)
         self.engine = Engine(self.program, source, self.store, master=master)
-        for sinks in self._sinks.values():
-            for s in sinks:
-                s.recover(self.store.current.step)
+        self._outbox.recover(self.store.current.step)
         self._apply_program_change()
         set_base(self.store.current.step)
         self._dispatcher.start()
@@ -116,6 +121,68 @@ class Pipeline:
         self._state = "running"
         self._thread = threading.Thread(target=self._loop, name=f"sqlengine-{self.name}", daemon=True)
         self._thread.start()
+        self._start_connectors()
+
+    # ------------------------------------------------------------------ connectors
+    def _start_connectors(self) -> None:
+        """Sinks resume after the last step they hold; sources after the last position that reached the log
+        (uncommitted batches are replayed from it), else after the committed one."""
+        m = self.store.current
+        for d in self._declared:
+            if d.kind == "sink" and d.key not in self._sink_runners:
+                names = list(self.program.circuit.outputs[d.relation].names)
+                self._sink_runners[d.key] = SinkRunner(d, self._outbox, lambda: self.store.current.step,
+                                                       lambda v=d.relation: self._trim_outbox(v), names)
+        committed = dict(m.meta.get("sources", {}))
+        logged = self.log.source_positions(m.log_position[0])
+        for d in self._declared:
+            if d.kind == "source" and d.key not in self._sources:
+                self._sources[d.key] = SourceRunner(d, self.program.tables[d.relation], self._ingest,
+                                                    self._backlog_rows, logged.get(d.key, committed.get(d.key)))
+        for r in self._sink_runners.values():
+            r.start()
+        for r in self._sources.values():
+            r.start()
+
+    def _backlog_rows(self) -> int:
+        return self.log.backlog_rows(self.store.current.log_position[0])
+
+    def _sink_views(self) -> set:
+        return {d.relation for d in self._declared if d.kind == "sink"}
+
+    def _trim_outbox(self, view: str) -> None:
+        held = [r.delivered for r in self._sink_runners.values() if r.view == view]
+        if held and min(held) > 0:
+            with self._outbox.lock:
+                self._outbox.trim(view, min(held))
+        self._notify()
+
+    def _connector(self, relation: str, name: str):
+        key = f"{relation.lower()}.{name}"
+        r = self._sources.get(key) or self._sink_runners.get(key)
+        if r is None:
+            known = ", ".join(sorted(set(self._sources) | set(self._sink_runners))) or "(none)"
+            raise InputError(f"no connector {name!r} on {relation}. Connectors: {known}")
+        return r
+
+    def pause_connector(self, relation: str, name: str) -> None:
+        """Pause one source (it stops reading; its position is kept) or sink (its steps wait in the outbox)."""
+        self._check()
+        self._require_started()
+        self._connector(relation, name).pause()
+
+    def resume_connector(self, relation: str, name: str) -> None:
+        """Resume a paused connector (also one declared with ``"paused": true``)."""
+        self._check()
+        self._require_started()
+        self._connector(relation, name).resume()
+
+    def _stop_connectors(self, sources_only: bool = False) -> None:
+        for r in self._sources.values():
+            r.stop()
+        if not sources_only:
+            for r in self._sink_runners.values():
+                r.stop()
 
     def _apply_program_change(self) -> None:
         """Reopening a storage_dir with a changed program: keep the state of unchanged operators, drop
@@ -137,7 +204,7 @@ class Pipeline:
         old_keys = set(m.meta.get("keys", m.runs))
         new_keys = set(self.engine.keys.values()) - old_keys
         views = {k[len("view "):] for k in changed if k.startswith("view ") and k in new}
-        listened = (self._dispatcher.views() | set(self._sinks)) & views
+        listened = (self._dispatcher.views() | self._sink_views()) & views
         step = m.step + 1
         result = self.engine.backfill(step, new_keys, listened)
         result.manifest.log_position = list(m.log_position)
@@ -169,6 +236,7 @@ class Pipeline:
         if self._state in ("created", "stopped"):
             self._state = "stopped"
             return
+        self._stop_connectors(sources_only=True)
         if not force and self._error is None:
             if self._state == "paused":
                 self.resume()
@@ -178,6 +246,7 @@ class Pipeline:
             self._cv.notify_all()
         if self._thread is not None:
             self._thread.join()
+        self._stop_connectors()
         self._dispatcher.drain(timeout=None if not force else 5)
         self._dispatcher.stop()
         self._state = "stopped"
@@ -221,6 +290,7 @@ class Pipeline:
             "backlog_batches": len(self.log.pending(m.log_position[0])) if m else len(self.log.pending(0)),
             "state_size": state_sizes,
             "dead_letter_rows": dict(self._ingest.dead_lettered),
+            "connectors": {k: r.status() for k, r in list(self._sources.items()) + list(self._sink_runners.items())},
             "errors": dict(m.meta.get("errors", {})) if m else {},
             "spark_started": self._spark is not None or (self._spark_future is not None and
                                                          self._spark_future.done()),
@@ -390,15 +460,20 @@ class Pipeline:
     def output_parquet(self, view: str, directory: str) -> None:
         """Write the view's changes exactly once to ``directory``: one ``step-<n>.parquet`` per changed step.
 
-        Each file has the view's columns plus ``__weight``; a file is written before its step commits,
-        and files of steps that did not commit are removed on (re)start.  Attach before ``start()``.
+        The same as declaring a ``file_output`` connector in changelog mode with the parquet format: each
+        file has the view's columns plus ``__weight`` and ``__step``.  Attach before ``start()``.
         """
         self._check()
-        from connectors import ParquetSink
+        from connectors.declare import declare
         v = self._view(view)
         if self._state != "created":
             raise PipelineError("attach output_parquet sinks before start()")
-        self._sinks.setdefault(v, []).append(ParquetSink(directory))
+        n = sum(1 for d in self._declared if d.relation == v and d.name.startswith("output_parquet"))
+        import json
+        decl = json.dumps([{"name": f"output_parquet_{n}", "format": {"name": "parquet"},
+                            "transport": {"name": "file_output", "config": {"path": os.fspath(directory)}}}])
+        names = [(c, None) for c in self.program.circuit.outputs[v].names]
+        self._declared += declare(v, "sink", (decl, None), None, self.name, self.storage_dir, names)
 
     # ------------------------------------------------------------------ waiting
     def _idle(self) -> bool:
@@ -407,12 +482,14 @@ class Pipeline:
         return not self._stepping and pos[0] >= self.log.next_seq and (m is None or m.step > 0)
 
     def wait_for_idle(self, timeout_s: Optional[float] = None) -> None:
-        """Block until all acknowledged input is processed and its changes delivered."""
+        """Block until all acknowledged input is processed and its changes delivered (to callbacks, and to
+        sinks that are not failing or paused)."""
         self._check()
         self._require_started()
         end = None if timeout_s is None else time.monotonic() + timeout_s
         with self._cv:
-            while not self._idle() and self._error is None:
+            while (not self._idle() or not all(r.caught_up() for r in self._sink_runners.values())) \
+                    and self._error is None:
                 if self._state == "paused":
                     raise PipelineError(f"pipeline {self.name} is paused with unprocessed input; resume() it")
                 left = None if end is None else end - time.monotonic()
@@ -426,8 +503,18 @@ class Pipeline:
         self._check()
 
     def wait_for_completion(self, timeout_s: Optional[float] = None) -> None:
-        """Wait until every input source is exhausted and processed (push input: same as idle)."""
-        self.wait_for_idle(timeout_s=timeout_s)
+        """Wait until every source connector has read all its input (or failed) and everything is processed
+        and delivered.  A source that never ends (Kafka, a followed directory) makes this wait for ever;
+        without connectors it is :meth:`wait_for_idle`."""
+        self._check()
+        self._require_started()
+        end = None if timeout_s is None else time.monotonic() + timeout_s
+        with self._cv:
+            while not all(r.done or r.paused for r in self._sources.values()) and self._error is None:
+                if end is not None and time.monotonic() >= end:
+                    raise TimeoutError(f"pipeline {self.name}: sources not finished after {timeout_s} s")
+                self._cv.wait(timeout=0.05)
+        self.wait_for_idle(timeout_s=None if end is None else max(0.0, end - time.monotonic()))
 
     # ------------------------------------------------------------------ the step loop
     def _loop(self) -> None:
@@ -466,8 +553,14 @@ class Pipeline:
         seq, offset = m.log_position
         per_table: Dict[str, List[pa.Table]] = {}
         rows = 0
+        positions = {}   # source -> the position its last consumed batch ends at
         while seq < self.log.next_seq and rows < MAX_STEP_ROWS:
             e = self.log.read(seq)
+            if e.meta is not None:
+                positions[e.meta["source"]] = e.meta["position"]
+            if not e.data.num_rows:
+                seq, offset = seq + 1, 0
+                continue
             data = e.data.slice(offset) if offset else e.data
             take = min(data.num_rows, MAX_STEP_ROWS - rows)
             if take < data.num_rows:
@@ -478,7 +571,7 @@ class Pipeline:
             per_table.setdefault(e.table, []).append(data)
             rows += data.num_rows
             seq, offset = seq + 1, 0
-        return per_table, [seq, offset]
+        return per_table, [seq, offset], positions
 
     def _step(self) -> None:
         t0 = time.perf_counter()
@@ -486,18 +579,20 @@ class Pipeline:
         group = f"sqlengine-{self.name}-{id(self)}-step-{self.store.current.step + 1}"
         if sc is not None:
             sc.setJobGroup(group, f"pipeline {self.name} step {self.store.current.step + 1}")
-        per_table, new_pos = self._take_batch()
+        per_table, new_pos, positions = self._take_batch()
         deltas = {}
         for table, parts in per_table.items():
             if self.program.tables[table].primary_key:
                 deltas[table] = self.engine.upsert(table, parts, self.program.tables[table].primary_key)
             else:
                 deltas[table] = self.engine.clamp_deletes(table, parts)
-        listened = self._dispatcher.views() | set(self._sinks)
+        listened = self._dispatcher.views() | self._sink_views()
         step = self.store.current.step + 1
         crash_point("step_start", step)
         result = self.engine.run_step(step, deltas, listened, initial=(step == 1))
         result.manifest.log_position = new_pos
+        if positions:
+            result.manifest.meta["sources"] = {**result.manifest.meta.get("sources", {}), **positions}
         self._commit_step(step, result, deltas, new_pos)
         self._last_step_jobs = len(sc.statusTracker().getJobIdsForGroup(group)) if sc is not None else 0
         self._latencies.append((time.perf_counter() - t0) * 1000)
@@ -513,16 +608,20 @@ class Pipeline:
         """Write sink files, commit the step's manifest, then deliver its outputs to listeners."""
         result.manifest.meta["objects"] = self._objects()
         result.manifest.meta["keys"] = sorted(set(self.engine.keys.values()))
-        for v, sinks in self._sinks.items():
+        for v in self._sink_views():
             t = result.outputs.get(v)
-            if t is not None:
+            if t is not None and t.num_rows:
                 chunk = t.rename_columns(list(self.program.circuit.outputs[v].names) + [WEIGHT])
-                for s in sinks:
-                    s.write(step, chunk)
+                try:
+                    self._outbox.write(v, step, chunk)
+                except OSError as e:
+                    raise StorageError(f"cannot write the outbox of view {v}: {e}") from e
         crash_point("runs_written", step)
         with self._commit_lock:
             self.store.commit(result.manifest)
         crash_point("committed", step)
+        for r in self._sink_runners.values():
+            r.wake()
         for table, d in deltas.items():
             self._rows_in[table] += int(pa.compute.sum(pa.compute.abs(d.column(W))).as_py() or 0)
         self.log.truncate_before(new_pos[0])

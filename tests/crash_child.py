@@ -131,8 +131,9 @@ def verify(store: str, sink: str, acks: str, batches: int, spark=None) -> list:
     got_v = bag([tuple(r.values()) for r in p.query("SELECT * FROM agg")])
     if diff(got_v, want_v):
         problems.append("view agg: " + diff(got_v, want_v))
-    files = p._sinks["agg"][0].files()
-    chunks = pd.concat([pq.read_table(f).to_pandas() for f in files], ignore_index=True)
+    import glob
+    files = sorted(glob.glob(os.path.join(sink, "step-*.parquet")))
+    chunks = pd.concat([pq.read_table(f).to_pandas() for f in files], ignore_index=True).drop(columns=["__step"])
     if diff(bag_from_changes(chunks), want_v):
         problems.append("parquet sink: " + diff(bag_from_changes(chunks), want_v))
     p.stop()

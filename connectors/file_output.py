@@ -1,0 +1,112 @@
+"""``file_output``: a view's changes as files, exactly once.
+
+``changelog`` mode writes one file per step that changed the view, ``step-<n>.<ext>``, holding the
+changed rows with ``__weight`` (+1 insert, -1 delete) and ``__step``.  Files appear atomically
+(written under a hidden temporary name, then renamed); the last step present is where delivery resumes
+after a crash, and rewriting a step replaces its file with the same contents.  Concatenating the files
+integrates to the view's contents.
+
+``snapshot`` mode keeps one file, ``snapshot.<ext>``, holding the view's current contents (a row that
+occurs n times is written n times), replaced atomically after every step that changed the view.  Its
+consolidated state, with the step it holds, is kept beside it in ``_sqlengine_snapshot.parquet``
+(readers of the directory skip names starting with ``_`` or ``.``).
+"""
+from __future__ import annotations
+
+import os
+from typing import List
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from planner.errors import ConnectorError
+
+from .base import Sink, opt, register_sink
+
+WEIGHT = "__weight"
+STEP = "__step"
+STATE = "_sqlengine_snapshot.parquet"
+
+
+@register_sink
+class FileOutput(Sink):
+    transport = "file_output"
+    OPTIONS = {"path": opt(str, required=True, doc="the directory the files go to (created if missing)"),
+               "mode": opt(str, default="changelog", choices=("changelog", "snapshot"),
+                           doc="one file of changes per step, or one file with the current contents")}
+    FORMATS = ("parquet", "csv", "json")
+
+    def __init__(self, config, fmt, ctx):
+        super().__init__(config, fmt, ctx)
+        self.directory = os.path.abspath(config["path"])
+        self.state = None   # snapshot mode: the consolidated contents (view columns + __weight)
+
+    def _ext(self) -> str:
+        return self.format.extension
+
+    def path(self, step: int) -> str:
+        return os.path.join(self.directory, f"step-{step:010d}.{self._ext()}")
+
+    def files(self) -> List[str]:
+        """The changelog's files, in step order."""
+        suffix = f".{self._ext()}"
+        return sorted(os.path.join(self.directory, n) for n in os.listdir(self.directory)
+                      if n.startswith("step-") and n.endswith(suffix))
+
+    def open(self) -> int:
+        try:
+            os.makedirs(self.directory, exist_ok=True)
+            for n in os.listdir(self.directory):
+                if n.startswith(".") and n.endswith(".tmp"):
+                    os.remove(os.path.join(self.directory, n))
+        except OSError as e:
+            raise ConnectorError(f"file_output: cannot use {self.directory}: {e}") from e
+        if self.config["mode"] == "changelog":
+            steps = [int(os.path.basename(f)[5:15]) for f in self.files()]
+            return max(steps, default=0)
+        state_path = os.path.join(self.directory, STATE)
+        if not os.path.exists(state_path):
+            self.state = None
+            return 0
+        t = pq.read_table(state_path)
+        self.state = t.replace_schema_metadata(None)
+        self._export()   # a crash may have come between the state and the file: write the file again
+        return int((t.schema.metadata or {}).get(b"sqlengine.step", b"0"))
+
+    def write(self, step: int, changes: pa.Table) -> None:
+        try:
+            if self.config["mode"] == "changelog":
+                t = changes.append_column(STEP, pa.array([step] * changes.num_rows, pa.int64()))
+                self.format.write_file(t, self.path(step))
+            else:
+                self._apply(step, changes)
+        except OSError as e:
+            raise ConnectorError(f"file_output: cannot write to {self.directory}: {e}") from e
+
+    # ------------------------------------------------------------ snapshot mode
+    def _apply(self, step: int, changes: pa.Table) -> None:
+        import duckdb
+        both = changes if self.state is None else pa.concat_tables([self.state, changes.cast(self.state.schema)])
+        cols = [c for c in both.column_names if c != WEIGHT]
+        con = duckdb.connect(":memory:")
+        con.register("t", both)
+        q = ", ".join(f'"{c}"' for c in cols)
+        grouped = (f"SELECT {q}, SUM({WEIGHT})::BIGINT AS {WEIGHT} FROM t GROUP BY ALL HAVING SUM({WEIGHT}) <> 0"
+                   if cols else f"SELECT SUM({WEIGHT})::BIGINT AS {WEIGHT} FROM t HAVING SUM({WEIGHT}) <> 0")
+        state = con.sql(grouped).to_arrow_table().cast(both.schema)
+        con.close()
+        from .formats import _write_atomically
+        meta = {b"sqlengine.step": str(step).encode()}
+        _write_atomically(os.path.join(self.directory, STATE),
+                          lambda tmp: pq.write_table(state.replace_schema_metadata(meta), tmp))
+        self.state = state
+        self._export()
+
+    def _export(self) -> None:
+        import numpy as np
+        state = self.state
+        if state is None:
+            return
+        w = state.column(WEIGHT).to_numpy()
+        rows = state.drop_columns([WEIGHT]).take(pa.array(np.repeat(np.arange(len(w)), np.maximum(w, 0))))
+        self.format.write_file(rows, os.path.join(self.directory, f"snapshot.{self._ext()}"))

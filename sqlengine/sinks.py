@@ -1,0 +1,197 @@
+"""Delivering view changes to sink connectors exactly once: an outbox and one thread per sink.
+
+Before step ``n`` commits, the changes of every view with sinks are written durably to
+``<storage>/outbox/<view>/<n>.arrow``.  After the commit, each sink's thread writes the steps it does
+not hold yet, in order.  A sink's ``open()`` reads back the last step it holds, so after a crash the
+delivery resumes right after it; outbox files of steps that never committed are removed on start
+(replay writes them again).  Outbox files are removed once every sink of the view holds their step.
+
+A sink that fails (a broker down, a full disk) reports the error in ``status()`` and retries with
+backoff; steps wait in the outbox meanwhile, and the pipeline goes on.
+"""
+from __future__ import annotations
+
+import os
+import threading
+from typing import Callable, Dict, List, Optional
+
+import pyarrow as pa
+import pyarrow.ipc as ipc
+
+from .sources import MAX_BACKOFF_S, describe_error
+from .state import fsync_dir
+
+
+class Outbox:
+    """Each committed step's changes of the views that have sinks, until every sink holds them."""
+
+    def __init__(self, root: str):
+        self.root = root
+        self.lock = threading.Lock()
+
+    def _dir(self, view: str) -> str:
+        return os.path.join(self.root, view)
+
+    def recover(self, committed_step: int) -> None:
+        """Remove what steps after ``committed_step`` (never committed) and interrupted writes left."""
+        if not os.path.isdir(self.root):
+            return
+        for view in os.listdir(self.root):
+            d = self._dir(view)
+            for n in os.listdir(d):
+                if n.endswith(".tmp") or (n.endswith(".arrow") and int(n[:-len(".arrow")]) > committed_step):
+                    os.remove(os.path.join(d, n))
+
+    def write(self, view: str, step: int, changes: pa.Table) -> None:
+        d = self._dir(view)
+        os.makedirs(d, exist_ok=True)
+        path = os.path.join(d, f"{step:012d}.arrow")
+        tmp = path + ".tmp"
+        with open(tmp, "wb") as f:
+            with ipc.new_file(f, changes.schema) as w:
+                w.write_table(changes)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+        fsync_dir(d)
+
+    def steps(self, view: str, after: int, upto: int) -> List[int]:
+        d = self._dir(view)
+        try:
+            names = os.listdir(d)
+        except FileNotFoundError:
+            return []
+        steps = (int(n[:-len(".arrow")]) for n in names if n.endswith(".arrow"))
+        return sorted(s for s in steps if after < s <= upto)
+
+    def read(self, view: str, step: int) -> pa.Table:
+        with ipc.open_file(pa.memory_map(os.path.join(self._dir(view), f"{step:012d}.arrow"))) as r:
+            return r.read_all()
+
+    def trim(self, view: str, upto: int) -> None:
+        """Forget the steps up to ``upto`` (every sink of the view holds them)."""
+        for s in self.steps(view, -1, upto):
+            try:
+                os.remove(os.path.join(self._dir(view), f"{s:012d}.arrow"))
+            except OSError:
+                pass
+
+
+class SinkRunner:
+    """Delivers one view's committed changes to one sink, in step order, on its own thread."""
+
+    def __init__(self, declared, outbox: Outbox, committed: Callable[[], int], on_delivered: Callable[[], None],
+                 columns: List[str]):
+        self.d = declared
+        self.sink = declared.connector
+        self.view = declared.relation
+        self.outbox = outbox
+        self.committed = committed
+        self.on_delivered = on_delivered
+        self.columns = list(columns)
+        self.delivered = -1          # the last step the sink holds (-1: not opened yet)
+        self.state = "starting"
+        self.paused = bool(declared.options["paused"])
+        self.rows = 0
+        self.steps_written = 0
+        self.errors = 0
+        self.last_error: Optional[str] = None
+        self._stop = threading.Event()
+        self._wake = threading.Event()
+        self._thread: Optional[threading.Thread] = None
+        self._opened = False
+
+    @property
+    def key(self) -> str:
+        return self.d.key
+
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._run, name=f"sqlengine-sink-{self.key}", daemon=True)
+        self._thread.start()
+
+    def wake(self) -> None:
+        self._wake.set()
+
+    def pause(self) -> None:
+        self.paused = True
+        self._wake.set()
+
+    def resume(self) -> None:
+        self.paused = False
+        self._wake.set()
+
+    def stop(self, timeout: float = 10.0) -> None:
+        self._stop.set()
+        self._wake.set()
+        if self._thread is not None:
+            self._thread.join(timeout)
+        try:
+            self.sink.close()
+        except Exception:   # noqa: BLE001 - closing is best effort
+            pass
+
+    def backlog(self) -> List[int]:
+        """Committed steps with changes that the sink does not hold yet."""
+        if self.delivered < 0:
+            return self.outbox.steps(self.view, 0, self.committed())
+        return self.outbox.steps(self.view, self.delivered, self.committed())
+
+    def caught_up(self) -> bool:
+        """Holds every committed step (a failing or paused sink never counts as behind: nothing waits for it)."""
+        if self.paused or self.state in ("retrying", "failed"):
+            return True
+        return self._opened and not self.backlog()
+
+    def status(self) -> dict:
+        return {"relation": self.view, "kind": "sink", "transport": self.sink.transport, "state": self.state,
+                "rows": self.rows, "steps": self.steps_written, "position": {"step": max(self.delivered, 0)},
+                "lag": len(self.backlog()), "errors": self.errors, "last_error": self.last_error}
+
+    def _sleep(self, seconds: float) -> None:
+        self._wake.wait(seconds)
+        self._wake.clear()
+
+    def _run(self) -> None:
+        backoff = 0.2
+        while not self._stop.is_set():
+            if self.paused:
+                self.state = "paused"
+                self._sleep(0.2)
+                continue
+            try:
+                if not self._opened:
+                    self.delivered = int(self.sink.open())
+                    self._opened = True
+                todo = self.backlog()
+                if not todo:
+                    self.state = "running"
+                    self.on_delivered()
+                    self._sleep(0.2)
+                    continue
+                for step in todo:
+                    if self._stop.is_set() or self.paused:
+                        break
+                    changes = self.outbox.read(self.view, step)
+                    changes = changes.rename_columns(self.columns + changes.column_names[len(self.columns):])
+                    self.sink.write(step, changes)
+                    self.delivered = step
+                    self.rows += changes.num_rows
+                    self.steps_written += 1
+                self.state = "running"
+                backoff = 0.2
+                self.on_delivered()
+            except BaseException as e:  # noqa: BLE001 - reported in status(), retried with backoff
+                self.last_error = f"connector {self.key} ({self.sink.transport}): {describe_error(e)}"
+                self.errors += 1
+                self.state = "retrying"
+                if self._opened:
+                    try:
+                        self.sink.close()
+                    except Exception:   # noqa: BLE001
+                        pass
+                    self._opened = False
+                self._sleep(backoff)
+                backoff = min(backoff * 2, MAX_BACKOFF_S)
+                if self._stop.is_set():
+                    return
+

@@ -1,0 +1,178 @@
+"""Running a table's source connectors: one thread each, feeding the durable input log.
+
+Each batch a source returns is converted and logged together with the position it ends at
+(``Ingest.push(source=...)``).  The step that consumes it records that position in its manifest
+(``meta["sources"]``).  On start a source reopens at the position of its last logged batch, or, if
+the log holds none, at the committed one, so no input is lost or read twice.
+
+A source waits while the input backlog is full (``MAX_BACKLOG_ROWS`` unprocessed rows), so a fast
+source cannot fill memory.  A source that fails (a broker down, an unreadable file) reports the error
+in ``status()`` and retries with backoff; the pipeline and its other sources go on.
+"""
+from __future__ import annotations
+
+import os
+import threading
+import time
+import traceback
+from typing import Any, Callable, Dict, Optional
+
+from planner.errors import ConnectorError, EngineError, InputError
+
+from .inputs import Errors
+
+MAX_BACKLOG_ROWS = 2_000_000   # unprocessed logged rows at which sources wait
+BATCH_ROWS = 100_000           # rows a source is asked for at a time
+MAX_BACKOFF_S = 10.0
+
+
+def describe_error(e: BaseException) -> str:
+    if isinstance(e, EngineError):
+        return e.message
+    return f"{type(e).__name__}: {e}"
+
+
+class SourceRunner:
+    """Drives one source connector on its own thread."""
+
+    def __init__(self, declared, table_def, ingest, backlog: Callable[[], int], position: Any):
+        self.d = declared
+        self.source = declared.connector
+        self.table = table_def
+        self.ingest = ingest
+        self.backlog = backlog
+        self.position = position
+        self.state = "paused" if declared.options["paused"] else "starting"
+        self.paused = bool(declared.options["paused"])
+        self.rows = 0
+        self.bytes = 0
+        self.batches = 0
+        self.dead_letters = 0
+        self.errors = 0
+        self.last_error: Optional[str] = None
+        self.last_error_at: Optional[float] = None
+        self._stop = threading.Event()
+        self._wake = threading.Event()
+        self._thread: Optional[threading.Thread] = None
+        self._opened = False
+
+    @property
+    def key(self) -> str:
+        return self.d.key
+
+    def dead_letter_path(self) -> str:
+        path = self.d.options.get("dead_letter")
+        return os.path.abspath(path) if path else os.path.join(
+            self.ingest.storage_dir, "dead_letter", f"{self.d.relation}.{self.d.name}.jsonl")
+
+    # ------------------------------------------------------------ control
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._run, name=f"sqlengine-source-{self.key}", daemon=True)
+        self._thread.start()
+
+    def pause(self) -> None:
+        self.paused = True
+        self._wake.set()
+
+    def resume(self) -> None:
+        self.paused = False
+        self._wake.set()
+
+    def stop(self, timeout: float = 10.0) -> None:
+        self._stop.set()
+        self._wake.set()
+        if self._thread is not None:
+            self._thread.join(timeout)
+        try:
+            self.source.close()
+        except Exception:   # noqa: BLE001 - closing is best effort
+            pass
+
+    @property
+    def done(self) -> bool:
+        """Finished reading (a bounded source at its end) or failed for good."""
+        return self.state in ("finished", "failed")
+
+    def status(self) -> dict:
+        lag = None
+        try:
+            lag = self.source.lag()
+        except Exception:   # noqa: BLE001
+            pass
+        return {"relation": self.d.relation, "kind": "source", "transport": self.source.transport,
+                "state": self.state, "rows": self.rows, "bytes": self.bytes, "batches": self.batches,
+                "position": self.position, "lag": lag, "dead_letter_rows": self.dead_letters,
+                "errors": self.errors, "last_error": self.last_error}
+
+    # ------------------------------------------------------------ the loop
+    def _sleep(self, seconds: float) -> None:
+        self._wake.wait(seconds)
+        self._wake.clear()
+
+    def _error(self, e: BaseException) -> None:
+        text = describe_error(e)
+        self.last_error = f"connector {self.key} ({self.source.transport}): {text}"
+        self.last_error_at = time.time()
+        self.errors += 1
+
+    def _run(self) -> None:
+        backoff = 0.2
+        pending = None   # a batch read but not yet logged
+        while not self._stop.is_set():
+            if self.paused:
+                self.state = "paused"
+                self._sleep(0.2)
+                continue
+            if self.backlog() >= MAX_BACKLOG_ROWS:
+                self.state = "backpressure"
+                self._sleep(0.02)
+                continue
+            try:
+                if not self._opened:
+                    self.source.open(self.position)
+                    self._opened = True
+                if pending is None:
+                    pending = self.source.poll(BATCH_ROWS)
+                if pending is None:
+                    if self.source.finished():
+                        self.state = "finished"
+                        self.ingest.notify()
+                        return
+                    self.state = "running"
+                    backoff = 0.2
+                    continue
+                errs = Errors(self.d.relation, self.d.options["on_error"])
+                n = self.ingest.push(self.table, pending.chunks, self.d.options["on_error"],
+                                     self.dead_letter_path() if not errs.reject else None,
+                                     source={"source": self.key, "position": pending.position}, errors=errs)
+                self.rows += n
+                self.bytes += pending.bytes
+                self.batches += 1
+                self.dead_letters += len(errs.bad)
+                self.position = pending.position
+                pending = None
+                self.state = "running"
+                backoff = 0.2
+            except InputError as e:   # on_error=reject and a bad record: the connector stops
+                self._error(e)
+                self.state = "failed"
+                self.ingest.notify()
+                return
+            except BaseException as e:  # noqa: BLE001 - reported in status(), retried with backoff
+                if not isinstance(e, (ConnectorError, OSError, EngineError)):
+                    e = ConnectorError(f"{type(e).__name__}: {e}\n{traceback.format_exc(limit=3)}")
+                self._error(e)
+                self.state = "retrying"
+                pending = None    # the reopened source reads it again from the last logged position
+                self._reopen()
+                self._sleep(backoff)
+                backoff = min(backoff * 2, MAX_BACKOFF_S)
+
+    def _reopen(self) -> None:
+        """After a failure, read again from the last position that reached the log."""
+        if self._opened:
+            try:
+                self.source.close()
+            except Exception:   # noqa: BLE001
+                pass
+            self._opened = False
