@@ -57,6 +57,8 @@ class Pipeline:
             os.makedirs(self.storage_dir, exist_ok=True)
         except OSError as e:
             raise PipelineError(f"cannot create storage directory {self.storage_dir}: {e}") from e
+        # connectors declared in the program (checked now: a wrong one raises ConnectorError from from_sql)
+        self._declared = declare_program(self.program, name, self.storage_dir)
         self._spark = spark
         self._spark_conf = dict(spark_conf or {})
         # the SparkSession starts in the background: steps on the driver never wait for it
@@ -68,8 +70,6 @@ class Pipeline:
         except OSError as e:
             raise PipelineError(f"cannot use storage directory {self.storage_dir}: {e}") from e
         self._ingest = Ingest(self.log, self.storage_dir, self.program.tables, self._notify)
-        # connectors declared in the program (checked now: a wrong one raises ConnectorError from from_sql)
-        self._declared = declare_program(self.program, name, self.storage_dir)
         self._outbox = Outbox(os.path.join(self.storage_dir, "outbox"))
         self._sources: Dict[str, SourceRunner] = {}
         self._sink_runners: Dict[str, SinkRunner] = {}
