@@ -25,7 +25,7 @@ from .inputlog import InputLog
 from .output import Dispatcher, OutputHandler
 from .query import Snapshot, check_query, load_relation
 from .row_errors import ERRORS_KEY, ERRORS_RELATION, read_errors
-from .session import spark_in_background, spark_master
+from .session import START_OPTION, spark_master, start_spark
 from .sinks import Outbox, SinkRunner
 from .sources import SourceRunner
 from .state import StateStore, StorageError
@@ -62,7 +62,7 @@ class Pipeline:
         self._spark = spark
         self._spark_conf = dict(spark_conf or {})
         # the SparkSession starts in the background: steps on the driver never wait for it
-        self._spark_future = None if spark is not None else spark_in_background(self._spark_conf)
+        self._spark_future = None if spark is not None else start_spark(self._spark_conf)
         try:
             self.store = StateStore(os.path.join(self.storage_dir, "state"))
             # entries before the committed position were trimmed; new ones must number after it
@@ -111,7 +111,8 @@ class Pipeline:
         if self._spark is not None:
             source, master = self._spark, self._spark.sparkContext.master
         else:
-            source, master = self._spark_future.result, spark_master(self._spark_conf)
+            source = self._spark_future.result
+            master = spark_master({k: v for k, v in self._spark_conf.items() if k != START_OPTION})
         self.engine = Engine(self.program, source, self.store, master=master)
         self._outbox.recover(self.store.current.step)
         self._apply_program_change()

@@ -78,3 +78,33 @@ def spark_in_background(conf: Optional[Dict[str, str]] = None) -> Future:
 
     threading.Thread(target=run, name="sqlengine-spark-start", daemon=True).start()
     return future
+
+
+class LazySpark:
+    """Like the future of ``spark_in_background``, but the session starts only when a step first needs it
+    (``spark_conf={"sqlengine.spark.start": "lazy"}``): for pipelines whose steps fit the driver, and for
+    processes that restart often."""
+
+    def __init__(self, conf: Optional[Dict[str, str]] = None):
+        self.conf = conf
+        self._spark = None
+
+    def result(self):
+        if self._spark is None:
+            self._spark = get_spark(self.conf)
+        return self._spark
+
+    def done(self) -> bool:
+        return self._spark is not None
+
+
+START_OPTION = "sqlengine.spark.start"   # "eager" (default: start in the background at once) or "lazy"
+
+
+def start_spark(conf: Dict[str, str]):
+    """The future session for ``conf``, started now in the background or lazily (``START_OPTION``)."""
+    mode = conf.get(START_OPTION, os.environ.get("SQLENGINE_SPARK_START", "eager"))
+    if mode not in ("eager", "lazy"):
+        raise PipelineError(f"{START_OPTION} must be 'eager' or 'lazy', not {mode!r}")
+    spark_conf = {k: v for k, v in conf.items() if k != START_OPTION}
+    return LazySpark(spark_conf) if mode == "lazy" else spark_in_background(spark_conf)
