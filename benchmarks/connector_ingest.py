@@ -1,0 +1,227 @@
+"""Ingest through connectors into a GROUP BY view, with the peers side by side on the same files.
+
+    python -m benchmarks.connector_ingest --rows 2000000 --files 20 [--kafka] [--out benchmarks/RESULTS.md]
+
+Rows (id BIGINT, k INT with 100,000 keys, v BIGINT, ts TIMESTAMP) are written once as CSV files (with a
+header for the engine, without for Flink, whose CSV format has no header option), Parquet files, and,
+with ``--kafka``, JSON messages in a 3-partition topic of a Tansu broker started for the run.  Then:
+
+* the engine: a pipeline whose table has a ``file_input`` (csv, parquet) or ``kafka_input`` (json)
+  connector and a materialized ``SELECT k, COUNT(*), SUM(v) FROM ev GROUP BY k``; timed from
+  ``start()`` until all input is processed (``wait_for_completion``; for Kafka, until the source's
+  position reaches the topic's end and the pipeline is idle).  Spark is not started (the steps run on
+  the driver), so no JVM start is in the figure;
+* Spark Structured Streaming: ``readStream`` of the same CSV / Parquet directory, the same aggregation
+  in update mode into a ``noop`` sink, ``trigger(availableNow=True)``; timed from ``start()`` until the
+  query ends (the SparkSession is started before, untimed);
+* Flink SQL (``.peer-flink``): the filesystem CSV source into a blackhole sink; the wall time of the
+  job, and the same minus the job's fixed cost over an empty directory.
+
+The engine's results are checked against DuckDB over the same rows.  The report goes between
+``<!-- BEGIN connector_ingest -->`` and ``<!-- END connector_ingest -->`` in ``--out``.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from benchmarks.report import write_section
+from benchmarks.soak import ROOT, machine
+
+FLINK_PYTHON = os.path.join(ROOT, ".peer-flink", "bin", "python")
+VIEW = "SELECT k, COUNT(*) AS n, SUM(v) AS s FROM ev GROUP BY k"
+COLUMNS = "id BIGINT NOT NULL, k INT, v BIGINT, ts TIMESTAMP"
+
+
+def make_rows(n: int, seed: int = 1) -> pd.DataFrame:
+    rng = np.random.default_rng(seed)
+    return pd.DataFrame({"id": np.arange(n, dtype=np.int64), "k": rng.integers(0, 100_000, n, dtype=np.int32),
+                         "v": rng.integers(-1000, 1000, n, dtype=np.int64),
+                         "ts": pd.Timestamp("2024-01-01") + pd.to_timedelta(np.arange(n), unit="ms")})
+
+
+def write_files(df: pd.DataFrame, root: str, files: int) -> dict:
+    dirs = {f: os.path.join(root, f) for f in ("csv", "csv_noheader", "parquet", "empty")}
+    for d in dirs.values():
+        os.makedirs(d)
+    for i, part in enumerate(np.array_split(np.arange(len(df)), files)):
+        chunk = df.iloc[part]
+        chunk.to_csv(os.path.join(dirs["csv"], f"part-{i:05d}.csv"), index=False,
+                     date_format="%Y-%m-%d %H:%M:%S.%f")
+        chunk.to_csv(os.path.join(dirs["csv_noheader"], f"part-{i:05d}.csv"), index=False, header=False,
+                     date_format="%Y-%m-%d %H:%M:%S.%f")
+        pq.write_table(pa.Table.from_pandas(chunk, preserve_index=False), os.path.join(dirs["parquet"],
+                                                                                      f"part-{i:05d}.parquet"))
+    return dirs
+
+
+def expected(df: pd.DataFrame) -> dict:
+    g = df.groupby("k").agg(n=("id", "size"), s=("v", "sum"))
+    return {int(k): (int(r.n), int(r.s)) for k, r in g.iterrows()}
+
+
+def check(p, want: dict) -> bool:
+    got = {r["k"]: (r["n"], r["s"]) for r in p.query("SELECT * FROM by_k")}
+    return got == want
+
+
+def engine_files(fmt: str, path: str, rows: int, want: dict) -> dict:
+    from sqlengine import Pipeline
+    conn = [{"name": "files", "transport": {"name": "file_input", "config": {"path": path}},
+             "format": {"name": fmt}}]
+    sql = (f"CREATE TABLE ev ({COLUMNS}) WITH ('connectors' = '{json.dumps(conn)}');\n"
+           f"CREATE MATERIALIZED VIEW by_k AS {VIEW};")
+    with tempfile.TemporaryDirectory() as store:
+        p = Pipeline.from_sql(sql, storage_dir=store, spark_conf={"sqlengine.spark.start": "lazy"})
+        t0 = time.perf_counter()
+        p.start()
+        p.wait_for_completion()
+        wall = time.perf_counter() - t0
+        ok = check(p, want)
+        steps = p.status()["step"]
+        p.stop()
+    return {"wall_s": wall, "rows_per_s": rows / wall, "correct": ok, "steps": steps}
+
+
+def engine_kafka(df: pd.DataFrame, want: dict) -> dict:
+    from tests.kafka_broker import Broker   # the test helper that starts Tansu
+    from confluent_kafka import Producer
+    from confluent_kafka.admin import AdminClient, NewTopic
+    from sqlengine import Pipeline
+    with Broker() as broker:
+        admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+        admin.create_topics([NewTopic("ev", num_partitions=3, replication_factor=1)])["ev"].result()
+        prod = Producer({"bootstrap.servers": broker.bootstrap, "linger.ms": 50, "batch.num.messages": 10000})
+        ts = df["ts"].dt.strftime("%Y-%m-%d %H:%M:%S.%f")
+        for i, (a, b, c, d) in enumerate(zip(df["id"].tolist(), df["k"].tolist(), df["v"].tolist(), ts.tolist())):
+            prod.produce("ev", json.dumps({"id": a, "k": b, "v": c, "ts": d}).encode(), partition=i % 3)
+            if i % 100_000 == 0:
+                prod.flush()
+        prod.flush()
+        conn = [{"name": "kafka", "transport": {"name": "kafka_input", "config": {
+            "bootstrap.servers": broker.bootstrap, "topics": ["ev"], "start_from": "earliest"}},
+            "format": {"name": "json", "config": {"update_format": "raw"}}}]
+        sql = (f"CREATE TABLE ev ({COLUMNS}) WITH ('connectors' = '{json.dumps(conn)}');\n"
+               f"CREATE MATERIALIZED VIEW by_k AS {VIEW};")
+        with tempfile.TemporaryDirectory() as store:
+            p = Pipeline.from_sql(sql, storage_dir=store, spark_conf={"sqlengine.spark.start": "lazy"})
+            t0 = time.perf_counter()
+            p.start()
+            while p.status()["connectors"]["ev.kafka"]["rows"] < len(df):
+                if p.status()["connectors"]["ev.kafka"]["state"] == "failed":
+                    raise SystemExit(p.status()["connectors"]["ev.kafka"]["last_error"])
+                time.sleep(0.01)
+            p.wait_for_idle()
+            wall = time.perf_counter() - t0
+            ok = check(p, want)
+            p.stop()
+    return {"wall_s": wall, "rows_per_s": len(df) / wall, "correct": ok}
+
+
+def sss(fmt: str, path: str, rows: int) -> dict:
+    from pyspark.sql import functions as F
+    from pyspark.sql.types import IntegerType, LongType, StructField, StructType, TimestampType
+    from sqlengine.session import get_spark
+    spark = get_spark({"spark.sql.shuffle.partitions": "2"})
+    schema = StructType([StructField("id", LongType()), StructField("k", IntegerType()), StructField("v", LongType()),
+                         StructField("ts", TimestampType())])
+    reader = spark.readStream.schema(schema)
+    stream = reader.option("header", True).csv(path) if fmt == "csv" else reader.parquet(path)
+    agg = stream.groupBy("k").agg(F.count("*").alias("n"), F.sum("v").alias("s"))
+    with tempfile.TemporaryDirectory() as ck:
+        t0 = time.perf_counter()
+        q = (agg.writeStream.outputMode("update").format("noop").option("checkpointLocation", ck)
+             .trigger(availableNow=True).start())
+        q.awaitTermination()
+        wall = time.perf_counter() - t0
+    return {"wall_s": wall, "rows_per_s": rows / wall}
+
+
+def flink(dirs: dict, rows: int) -> dict:
+    if not os.path.exists(FLINK_PYTHON):
+        return {"error": "not run: .peer-flink missing (python3 -m venv .peer-flink && "
+                         ".peer-flink/bin/pip install apache-flink==2.3.0)"}
+    env = dict(os.environ, JVM_ARGS="-Xms2g -Xmx2g")
+    out = subprocess.run([FLINK_PYTHON, os.path.join(ROOT, "benchmarks", "peers", "flink_ingest.py"),
+                          "--csv", dirs["csv_noheader"], "--empty", dirs["empty"]], capture_output=True, text=True,
+                         env=env, timeout=1800)
+    line = next((x for x in out.stdout.splitlines() if x.startswith("RESULT ")), None)
+    if line is None:
+        return {"error": (out.stderr or out.stdout)[-500:]}
+    r = json.loads(line[len("RESULT "):])
+    net = max(r["wall_s"] - r["startup_s"], 1e-9)
+    return {"wall_s": r["wall_s"], "rows_per_s": rows / r["wall_s"], "startup_s": r["startup_s"],
+            "net_rows_per_s": rows / net}
+
+
+def fmt_rate(x) -> str:
+    return f"{x / 1e3:,.0f}k" if x is not None else "-"
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--rows", type=int, default=2_000_000)
+    ap.add_argument("--files", type=int, default=20)
+    ap.add_argument("--kafka", action="store_true", help="also Kafka JSON (starts a Tansu broker)")
+    ap.add_argument("--no-peers", action="store_true")
+    ap.add_argument("--out", default=os.path.join(ROOT, "benchmarks", "RESULTS.md"))
+    a = ap.parse_args(argv)
+    before = machine("at start")
+    df = make_rows(a.rows)
+    want = expected(df)
+    results = {}
+    with tempfile.TemporaryDirectory() as root:
+        dirs = write_files(df, root, a.files)
+        results["engine csv"] = engine_files("csv", dirs["csv"], a.rows, want)
+        print("engine csv", results["engine csv"], flush=True)
+        results["engine parquet"] = engine_files("parquet", dirs["parquet"], a.rows, want)
+        print("engine parquet", results["engine parquet"], flush=True)
+        if a.kafka:
+            results["engine kafka json"] = engine_kafka(df, want)
+            print("engine kafka json", results["engine kafka json"], flush=True)
+        if not a.no_peers:
+            results["flink csv"] = flink(dirs, a.rows)
+            print("flink csv", results["flink csv"], flush=True)
+            results["sss csv"] = sss("csv", dirs["csv"], a.rows)
+            print("sss csv", results["sss csv"], flush=True)
+            results["sss parquet"] = sss("parquet", dirs["parquet"], a.rows)
+            print("sss parquet", results["sss parquet"], flush=True)
+    flink_rate = results.get("flink csv", {}).get("rows_per_s")
+    sss_csv = results.get("sss csv", {}).get("rows_per_s")
+    lines = [f"## Connector ingest: {a.rows:,} rows into a GROUP BY view (100,000 keys)", "",
+             f"`python -m benchmarks.connector_ingest --rows {a.rows} --files {a.files}"
+             f"{' --kafka' if a.kafka else ''}` — {before}", "",
+             "| run | wall s | rows/s | vs Flink CSV (wall) | vs SSS CSV | notes |", "|---|---|---|---|---|---|"]
+    for name, r in results.items():
+        if "error" in r:
+            lines.append(f"| {name} | - | - | - | - | {r['error']} |")
+            continue
+        notes = []
+        if "correct" in r:
+            notes.append("view = DuckDB" if r["correct"] else "**view differs from DuckDB**")
+        if "startup_s" in r:
+            notes.append(f"job fixed cost {r['startup_s']:.1f} s; without it {fmt_rate(r['net_rows_per_s'])} rows/s")
+        ratio_f = f"{r['rows_per_s'] / flink_rate:.2f}" if flink_rate else "-"
+        ratio_s = f"{r['rows_per_s'] / sss_csv:.2f}" if sss_csv else "-"
+        lines.append(f"| {name} | {r['wall_s']:.2f} | {fmt_rate(r['rows_per_s'])} | {ratio_f} | {ratio_s} | "
+                     f"{'; '.join(notes)} |")
+    lines += ["", f"Load after the run: {machine('at end')}"]
+    text = "\n".join(lines)
+    print(text)
+    write_section(a.out, "connector_ingest", text)
+    return 0 if all(r.get("correct", True) for r in results.values()) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
