@@ -114,6 +114,7 @@ class Context:
     columns: List[Tuple[str, Any]] = field(default_factory=list)   # (name, planner SqlType)
     key: Tuple[str, ...] = ()     # a table's primary key
     table: Any = None             # a source's table (planner.bind.TableDef), for sqlengine.inputs' converters
+    materialized: bool = False    # a sink's view is a MATERIALIZED VIEW
     where: Located = field(default_factory=lambda: Located(None, None))
 
 
@@ -188,6 +189,15 @@ class Sink(Connector):
     def write(self, step: int, changes: pa.Table) -> None:
         """Write step ``step``'s changes: the view's columns plus ``__weight``.  Writing a step the sink
         already holds must change nothing."""
+        raise NotImplementedError
+
+    # A sink that must start from the view's whole contents (not only the changes from now on) sets
+    # ``SEEDED = True`` and implements ``seed``: when ``open()`` returns 0 on a pipeline that already
+    # committed steps, the engine calls ``seed(step, contents)`` with the view's consolidated contents
+    # (columns plus ``__weight``) at committed step ``step``, then delivers the steps after it.
+    SEEDED: ClassVar[bool] = False
+
+    def seed(self, step: int, contents: pa.Table) -> None:
         raise NotImplementedError
 
     def close(self) -> None:

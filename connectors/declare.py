@@ -53,7 +53,7 @@ def _load(text: str, where: Located) -> List[dict]:
 
 
 def declare(relation: str, kind: str, option, sql: str, pipeline: str, storage_dir: str, columns,
-            key=(), table=None) -> List[Declared]:
+            key=(), table=None, materialized: bool = False) -> List[Declared]:
     """The connectors declared on one table (``kind="source"``) or view (``"sink"``)."""
     if option is None:
         return []
@@ -86,7 +86,8 @@ def declare(relation: str, kind: str, option, sql: str, pipeline: str, storage_d
         cls.check_installed(where)
         config = check_options(f"transport {tname}", cls.OPTIONS, transport.get("config", {}), where, cls.passthrough)
         ctx = Context(pipeline=pipeline, storage_dir=storage_dir, relation=relation, connector=name,
-                      columns=list(columns), key=tuple(key), table=table, where=where)
+                      columns=list(columns), key=tuple(key), table=table, materialized=materialized,
+                      where=where)
         fmt = None
         fdecl = top["format"]
         if fdecl is not None and not cls.FORMATS:
@@ -114,8 +115,5 @@ def declare_program(program, pipeline: str, storage_dir: str) -> List[Declared]:
                        [(f.name, f.type) for f in t.fields], t.primary_key, t)
     for v, d in program.views.items():
         cols = [(n, None) for n in program.circuit.outputs[v].names]   # types arrive with the changes
-        sinks = declare(v, "sink", d.connectors, program.sql, pipeline, storage_dir, cols)
-        for s in sinks:
-            s.connector.materialized = d.materialized
-        out += sinks
+        out += declare(v, "sink", d.connectors, program.sql, pipeline, storage_dir, cols, materialized=d.materialized)
     return out

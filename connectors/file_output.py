@@ -35,6 +35,12 @@ class FileOutput(Sink):
                "mode": opt(str, default="changelog", choices=("changelog", "snapshot"),
                            doc="one file of changes per step, or one file with the current contents")}
     FORMATS = ("parquet", "csv", "json")
+    SEEDED = True   # snapshot mode starts from the view's contents
+
+    def validate(self) -> None:
+        if self.config["mode"] == "snapshot" and not self.ctx.materialized:
+            raise self.ctx.where.error(f"file_output: snapshot mode needs a MATERIALIZED VIEW ({self.ctx.relation} "
+                                       "is not): its contents are what the snapshot starts from", "mode")
 
     def __init__(self, config, fmt, ctx):
         super().__init__(config, fmt, ctx)
@@ -84,6 +90,10 @@ class FileOutput(Sink):
             raise ConnectorError(f"file_output: cannot write to {self.directory}: {e}") from e
 
     # ------------------------------------------------------------ snapshot mode
+    def seed(self, step: int, contents: pa.Table) -> None:
+        if self.config["mode"] == "snapshot":
+            self.state = None
+            self._apply(step, contents)
     def _apply(self, step: int, changes: pa.Table) -> None:
         import duckdb
         both = changes if self.state is None else pa.concat_tables([self.state, changes.cast(self.state.schema)])

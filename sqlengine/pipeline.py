@@ -133,7 +133,8 @@ class Pipeline:
             if d.kind == "sink" and d.key not in self._sink_runners:
                 names = list(self.program.circuit.outputs[d.relation].names)
                 self._sink_runners[d.key] = SinkRunner(d, self._outbox, lambda: self.store.current.step,
-                                                       lambda v=d.relation: self._trim_outbox(v), names)
+                                                       lambda v=d.relation: self._trim_outbox(v), names,
+                                                       lambda v=d.relation: self._view_contents(v))
         committed = dict(m.meta.get("sources", {}))
         logged = self.log.source_positions(m.log_position[0])
         for d in self._declared:
@@ -144,6 +145,16 @@ class Pipeline:
             r.start()
         for r in self._sources.values():
             r.start()
+
+    def _view_contents(self, view: str):
+        """(committed step, the materialized view's consolidated rows with the weight column, SQL names)."""
+        from .zset import consolidate_arrow
+        out = self.program.circuit.outputs[view]
+        with self._commit_lock:
+            step = self.store.current.step
+            runs = self.engine.state_rows(out.integral)
+        t = consolidate_arrow(runs) if runs.num_rows else runs
+        return step, t.rename_columns(list(out.names) + [WEIGHT])
 
     def _backlog_rows(self) -> int:
         return self.log.backlog_rows(self.store.current.log_position[0])

@@ -81,7 +81,7 @@ class SinkRunner:
     """Delivers one view's committed changes to one sink, in step order, on its own thread."""
 
     def __init__(self, declared, outbox: Outbox, committed: Callable[[], int], on_delivered: Callable[[], None],
-                 columns: List[str]):
+                 columns: List[str], contents: Callable[[], tuple]):
         self.d = declared
         self.sink = declared.connector
         self.view = declared.relation
@@ -89,6 +89,7 @@ class SinkRunner:
         self.committed = committed
         self.on_delivered = on_delivered
         self.columns = list(columns)
+        self.contents = contents     # () -> (committed step, the view's consolidated contents with __weight)
         self.delivered = -1          # the last step the sink holds (-1: not opened yet)
         self.state = "starting"
         self.paused = bool(declared.options["paused"])
@@ -161,6 +162,10 @@ class SinkRunner:
             try:
                 if not self._opened:
                     self.delivered = int(self.sink.open())
+                    if self.delivered == 0 and self.sink.SEEDED and self.committed() > 0:
+                        step, rows = self.contents()
+                        self.sink.seed(step, rows)
+                        self.delivered = step
                     self._opened = True
                 todo = self.backlog()
                 if not todo:

@@ -323,3 +323,30 @@ def test_threads_end_with_the_pipeline(tmp_path):
     p.stop()
     alive = [t.name for t in threading.enumerate() if t.name.startswith(("sqlengine-source", "sqlengine-sink"))]
     assert not alive, alive
+
+
+def test_snapshot_sink_added_later_starts_from_the_contents(tmp_path):
+    """A snapshot sink declared when the pipeline already has state starts from the view's contents."""
+    feed, store, out = "bounded-late", str(tmp_path / "s"), str(tmp_path / "out")
+    FEEDS[feed] = [[{"insert": {"k": 1, "v": 2}}, {"insert": {"k": 2, "v": 3}}]]
+    plain = (f"CREATE TABLE t (k INT, v BIGINT) WITH ('connectors' = '{decl(source(feed))}');\n"
+             f"CREATE MATERIALIZED VIEW agg AS {VIEW};")
+    p = Pipeline.from_sql(plain, storage_dir=store)
+    p.start()
+    p.wait_for_completion(timeout_s=30)
+    p.stop()
+    FEEDS[feed].append([{"delete": {"k": 1, "v": 2}}, {"insert": {"k": 3, "v": 4}}])
+    p = Pipeline.from_sql(program(feed, out), storage_dir=store)
+    p.start()
+    p.wait_for_completion(timeout_s=30)
+    want = bag([(2, 1, 3), (3, 1, 4)])
+    snap = pd.read_csv(f"{out}/snap/snapshot.csv")
+    assert bag([tuple(int(x) for x in r) for r in snap.itertuples(index=False)]) == want
+    p.stop()
+
+
+def test_snapshot_mode_needs_a_materialized_view(tmp_path):
+    sql = ("CREATE TABLE t (k INT);\nCREATE VIEW v WITH ('connectors' = '[{\"transport\": {\"name\": \"file_output\", "
+           "\"config\": {\"path\": \"o\", \"mode\": \"snapshot\"}}}]') AS SELECT k FROM t;")
+    with pytest.raises(ConnectorError, match="snapshot mode needs a MATERIALIZED VIEW"):
+        Pipeline.from_sql(sql, storage_dir=str(tmp_path))
