@@ -1,5 +1,5 @@
 """Sources and sinks, registered by transport name (see ``connectors.base``)."""
-from . import file_output, formats  # noqa: F401 - registers them
+from . import datagen, file_input, file_output, formats, kafka_input, kafka_output, messages, nexmark  # noqa: F401 - registers them
 from .base import FORMATS, SINKS, SOURCES, Format, Sink, Source, SourceBatch, opt, register_format, \
     register_sink, register_source
 

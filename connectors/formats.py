@@ -6,12 +6,25 @@ engine's input converters, so that bad records get the same errors and dead lett
 """
 from __future__ import annotations
 
+import io
 import os
-from typing import Any, Dict
+from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple
 
 import pyarrow as pa
+import pyarrow.compute as pc
+
+from planner.errors import EngineError, InputError
+from sqlengine.inputs import (Chunk, Errors, _finish, _match_columns, convert_strings, convert_values,
+                              json_chunks)
+from sqlengine.schema import arrow_type
 
 from .base import Format, opt, register_format
+
+_WEIGHT_OPTIONS = {
+    "weight_column": opt(str, doc="reading: a column (not a table column) holding each row's weight, a nonzero "
+                                  "integer: +n inserts n copies, -n deletes n copies"),
+    "op_column": opt(str, doc="reading: a column (not a table column) holding 'insert' or 'delete'"),
+}
 
 
 def _write_atomically(path: str, write) -> None:
@@ -27,11 +40,34 @@ def _write_atomically(path: str, write) -> None:
 class ParquetFormat(Format):
     name = "parquet"
     extension = "parquet"
-    OPTIONS: Dict[str, Any] = {}
+    OPTIONS: Dict[str, Any] = dict(_WEIGHT_OPTIONS)
 
     def write_file(self, table: pa.Table, path: str) -> None:
         import pyarrow.parquet as pq
         _write_atomically(path, lambda tmp: pq.write_table(table, tmp))
+
+    def read_file(self, path: str):
+        """The ``Chunks`` of one local Parquet file (read lazily, by row groups)."""
+        import pyarrow.parquet as pq
+
+        def chunks(errs: Errors, chunk_rows: int):
+            f = pq.ParquetFile(path)
+            yield from arrow_batches_chunks(self.ctx.table, f.schema_arrow, f.iter_batches(batch_size=chunk_rows),
+                                            self.config, errs)
+        return chunks
+
+    def decode(self, data: bytes):
+        """The ``Chunks`` of one Parquet file's bytes."""
+        import pyarrow.parquet as pq
+        return self.read_arrow(lambda: pq.read_table(pa.BufferReader(data)))
+
+    def read_arrow(self, load: Callable[[], pa.Table]):
+        """The ``Chunks`` of the Arrow table ``load()`` gives (e.g. a Spark read), columns matched by name."""
+        def chunks(errs: Errors, chunk_rows: int):
+            table = load()
+            yield from arrow_batches_chunks(self.ctx.table, table.schema, table.to_batches(max_chunksize=chunk_rows),
+                                            self.config, errs)
+        return chunks
 
 
 @register_format
@@ -39,7 +75,19 @@ class CsvFormat(Format):
     name = "csv"
     extension = "csv"
     OPTIONS = {"delimiter": opt(str, default=",", doc="the field separator, one character"),
-               "header": opt(bool, default=True, doc="the first line names the columns")}
+               "header": opt(bool, default=True, doc="the first line names the columns (reading without a "
+                                                      "header: the table's columns in order, then the "
+                                                      "weight/op column if any)"),
+               **_WEIGHT_OPTIONS}
+
+    def read_file(self, path: str):
+        """The ``Chunks`` of one local CSV file (read in blocks: bounded memory)."""
+        return lambda errs, chunk_rows: csv_file_chunks(self.ctx.table, path, self.config, errs, chunk_rows)
+
+    def decode(self, data: bytes):
+        """The ``Chunks`` of CSV bytes."""
+        return lambda errs, chunk_rows: csv_file_chunks(self.ctx.table, io.BytesIO(bytes(data)), self.config,
+                                                        errs, chunk_rows)
 
     def write_file(self, table: pa.Table, path: str) -> None:
         import pyarrow.csv as pcsv
@@ -54,6 +102,20 @@ class JsonFormat(Format):
     OPTIONS = {"update_format": opt(str, default="insert_delete", choices=("raw", "insert_delete", "debezium"),
                                     doc="raw rows (inserts), {\"insert\"|\"delete\": row}, or a Debezium envelope")}
 
+    def read_file(self, path: str):
+        """The ``Chunks`` of one local file of JSON lines (or one JSON array)."""
+        def chunks(errs: Errors, chunk_rows: int):
+            with open(path, "rb") as f:
+                data = f.read()
+            yield from json_text_chunks(self.ctx.table, data.decode(), self.config["update_format"], errs,
+                                        chunk_rows)
+        return chunks
+
+    def decode(self, data: bytes):
+        """The ``Chunks`` of JSON bytes (JSON lines, one object, or an array)."""
+        return lambda errs, chunk_rows: json_text_chunks(self.ctx.table, bytes(data).decode(),
+                                                         self.config["update_format"], errs, chunk_rows)
+
     def write_file(self, table: pa.Table, path: str) -> None:
         import duckdb
 
@@ -63,3 +125,294 @@ class JsonFormat(Format):
             con.execute(f"COPY (SELECT * FROM t) TO '{tmp}' (FORMAT json)")
             con.close()
         _write_atomically(path, write)
+
+
+# ====================================================================== reading (sources)
+#
+# A source hands the engine a ``Chunks`` callable per batch: ``(errs, chunk_rows) -> (rows c0.., weights)``.
+# The formats build them with the engine's converters (``sqlengine.inputs``), so that bad records get
+# the same checks (types, NOT NULL, primary keys) and dead letters as pushed input.
+#
+# A unit of input (a file, a message) is converted with its own ``Errors`` collector, whose dead-letter
+# records are copied into the batch's, each naming the unit (``"file"``).  A unit that cannot be read at
+# all (no header, unknown or missing NOT NULL columns, a column of an incompatible type, a corrupt file)
+# becomes ONE dead-letter record naming it and the problem, and the source goes on with the next unit
+# (under ``on_error="reject"`` the connector stops with that error instead).  Such a problem found in the
+# middle of a big file leaves the rows read before it applied (the record says from which row on the
+# file was not read).
+
+UNIT_ERRORS = (InputError, pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError, UnicodeDecodeError,
+               ValueError, TypeError)
+_UNIT_SPAN = 10 ** 12   # dead-letter keys of unit k of a batch: k * _UNIT_SPAN + row
+
+
+def unit_chunks(units: Sequence[Tuple[str, Callable[[Errors, int], Iterator[Chunk]]]],
+                recoverable: Tuple[type, ...] = UNIT_ERRORS) -> Callable[[Errors, int], Iterator[Chunk]]:
+    """One batch's ``Chunks`` from several named units, each ``(name, chunks)``; see above.  Exceptions not in
+    ``recoverable`` (an ``OSError``: the storage is unreachable) propagate, so the source retries the batch."""
+
+    def chunks(errs: Errors, chunk_rows: int) -> Iterator[Chunk]:
+        for k, (name, unit) in enumerate(units):
+            sub = Errors(errs.table, "reject" if errs.reject else "dead_letter")
+            rows = 0
+
+            def merge():
+                for row, rec in sub.bad.items():
+                    errs.bad[k * _UNIT_SPAN + row] = {**rec, "file": name}
+            try:
+                for part, weights in unit(sub, chunk_rows):
+                    rows += part.num_rows
+                    merge()
+                    yield part, weights
+            except recoverable as e:
+                text = e.message if isinstance(e, EngineError) else f"{type(e).__name__}: {e}"
+                if text.startswith(f"table {errs.table}: "):
+                    text = text[len(f"table {errs.table}: "):]
+                after = f" (the file was not read after its first {rows} good rows)" if rows else ""
+                if errs.reject:
+                    raise InputError(f"table {errs.table}: {name}: {text}{after}") from None
+                merge()
+                errs.bad[(k + 1) * _UNIT_SPAN - 1] = {
+                    "table": errs.table, "row": None, "column": None, "file": name, "raw": None,
+                    "error": f"table {errs.table}: {name} cannot be read: {text}{after}"}
+                continue
+            merge()
+    return chunks
+
+
+def _kind(t: pa.DataType) -> str:
+    if pa.types.is_dictionary(t):
+        return _kind(t.value_type)
+    for kind, test in (("bool", pa.types.is_boolean), ("int", pa.types.is_integer), ("float", pa.types.is_floating),
+                       ("decimal", pa.types.is_decimal), ("string", lambda x: pa.types.is_string(x) or
+                                                          pa.types.is_large_string(x)),
+                       ("timestamp", pa.types.is_timestamp), ("date", pa.types.is_date), ("null", pa.types.is_null)):
+        if test(t):
+            return kind
+    return str(t)
+
+
+# the column kinds a file's column may have for a table column of a kind (strings are parsed)
+_COMPATIBLE = {"bool": {"bool"}, "int": {"int", "float", "decimal"}, "float": {"int", "float", "decimal"},
+               "decimal": {"int", "float", "decimal"}, "string": {"string"},
+               "timestamp": {"timestamp", "date"}, "date": {"date", "timestamp"}}
+
+
+def convert_typed(arr: pa.Array, f, errs: Errors) -> pa.Array:
+    """A typed column read from a file (Parquet, Spark) -> the table column's type.  An incompatible column
+    type raises ``InputError`` (the whole file is bad); values that do not fit go to ``errs``."""
+    target = arrow_type(f.type)
+    if isinstance(arr, pa.ChunkedArray):
+        arr = arr.combine_chunks()
+    if pa.types.is_dictionary(arr.type):
+        arr = arr.dictionary_decode()
+    if arr.type == target:
+        return arr
+    src, want = _kind(arr.type), _kind(target)
+    if src == "null":
+        return pa.nulls(len(arr), target)
+    if src == "string":
+        arr = arr.cast(pa.string())
+        return convert_strings(arr, f.type, f.name, errs)
+    if src not in _COMPATIBLE.get(want, ()):
+        raise InputError(f"column {f.name} is {arr.type} in the file but {f.type.sql} in the table")
+    if src == "timestamp":
+        arr = arr.cast(pa.timestamp(arr.type.unit))    # zoned -> the same instant as naive UTC
+    try:
+        return pc.cast(arr, target, safe=not (src == "timestamp" or want == "date"))
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+        return convert_values(arr.to_pylist(), f.type, f.name, errs)
+
+
+def _weights_of(arr: pa.Array, column: str, op: bool, errs: Errors) -> List[int]:
+    """The weight of each row from the weight column (a nonzero integer) or the op column (insert|delete)."""
+    out: List[int] = []
+    if op:
+        for i, v in enumerate(arr.to_pylist()):
+            w = {"insert": 1, "delete": -1}.get(v.strip().lower() if isinstance(v, str) else v)
+            if w is None:
+                errs.add(i, column, f"{column} must be 'insert' or 'delete', not {v!r}")
+                w = 1
+            out.append(w)
+        return out
+    if not pa.types.is_integer(arr.type):
+        try:
+            arr = pc.cast(arr, pa.int64()) if not pa.types.is_floating(arr.type) else arr
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+            pass
+    for i, v in enumerate(arr.to_pylist()):
+        w = v
+        if isinstance(v, str):
+            try:
+                w = int(v.strip())
+            except ValueError:
+                w = None
+        elif isinstance(v, float) and v.is_integer():
+            w = int(v)
+        if not isinstance(w, int) or isinstance(w, bool) or w == 0:
+            errs.add(i, column, f"{column} must be a nonzero integer weight (+n inserts, -n deletes), not {v!r}")
+            w = 1
+        out.append(w)
+    return out
+
+
+class _Columns:
+    """How a file's columns map to the table: the table's columns and the weight or op column."""
+
+    def __init__(self, t, names: Sequence[str], weight: Optional[str], op: Optional[str]):
+        self.special = weight or op
+        self.op = op is not None
+        self.special_at = None
+        data = list(names)
+        if self.special:
+            low = [str(n).lower() for n in names]
+            if self.special.lower() not in low:
+                what = "op_column" if op else "weight_column"
+                raise InputError(f"table {t.name}: the {what} '{self.special}' is missing. Columns: "
+                                 f"{', '.join(map(str, names))}")
+            self.special_at = low.index(self.special.lower())
+            data = [n for j, n in enumerate(names) if j != self.special_at]
+        # with a weight column, rows of a table with a primary key may be deletes that only carry the key
+        mapping = _match_columns(t, data, delete=bool(self.special) and bool(t.primary_key))
+        self.col_of = {f.name: list(names).index(mapping[f.name]) for f in t.fields if f.name in mapping}
+
+    def convert(self, t, columns: Sequence[pa.Array], n: int, errs: Errors, seen: dict, convert):
+        """Converted, checked rows and weights of one chunk of the file's columns."""
+        weights: Any = 1
+        if self.special:
+            weights = _weights_of(columns[self.special_at], self.special, self.op, errs)
+        arrays = [convert(columns[self.col_of[f.name]], f) if f.name in self.col_of
+                  else pa.nulls(n, arrow_type(f.type)) for f in t.fields]
+        return _finish(t, arrays, weights, errs, seen)
+
+
+def csv_file_chunks(t, source, config: Dict[str, Any], errs: Errors, chunk_rows: int) -> Iterator[Chunk]:
+    """Chunks from one CSV file (a path or a file object): fields read as text and converted to the table's
+    types (an empty field is NULL); rows with the wrong number of fields go to the dead letter.  Like
+    ``sqlengine.inputs.csv_chunks``, plus the format's delimiter, header and weight/op column."""
+    import pyarrow.csv as pcsv
+    weight, op = config.get("weight_column"), config.get("op_column")
+    invalid: List[Tuple[int, int, str]] = []
+    first = 2 if config["header"] else 1    # the line number of data row 0
+
+    def on_invalid(row):
+        invalid.append(((row.number or 0) - first, row.actual_columns, row.text))
+        return "skip"
+
+    if config["header"]:
+        import csv
+        if isinstance(source, str):
+            with open(source, newline="") as fh:
+                line = fh.readline()
+        else:
+            line = source.getvalue().split(b"\n", 1)[0].decode()
+        names = next(csv.reader([line.rstrip("\r\n")], delimiter=config["delimiter"]), [])
+        if not names:
+            raise InputError(f"table {t.name}: the CSV file has no header line")
+        read_opts = pcsv.ReadOptions(use_threads=False, block_size=1 << 22)
+    else:
+        names = [f.name for f in t.fields] + ([weight or op] if (weight or op) else [])
+        read_opts = pcsv.ReadOptions(use_threads=False, block_size=1 << 22, column_names=names)
+    cols = _Columns(t, names, weight, op)
+    reader = pcsv.open_csv(source, read_options=read_opts,
+                           parse_options=pcsv.ParseOptions(delimiter=config["delimiter"],
+                                                           invalid_row_handler=on_invalid),
+                           convert_options=pcsv.ConvertOptions(
+                               strings_can_be_null=True, null_values=[""], quoted_strings_can_be_null=False,
+                               column_types={h: pa.string() for h in names}))
+    seen: dict = {}
+    state = {"next": 0, "inv": 0}
+    skipped: set = set()
+
+    def flush(batches):
+        table = pa.Table.from_batches(batches, schema=reader.schema) if batches else None
+        n = table.num_rows if table is not None else 0
+        for number, fields, text in sorted(invalid[state["inv"]:]):
+            skipped.add(number)
+            errs.start_chunk(number)
+            errs.add(0, None, f"malformed CSV row: expected {len(names)} fields, got {fields}: {text[:60]!r}",
+                     raw=text)
+        state["inv"] = len(invalid)
+        base, ids = state["next"], None
+        if any(x >= base for x in skipped):
+            ids, r = [], base
+            while len(ids) < n:
+                if r not in skipped:
+                    ids.append(r)
+                r += 1
+            state["next"] = r
+        else:
+            state["next"] = base + n
+        if not n:
+            errs.check()
+            return None
+        columns = [table.column(i).combine_chunks() for i in range(len(names))]
+        errs.start_chunk(base, row_ids=ids, raw=lambda i: {str(c): a[i].as_py() for c, a in zip(names, columns)})
+        return cols.convert(t, columns, n, errs, seen, lambda a, f: convert_strings(a, f.type, f.name, errs))
+
+    pending, rows = [], 0
+    while True:
+        try:
+            batch = reader.read_next_batch()
+        except StopIteration:
+            break
+        except pa.ArrowInvalid as e:
+            raise InputError(f"malformed CSV near data row {state['next'] + rows}: {e}") from None
+        while batch.num_rows:
+            take = min(batch.num_rows, chunk_rows - rows)
+            pending.append(batch.slice(0, take))
+            rows += take
+            batch = batch.slice(take)
+            if rows >= chunk_rows:
+                out = flush(pending)
+                pending, rows = [], 0
+                if out is not None:
+                    yield out
+    out = flush(pending)
+    if out is not None:
+        yield out
+
+
+def arrow_batches_chunks(t, schema: pa.Schema, batches: Iterable[pa.RecordBatch], config: Dict[str, Any],
+                         errs: Errors) -> Iterator[Chunk]:
+    """Chunks from typed Arrow record batches (a Parquet file, a Spark read), columns matched by name."""
+    names = schema.names
+    cols = _Columns(t, names, config.get("weight_column"), config.get("op_column"))
+    seen: dict = {}
+    base = 0
+    for b in batches:
+        n = b.num_rows
+        if not n:
+            continue
+        columns = [b.column(i) for i in range(len(names))]
+        errs.start_chunk(base, raw=lambda i, b=b: b.slice(i, 1).to_pylist()[0])
+        yield cols.convert(t, columns, n, errs, seen, lambda a, f: convert_typed(a, f, errs))
+        base += n
+
+
+def _debezium(records: List[Any]) -> List[Any]:
+    """Debezium change envelopes (``{"payload": {"before", "after", "op"}}`` or the payload alone) as
+    insert_delete records: ``before`` is deleted, ``after`` inserted."""
+    out: List[Any] = []
+    for r in records:
+        p = r.get("payload", r) if isinstance(r, dict) else r
+        if not isinstance(p, dict) or not ({"before", "after"} & set(p)):
+            out.append(r)   # json_chunks reports it
+            continue
+        if p.get("before") is not None:
+            out.append({"delete": p["before"]})
+        if p.get("after") is not None:
+            out.append({"insert": p["after"]})
+    return out
+
+
+def json_text_chunks(t, text, update_format: str, errs: Errors, chunk_rows: int) -> Iterator[Chunk]:
+    """Chunks from JSON text (JSON lines, or one JSON array) in ``update_format``."""
+    if update_format == "debezium":
+        from sqlengine.inputs import parse_json
+        records, malformed = parse_json(text, errs)
+        if malformed:   # already recorded by parse_json; keep the others
+            records = [r for i, r in enumerate(records) if i not in malformed]
+        yield from json_chunks(t, _debezium(records), "insert_delete", errs, chunk_rows)
+        return
+    yield from json_chunks(t, text, update_format, errs, chunk_rows)
