@@ -28,7 +28,7 @@ from .lower import Lowerer, null_safe_semi
 from .op_schemas import derive as derive_schemas
 from .schema import spark_schema_of
 from .state import Manifest, Run, StateStore, StorageError
-from .zset import W, consolidate_arrow, consolidate_spark
+from .zset import W, clamp_in_order, consolidate_arrow, consolidate_spark
 
 EMPTY = None  # an op whose change is empty in this step
 log = logging.getLogger("sqlengine")
@@ -199,31 +199,7 @@ class Engine:
         parts = [consolidate_arrow(p) for p in parts]
         cols = [c for c in schema.names if c != W]
         probe_rows = pa.concat_tables(negs)
-        have_t = self.stored_rows(op, probe_rows, cols)
-        count: Dict[tuple, int] = {}
-        for r in have_t.to_pylist():
-            count[tuple(r[c] for c in cols)] = r[W]
-        tracked = {tuple(r[c] for c in cols) for r in probe_rows.to_pylist()}
-        out = []
-        for part in parts:
-            rows = part.to_pylist() if len(parts) > 1 or part.num_rows <= 100_000 else None
-            if rows is None:   # one big batch: only its deletes need clamping
-                pos = part.filter(pa.compute.greater(part.column(W), 0))
-                rows = part.filter(pa.compute.less(part.column(W), 0)).to_pylist()
-                out.append(pos)
-            weights = []
-            for r in rows:
-                key = tuple(r[c] for c in cols)
-                w = r[W]
-                if w < 0:
-                    w = max(w, -count.get(key, 0))
-                if key in tracked:
-                    count[key] = count.get(key, 0) + w
-                weights.append(w)
-            if rows:
-                t = pa.Table.from_pylist(rows, schema=schema)
-                out.append(t.set_column(t.column_names.index(W), W, pa.array(weights, pa.int64())))
-        return consolidate_arrow(pa.concat_tables(out))
+        return clamp_in_order(parts, probe_rows, self.stored_rows(op, probe_rows, cols))
 
     def upsert(self, table: str, parts: List[pa.Table], primary_key) -> pa.Table:
         """Batches for a table with a PRIMARY KEY, applied in order: an insert replaces the row with the

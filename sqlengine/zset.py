@@ -79,3 +79,49 @@ def positive_spark(df):
 def negate_spark(df):
     from pyspark.sql import functions as F
     return df.withColumn(W, -F.col(W))
+
+
+def clamp_in_order(parts: Sequence[pa.Table], deleted: pa.Table, stored: pa.Table) -> pa.Table:
+    """Apply batches of changes in order with bag semantics: a delete removes at most the copies that exist
+    at that point.  ``parts`` are consolidated batches (one row per distinct row each), ``deleted`` the rows
+    some batch deletes, ``stored`` the committed copies of (at least) those rows, consolidated.
+
+    For each deleted row the running count is a sum clamped at zero, c_k = max(c_(k-1) + w_k, 0); with
+    S_k = c_0 + w_1 + ... + w_k that is c_k = S_k - min(0, min_(j<=k) S_j), so it is computed with window
+    functions (DuckDB), not row by row.  Rows that no batch deletes pass through.
+
+    >>> a = pa.table({"c0": [1, 2], W: [1, 1]}); b = pa.table({"c0": [1, 3], W: [-3, -1]})
+    >>> stored = pa.table({"c0": [1], W: [1]})
+    >>> clamp_in_order([a, b], b, stored).sort_by("c0").to_pylist()
+    [{'c0': 1, '__w': -1}, {'c0': 2, '__w': 1}]
+    """
+    import duckdb
+    import numpy as np
+    schema = parts[0].schema
+    cols = data_columns(schema.names)
+    seq = pa.concat_tables(parts)
+    seq = seq.append_column("__i", pa.array(np.arange(seq.num_rows, dtype=np.int64)))
+    q = ", ".join(f'"{c}"' for c in cols)
+
+    def eq(x: str, y: str) -> str:
+        return " AND ".join(f'{x}."{c}" IS NOT DISTINCT FROM {y}."{c}"' for c in cols)
+
+    con = duckdb.connect(":memory:")
+    try:
+        con.register("a", seq)
+        con.register("deleted", deleted.select(cols))
+        con.register("h", stored.select(cols + [W]))
+        con.execute(f"CREATE TEMP TABLE tr AS SELECT DISTINCT {q} FROM deleted")
+        window = f"PARTITION BY {q} ORDER BY __i"
+        clamped = con.sql(f"""
+            WITH x AS (SELECT a.* FROM a SEMI JOIN tr ON {eq('a', 'tr')}),
+            y AS (SELECT x.*, COALESCE(h."{W}", 0) AS __c0 FROM x LEFT JOIN h ON {eq('x', 'h')}),
+            s AS (SELECT *, __c0 + SUM("{W}") OVER (w ROWS UNBOUNDED PRECEDING) AS __s FROM y WINDOW w AS ({window})),
+            c AS (SELECT *, __s - LEAST(0, MIN(__s) OVER (w ROWS UNBOUNDED PRECEDING)) AS __c FROM s
+                  WINDOW w AS ({window})),
+            d AS (SELECT *, __c - LAG(__c, 1, __c0) OVER ({window}) AS __nw FROM c)
+            SELECT {q}, __nw::BIGINT AS "{W}" FROM d WHERE __nw <> 0""").to_arrow_table()
+        rest = con.sql(f'SELECT {q}, "{W}" FROM a ANTI JOIN tr ON {eq("a", "tr")}').to_arrow_table()
+    finally:
+        con.close()
+    return consolidate_arrow(pa.concat_tables([clamped.cast(schema), rest.cast(schema)]))
