@@ -6,7 +6,10 @@ kills land while it runs.  ``verify`` checks, after the last run: every batch ap
 table equals the sequence's result), the view equals DuckDB's recomputation, the changelog files hold
 each step once and integrate to the view, and the snapshot file equals the view.
 
-    python -m tests.connector_crash_child STORAGE OUT BATCHES
+    python -m tests.connector_crash_child STORAGE OUT BATCHES [INBOX]
+
+With ``INBOX`` the input comes from a followed ``file_input`` directory instead, one JSON-lines file per
+batch, which the parent writes (atomically: a temporary name, then a rename) while the child runs.
 """
 from __future__ import annotations
 
@@ -77,22 +80,47 @@ class Replay(Source):
         return self.next >= len(self.all)
 
 
-def program(out: str, count: int) -> str:
+def publish(inbox: str, i: int, recs: list) -> None:
+    """Batch ``i`` as a JSON-lines file, written under a temporary name and renamed."""
+    name = os.path.join(inbox, f"b-{i:05d}.jsonl")
+    with open(os.path.join(inbox, f".b-{i:05d}.jsonl.tmp"), "w") as f:
+        f.write("".join(json.dumps(r) + "\n" for r in recs))
+    os.replace(os.path.join(inbox, f".b-{i:05d}.jsonl.tmp"), name)
+
+
+def program(out: str, count: int, inbox: str = None) -> str:
     src = [{"name": "replay", "transport": {"name": "test_replay", "config": {"count": count}}}]
+    if inbox:
+        src = [{"name": "replay", "transport": {"name": "file_input", "config": {
+            "path": inbox, "follow": True, "poll_interval_ms": 20}},
+            "format": {"name": "json", "config": {"update_format": "insert_delete"}}}]
     sinks = [{"name": "log", "transport": {"name": "file_output", "config": {"path": f"{out}/log"}}},
              {"name": "snap", "transport": {"name": "file_output", "config": {"path": f"{out}/snap", "mode": "snapshot"}}}]
     return (f"CREATE TABLE t (id BIGINT NOT NULL, g INT, v BIGINT) WITH ('connectors' = '{json.dumps(src)}');\n"
             f"CREATE MATERIALIZED VIEW agg WITH ('connectors' = '{json.dumps(sinks)}') AS {VIEW};")
 
 
-def open_pipeline(storage: str, out: str, count: int):
+def open_pipeline(storage: str, out: str, count: int, inbox: str = None):
     from sqlengine import Pipeline
-    return Pipeline.from_sql(program(out, count), storage_dir=storage, spark_conf={"sqlengine.spark.start": "lazy"})
+    return Pipeline.from_sql(program(out, count, inbox), storage_dir=storage,
+                             spark_conf={"sqlengine.spark.start": "lazy"})
 
 
-def run_child(storage: str, out: str, count: int, kill_after=None, timeout: float = 120):
+def wait_for_all(p, count: int, inbox: str = None) -> None:
+    """Until every batch is read (a followed directory never finishes) and processed."""
+    if inbox:
+        while len(p.status()["connectors"]["t.replay"]["position"] or []) < count:
+            p._check()
+            time.sleep(0.02)
+        p.wait_for_idle()
+    else:
+        p.wait_for_completion(timeout_s=600)
+
+
+def run_child(storage: str, out: str, count: int, kill_after=None, timeout: float = 120, inbox: str = None):
     """Run the child; with ``kill_after`` seconds, SIGKILL it then.  Returns its exit code."""
-    proc = subprocess.Popen([sys.executable, "-m", "tests.connector_crash_child", storage, out, str(count)],
+    proc = subprocess.Popen([sys.executable, "-m", "tests.connector_crash_child", storage, out, str(count)]
+                            + ([inbox] if inbox else []),
                             cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     try:
@@ -110,14 +138,14 @@ def run_child(storage: str, out: str, count: int, kill_after=None, timeout: floa
     return proc.returncode
 
 
-def verify(storage: str, out: str, count: int) -> list:
+def verify(storage: str, out: str, count: int, inbox: str = None) -> list:
     import pandas as pd
     import pyarrow.parquet as pq
     from tests.oracle import Model, bag, bag_from_changes, diff
     problems = []
-    p = open_pipeline(storage, out, count)
+    p = open_pipeline(storage, out, count, inbox)
     p.start()
-    p.wait_for_completion(timeout_s=120)
+    wait_for_all(p, count, inbox)
     want_rows = final_rows(count)
     got_t = bag([tuple(r.values()) for r in p.query("SELECT id, g, v FROM t")])
     want_t = bag([(r["id"], r["g"], r["v"]) for r in want_rows])
@@ -144,13 +172,13 @@ def verify(storage: str, out: str, count: int) -> list:
     return problems
 
 
-def main(storage: str, out: str, count: int) -> None:
-    p = open_pipeline(storage, out, count)
+def main(storage: str, out: str, count: int, inbox: str = None) -> None:
+    p = open_pipeline(storage, out, count, inbox)
     p.start()
-    p.wait_for_completion(timeout_s=600)
+    wait_for_all(p, count, inbox)
     p.stop()
     print("done", flush=True)
 
 
 if __name__ == "__main__":
-    main(sys.argv[1], sys.argv[2], int(sys.argv[3]))
+    main(sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4] if len(sys.argv) > 4 else None)
