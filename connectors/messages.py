@@ -1,0 +1,373 @@
+"""Message payloads: decoding a batch of messages (Kafka values) into the engine's chunks, and encoding a
+view's changes into messages.
+
+**Decoding** (``decoder(fmt, table)`` -> ``decode(values, where)`` -> ``Chunks``).  One message is one record:
+
+* ``json``: one JSON object per message, in the format's ``update_format``: ``raw`` (a row, an insert),
+  ``insert_delete`` (``{"insert": row}`` or ``{"delete": row}``) or ``debezium`` (``{"before": row|null,
+  "after": row|null, "op": ...}``, also wrapped as ``{"payload": {...}}``: ``before`` is deleted, ``after``
+  inserted).  Fast path: the batch's payloads are joined with newlines and parsed by ``pyarrow.json`` with an
+  explicit schema built from the table (unknown fields are errors), then converted column by column with
+  the rules of ``sqlengine.inputs`` (timestamps with ``parse_timestamps``, NOT NULL and primary-key checks
+  with ``_finish``).  If pyarrow rejects the batch (a malformed message, a value of the wrong JSON type, an
+  unknown or differently cased column, a message holding several lines, a Debezium envelope with more
+  fields than before/after/op), the batch is converted again on the exact slow path: each message parsed
+  with ``json.loads`` and converted with ``sqlengine.inputs.json_chunks``, so bad messages go to the dead
+  letter and the rest is applied.  (Known difference: the fast path takes ``{"insert": row, "delete":
+  null}`` as an insert where the slow path rejects the second key.)
+* ``csv``: each message holds data line(s) without a header, the table's columns in order (then the
+  format's ``weight_column``/``op_column`` if set); the format's ``delimiter`` applies, its ``header`` is
+  ignored.  Wrong field counts and bad values go to the dead letter.
+* ``avro``: each message is one record in Avro binary encoding (no container header) written with the
+  format's ``schema``; decoded with fastavro.  ``update_format`` as for JSON, applied to the decoded
+  record.  Bytes that do not decode (or leave bytes over) go to the dead letter.
+
+A message with no value (a tombstone) or only whitespace is skipped.  Dead-letter records of message
+input also carry the message's ``topic``, ``partition`` and ``offset``.
+
+**Encoding** (``encode_json``): one message per unit of weight, ``{"insert": row}`` / ``{"delete": row}``
+(``insert_delete``; a row of weight +3 is three insert messages) or ``{"before": null, "after": row,
+"op": "c"}`` / ``{"before": row, "after": null, "op": "d"}`` (``debezium``).  Values: timestamps as
+``"YYYY-MM-DD HH:MM:SS[.ffffff]"``, dates as ``"YYYY-MM-DD"``, decimals as JSON strings holding the exact
+decimal (``"12.50"``: a JSON number would go through binary floating point in most readers; the engine's
+inputs read such strings back exactly), NULL as ``null``.
+"""
+from __future__ import annotations
+
+import datetime as dt
+import decimal
+import io
+import json
+from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from planner.errors import InputError
+from sqlengine.inputs import Chunk, Errors, _finish, convert_strings, json_chunks
+from sqlengine.schema import arrow_type
+
+from .base import Format, opt, register_format
+
+UPDATE_FORMATS = ("raw", "insert_delete", "debezium")
+_FAST_KINDS = ("bool", "int", "float", "string", "decimal", "timestamp", "date")
+
+
+# ====================================================================== the avro format
+@register_format
+class AvroFormat(Format):
+    """Avro binary records, one per message, written with ``schema`` (a JSON Avro schema)."""
+    name = "avro"
+    extension = "avro"
+    OPTIONS = {"schema": opt(str, required=True, doc="the Avro schema of the records, as a JSON string"),
+               "update_format": opt(str, default="raw", choices=UPDATE_FORMATS,
+                                    doc="each record is a row (raw), {insert|delete: row} or a Debezium envelope")}
+
+    def __init__(self, config, ctx):
+        super().__init__(config, ctx)
+        try:
+            import fastavro
+        except ImportError:
+            raise ctx.where.error("format avro needs fastavro: pip install 'sqlengine[kafka]'", "avro") from None
+        try:
+            self.parsed = fastavro.parse_schema(json.loads(config["schema"]))
+        except Exception as e:   # noqa: BLE001 - JSON or Avro schema errors of every kind
+            raise ctx.where.error(f"format avro: \"schema\" is not a valid Avro schema: {type(e).__name__}: {e}",
+                                  "schema") from None
+
+
+# ====================================================================== decoding
+class Batch:
+    """The payloads of one batch of messages and where each came from (for dead-letter records)."""
+
+    def __init__(self, values: List[bytes], coords: Optional[Callable[[int], Dict[str, Any]]] = None):
+        self.values = values
+        self.coords = coords
+
+    def annotate(self, errs: Errors, message_of: Callable[[int], Optional[int]] = lambda r: r) -> None:
+        if self.coords is None:
+            return
+        for rec in errs.bad.values():
+            row = rec.get("row")
+            if row is None or "offset" in rec:
+                continue
+            m = message_of(row)
+            if m is not None and 0 <= m < len(self.values):
+                rec.update(self.coords(m))
+
+
+def _text(v: bytes) -> str:
+    try:
+        return v.decode()
+    except UnicodeDecodeError:
+        return v.decode("latin-1")
+
+
+def _bad_message(errs: Errors, row: int, message: str, raw: Any) -> None:
+    """Record message ``row`` as bad before it is converted (its placeholder record is then rejected by the
+    converters, which keep this first record)."""
+    text = f"table {errs.table}, row {row}: {message}"
+    if errs.reject:
+        raise InputError(text)
+    errs.bad[row] = {"table": errs.table, "row": row, "column": None, "error": text, "raw": raw}
+
+
+def _debezium_records(recs: Sequence[Any]) -> Tuple[List[Any], List[int]]:
+    """Debezium envelopes -> insert_delete records, and the message index of each."""
+    out: List[Any] = []
+    msg: List[int] = []
+    for i, r in enumerate(recs):
+        p = r.get("payload", r) if isinstance(r, dict) else r
+        if not isinstance(p, dict) or not ({"before", "after"} & set(p)):
+            out.append(r if r is not None else None)   # json_chunks reports it
+            msg.append(i)
+            continue
+        if p.get("before") is not None:
+            out.append({"delete": p["before"]})
+            msg.append(i)
+        if p.get("after") is not None:
+            out.append({"insert": p["after"]})
+            msg.append(i)
+    return out, msg
+
+
+def records_chunks(t, batch: Batch, records: List[Any], update_format: str, errs: Errors,
+                   chunk_rows: int) -> Iterator[Chunk]:
+    """The exact path: decoded records (one per message; placeholders for bad messages already recorded in
+    ``errs``) converted by ``sqlengine.inputs.json_chunks``."""
+    if update_format == "debezium":
+        recs, msg = _debezium_records(records)
+        bad = {r: rec for r, rec in errs.bad.items()}   # message-numbered records of undecodable messages
+        errs.bad.clear()
+        remap = {}
+        for j, m in enumerate(msg):
+            if m in bad and m not in remap:
+                remap[m] = j
+        for m, rec in bad.items():
+            j = remap.get(m, m)
+            errs.bad[j] = {**rec, "row": j}
+        yield from json_chunks(t, recs, "insert_delete", errs, chunk_rows)
+        batch.annotate(errs, lambda r: msg[r] if r < len(msg) else None)
+        return
+    yield from json_chunks(t, records, update_format, errs, chunk_rows)
+    batch.annotate(errs)
+
+
+class JsonDecoder:
+    def __init__(self, t, update_format: str):
+        self.t = t
+        self.update_format = update_format
+        self.fast = all(_kind(arrow_type(f.type)) in _FAST_KINDS for f in t.fields)
+        row = pa.struct([pa.field(f.name, self._read_type(f)) for f in t.fields])
+        if update_format == "raw":
+            self.schema = pa.schema(list(row))
+        elif update_format == "insert_delete":
+            self.schema = pa.schema([("insert", row), ("delete", row)])
+        else:
+            self.schema = pa.schema([("before", row), ("after", row), ("op", pa.string())])
+        self.fast_batches = 0
+        self.slow_batches = 0
+
+    @staticmethod
+    def _read_type(f) -> pa.DataType:
+        target = arrow_type(f.type)
+        if pa.types.is_timestamp(target) or pa.types.is_date(target):
+            return pa.string()
+        return target
+
+    def __call__(self, batch: Batch):
+        def chunks(errs: Errors, chunk_rows: int) -> Iterator[Chunk]:
+            out = None
+            if self.fast and batch.values:
+                saved = dict(errs.bad)
+                try:
+                    out = list(self._fast(batch, errs, chunk_rows))
+                    self.fast_batches += 1
+                except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError, _NotFast):
+                    errs.bad.clear()
+                    errs.bad.update(saved)
+                    out = None
+            if out is not None:
+                batch.annotate(errs)
+                yield from out
+                return
+            self.slow_batches += 1
+            yield from self._slow(batch, errs, chunk_rows)
+        return chunks
+
+    # ------------------------------------------------------------ the exact path
+    def _slow(self, batch: Batch, errs: Errors, chunk_rows: int) -> Iterator[Chunk]:
+        records: List[Any] = []
+        for i, v in enumerate(batch.values):
+            try:
+                records.append(json.loads(v))
+            except (ValueError, UnicodeDecodeError) as e:
+                msg = f"malformed JSON: {e.msg} (line {e.lineno} column {e.colno})" \
+                    if isinstance(e, json.JSONDecodeError) else f"malformed JSON: {e}"
+                _bad_message(errs, i, msg, _text(v))
+                records.append(None)
+        yield from records_chunks(self.t, batch, records, self.update_format, errs, chunk_rows)
+
+    # ------------------------------------------------------------ the fast path
+    def _fast(self, batch: Batch, errs: Errors, chunk_rows: int) -> Iterator[Chunk]:
+        import pyarrow.json as pj
+        t = self.t
+        seen: dict = {}
+        values = batch.values
+        for start in range(0, len(values), chunk_rows):
+            part = values[start:start + chunk_rows]
+            data = b"\n".join(part)
+            table = pj.read_json(io.BytesIO(data), read_options=pj.ReadOptions(use_threads=True,
+                                                                                 block_size=max(1 << 22, 1)),
+                                 parse_options=pj.ParseOptions(explicit_schema=self.schema,
+                                                               unexpected_field_behavior="error"))
+            if table.num_rows != len(part):
+                raise _NotFast("a message holds no object or several")
+            raw = (lambda i, part=part: json.loads(part[i]))
+            if self.update_format == "raw":
+                errs.start_chunk(start, raw=raw)
+                cols = [table.column(i).combine_chunks() for i in range(len(t.fields))]
+                yield self._finish(cols, 1, errs, seen)
+            elif self.update_format == "insert_delete":
+                ins = table.column("insert").combine_chunks()
+                dele = table.column("delete").combine_chunks()
+                is_ins, is_del = pc.is_valid(ins), pc.is_valid(dele)
+                if pc.any(pc.equal(is_ins, is_del)).as_py():
+                    raise _NotFast("a message with both or neither of insert and delete")
+                errs.start_chunk(start, raw=raw)
+                cols = [pc.if_else(is_ins, pc.struct_field(ins, [i]), pc.struct_field(dele, [i]))
+                        for i in range(len(t.fields))]
+                weights = pc.if_else(is_ins, 1, -1).to_numpy(zero_copy_only=False).tolist()
+                yield self._finish(cols, weights, errs, seen)
+            else:
+                before = table.column("before").combine_chunks()
+                after = table.column("after").combine_chunks()
+                ib = pc.indices_nonzero(pc.is_valid(before))
+                ia = pc.indices_nonzero(pc.is_valid(after))
+                ids = pa.concat_arrays([ib, ia]).to_numpy(zero_copy_only=False) + start
+                if not len(ids):
+                    continue
+                errs.start_chunk(start, row_ids=ids, raw=lambda i, ids=ids: json.loads(values[int(ids[i])]))
+                cols = [pa.concat_arrays([pc.struct_field(before, [i]).take(ib), pc.struct_field(after, [i]).take(ia)])
+                        for i in range(len(t.fields))]
+                weights = [-1] * len(ib) + [1] * len(ia)
+                yield self._finish(cols, weights, errs, seen)
+
+    def _finish(self, cols: List[pa.Array], weights, errs: Errors, seen: dict) -> Chunk:
+        arrays = []
+        for f, arr in zip(self.t.fields, cols):
+            target = arrow_type(f.type)
+            if isinstance(arr, pa.ChunkedArray):
+                arr = arr.combine_chunks()
+            if pa.types.is_timestamp(target) or pa.types.is_date(target):
+                arr = convert_strings(arr, f.type, f.name, errs)
+            elif arr.type != target:
+                arr = arr.cast(target)
+            arrays.append(arr)
+        return _finish(self.t, arrays, weights, errs, seen)
+
+
+class _NotFast(Exception):
+    pass
+
+
+def _kind(t: pa.DataType) -> str:
+    for kind, test in (("bool", pa.types.is_boolean), ("int", pa.types.is_integer), ("float", pa.types.is_floating),
+                       ("decimal", pa.types.is_decimal), ("string", pa.types.is_string),
+                       ("timestamp", pa.types.is_timestamp), ("date", pa.types.is_date)):
+        if test(t):
+            return kind
+    return str(t)
+
+
+class CsvDecoder:
+    def __init__(self, t, config: Dict[str, Any]):
+        self.t = t
+        self.config = {**config, "header": False}
+
+    def __call__(self, batch: Batch):
+        from .formats import csv_file_chunks
+
+        def chunks(errs: Errors, chunk_rows: int) -> Iterator[Chunk]:
+            values = [v[:-1] if v.endswith(b"\n") else v for v in batch.values]
+            one_line = all(b"\n" not in v and b"\r" not in v for v in values)
+            data = b"\n".join(values) + b"\n"
+            try:
+                yield from csv_file_chunks(self.t, io.BytesIO(data), self.config, errs, chunk_rows)
+            except pa.ArrowInvalid as e:
+                raise InputError(f"table {self.t.name}: malformed CSV: {e}") from None
+            if one_line:
+                batch.annotate(errs)
+        return chunks
+
+
+class AvroDecoder:
+    def __init__(self, t, fmt: AvroFormat):
+        self.t = t
+        self.parsed = fmt.parsed
+        self.update_format = fmt.config["update_format"]
+
+    def __call__(self, batch: Batch):
+        from fastavro import schemaless_reader
+
+        def chunks(errs: Errors, chunk_rows: int) -> Iterator[Chunk]:
+            records: List[Any] = []
+            for i, v in enumerate(batch.values):
+                buf = io.BytesIO(v)
+                try:
+                    rec = schemaless_reader(buf, self.parsed)
+                    if buf.tell() != len(v):
+                        raise ValueError(f"{len(v) - buf.tell()} bytes left over after the record")
+                except Exception as e:   # noqa: BLE001 - fastavro raises many kinds on bad bytes
+                    _bad_message(errs, i, f"not an Avro record of the format's schema: {type(e).__name__}: {e}",
+                                 v.hex() if len(v) <= 256 else v[:256].hex() + "...")
+                    rec = None
+                records.append(rec)
+            yield from records_chunks(self.t, batch, records, self.update_format, errs, chunk_rows)
+        return chunks
+
+
+def decoder(fmt: Format, t) -> Callable[[Batch], Callable[[Errors, int], Iterator[Chunk]]]:
+    """A function turning a ``Batch`` of message values into the engine's ``Chunks``, for the format."""
+    if fmt.name == "json":
+        return JsonDecoder(t, fmt.config["update_format"])
+    if fmt.name == "csv":
+        return CsvDecoder(t, fmt.config)
+    if fmt.name == "avro":
+        return AvroDecoder(t, fmt)
+    raise InputError(f"format {fmt.name} cannot decode messages")
+
+
+# ====================================================================== encoding
+def _default(v: Any) -> Any:
+    if isinstance(v, dt.datetime):
+        return v.isoformat(sep=" ")
+    if isinstance(v, (dt.date, dt.time)):
+        return v.isoformat()
+    if isinstance(v, decimal.Decimal):
+        return str(v)
+    if isinstance(v, (bytes, bytearray)):
+        return v.decode("latin-1")
+    if hasattr(v, "isoformat"):          # pandas Timestamp
+        return v.isoformat(sep=" ")
+    if hasattr(v, "item"):               # numpy scalars
+        return v.item()
+    raise TypeError(f"cannot write {type(v).__name__} as JSON")
+
+
+def encode_json(changes: pa.Table, update_format: str, key_columns: Sequence[str] = (),
+                weight: str = "__weight") -> Iterator[Tuple[Optional[bytes], bytes]]:
+    """(key, value) messages for a view's changes (its columns plus ``weight``), one per unit of weight."""
+    names = [c for c in changes.column_names if c != weight]
+    rows = changes.select(names).to_pylist()
+    weights = changes.column(weight).to_pylist()
+    dumps = json.JSONEncoder(default=_default, separators=(",", ":"), ensure_ascii=False).encode
+    for row, w in zip(rows, weights):
+        key = dumps({k: row[k] for k in key_columns}).encode() if key_columns else None
+        if update_format == "debezium":
+            value = dumps({"before": None, "after": row, "op": "c"} if w > 0 else
+                          {"before": row, "after": None, "op": "d"}).encode()
+        else:
+            value = dumps({"insert": row} if w > 0 else {"delete": row}).encode()
+        for _ in range(abs(int(w))):
+            yield key, value
