@@ -48,6 +48,8 @@ def kafka_error_text(e: BaseException) -> str:
 
 
 @register_source
+_BLANK = (b" ", b"\t", b"\n", b"\r")   # a message starting with one may be blank (checked in full)
+
 class KafkaInput(Source):
     transport = "kafka_input"
     OPTIONS = {
@@ -215,7 +217,7 @@ class KafkaInput(Source):
         return {f"{t}/{p}": off for (t, p), off in sorted(self.next.items())}
 
     # ------------------------------------------------------------ reading
-    def poll(self, max_rows: int) -> Optional[SourceBatch]:
+    def poll(self, max_rows: int) -> Optional[SourceBatch]:  # noqa: C901
         from confluent_kafka import KafkaError
         if self.consumer is None:
             raise ConnectorError("not open")
@@ -242,22 +244,36 @@ class KafkaInput(Source):
                 if msgs or time.monotonic() >= deadline:
                     break
                 continue
-            for m in got:
-                err = m.error()
-                if err is not None:
-                    if err.code() == KafkaError._PARTITION_EOF:
-                        continue
-                    raise ConnectorError(f"reading {m.topic()}/{m.partition()}: {err.str()}")
-                nxt[(m.topic(), m.partition())] = m.offset() + 1
-                advanced = True
-                v = m.value()
-                if v is None:
+            # per message only what must be (this loop bounds the connector's rate): errors, values
+            if any([m.error() is not None for m in got]):
+                for m in got:
+                    err = m.error()
+                    if err is not None and err.code() != KafkaError._PARTITION_EOF:
+                        raise ConnectorError(f"reading {m.topic()}/{m.partition()}: {err.str()}")
+                got = [m for m in got if m.error() is None]
+            if not got:
+                continue
+            advanced = True
+            seen = set()
+            for m in reversed(got):   # the next offset of each partition: after its last message
+                tp = (m.topic(), m.partition())
+                if tp not in seen:
+                    seen.add(tp)
+                    nxt[tp] = m.offset() + 1
+            vals = [m.value() for m in got]
+            size += sum(len(v) for v in vals if v is not None)
+            if all(vals):
+                keep = [v[:1] not in _BLANK for v in vals]
+                if all(keep):
+                    msgs += got
+                    values += vals
                     continue
-                size += len(v)
-                if not v.strip():
-                    continue
-                msgs.append(m)
-                values.append(v)
+            else:
+                keep = [bool(v) and v[:1] not in _BLANK for v in vals]
+            for m, v, k in zip(got, vals, keep):
+                if k or (v and v.strip()):
+                    msgs.append(m)
+                    values.append(v)
             if self.broker_error is not None:
                 break
         if self.broker_error is not None and not msgs:   # (with messages: raised by the next poll)
