@@ -47,9 +47,10 @@ def kafka_error_text(e: BaseException) -> str:
     return str(e)
 
 
-@register_source
 _BLANK = (b" ", b"\t", b"\n", b"\r")   # a message starting with one may be blank (checked in full)
 
+
+@register_source
 class KafkaInput(Source):
     transport = "kafka_input"
     OPTIONS = {
