@@ -271,3 +271,12 @@ def test_sink_declaration_errors(config, fmt, message):
         Pipeline.from_sql(sql)
     assert message in str(e.value), str(e.value)
     assert e.value.line == 3 and e.value.column is not None
+
+
+def test_readme_example(broker, monkeypatch, capsys):
+    """The README's Kafka example runs as written against the test broker."""
+    from tests.test_readme import python_blocks
+    (block,) = python_blocks('"name": "kafka_output"')
+    monkeypatch.setenv("KAFKA", broker.bootstrap)
+    exec(compile(block, "README.md", "exec"), {})
+    assert "[{'auction': 1, 'top': 10}, {'auction': 2, 'top': 7}]" in capsys.readouterr().out
