@@ -14,7 +14,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from planner.errors import EngineError, InputError
-from sqlengine.inputs import (Chunk, Errors, _finish, _match_columns, convert_strings, convert_values,
+from sqlengine.inputs import (Chunk, Errors, _finish, _match_columns, convert_strings, convert_values, csv_tables,
                               json_chunks)
 from sqlengine.schema import arrow_type
 
@@ -290,15 +290,7 @@ def csv_file_chunks(t, source, config: Dict[str, Any], errs: Errors, chunk_rows:
     """Chunks from one CSV file (a path or a file object): fields read as text and converted to the table's
     types (an empty field is NULL); rows with the wrong number of fields go to the dead letter.  Like
     ``sqlengine.inputs.csv_chunks``, plus the format's delimiter, header and weight/op column."""
-    import pyarrow.csv as pcsv
     weight, op = config.get("weight_column"), config.get("op_column")
-    invalid: List[Tuple[int, int, str]] = []
-    first = 2 if config["header"] else 1    # the line number of data row 0
-
-    def on_invalid(row):
-        invalid.append(((row.number or 0) - first, row.actual_columns, row.text))
-        return "skip"
-
     if config["header"]:
         import csv
         if isinstance(source, str):
@@ -309,68 +301,13 @@ def csv_file_chunks(t, source, config: Dict[str, Any], errs: Errors, chunk_rows:
         names = next(csv.reader([line.rstrip("\r\n")], delimiter=config["delimiter"]), [])
         if not names:
             raise InputError(f"table {t.name}: the CSV file has no header line")
-        read_opts = pcsv.ReadOptions(use_threads=False, block_size=1 << 22)
     else:
         names = [f.name for f in t.fields] + ([weight or op] if (weight or op) else [])
-        read_opts = pcsv.ReadOptions(use_threads=False, block_size=1 << 22, column_names=names)
     cols = _Columns(t, names, weight, op)
-    reader = pcsv.open_csv(source, read_options=read_opts,
-                           parse_options=pcsv.ParseOptions(delimiter=config["delimiter"],
-                                                           invalid_row_handler=on_invalid),
-                           convert_options=pcsv.ConvertOptions(
-                               strings_can_be_null=True, null_values=[""], quoted_strings_can_be_null=False,
-                               column_types={h: pa.string() for h in names}))
     seen: dict = {}
-    state = {"next": 0, "inv": 0}
-    skipped: set = set()
-
-    def flush(batches):
-        table = pa.Table.from_batches(batches, schema=reader.schema) if batches else None
-        n = table.num_rows if table is not None else 0
-        for number, fields, text in sorted(invalid[state["inv"]:]):
-            skipped.add(number)
-            errs.start_chunk(number)
-            errs.add(0, None, f"malformed CSV row: expected {len(names)} fields, got {fields}: {text[:60]!r}",
-                     raw=text)
-        state["inv"] = len(invalid)
-        base, ids = state["next"], None
-        if any(x >= base for x in skipped):
-            ids, r = [], base
-            while len(ids) < n:
-                if r not in skipped:
-                    ids.append(r)
-                r += 1
-            state["next"] = r
-        else:
-            state["next"] = base + n
-        if not n:
-            errs.check()
-            return None
-        columns = [table.column(i).combine_chunks() for i in range(len(names))]
-        errs.start_chunk(base, row_ids=ids, raw=lambda i: {str(c): a[i].as_py() for c, a in zip(names, columns)})
-        return cols.convert(t, columns, n, errs, seen, lambda a, f: convert_strings(a, f.type, f.name, errs))
-
-    pending, rows = [], 0
-    while True:
-        try:
-            batch = reader.read_next_batch()
-        except StopIteration:
-            break
-        except pa.ArrowInvalid as e:
-            raise InputError(f"malformed CSV near data row {state['next'] + rows}: {e}") from None
-        while batch.num_rows:
-            take = min(batch.num_rows, chunk_rows - rows)
-            pending.append(batch.slice(0, take))
-            rows += take
-            batch = batch.slice(take)
-            if rows >= chunk_rows:
-                out = flush(pending)
-                pending, rows = [], 0
-                if out is not None:
-                    yield out
-    out = flush(pending)
-    if out is not None:
-        yield out
+    for columns, n in csv_tables(t, source, names, errs, chunk_rows, first_line=2 if config["header"] else 1,
+                                 delimiter=config["delimiter"], header=config["header"]):
+        yield cols.convert(t, columns, n, errs, seen, lambda a, f: convert_strings(a, f.type, f.name, errs))
 
 
 def arrow_batches_chunks(t, schema: pa.Schema, batches: Iterable[pa.RecordBatch], config: Dict[str, Any],

@@ -481,34 +481,30 @@ def _csv_header(source) -> List[str]:
     return next(csv.reader([line]), [])
 
 
-def csv_chunks(t: TableDef, data, delete: bool, errs: Errors, chunk_rows: int) -> Iterator[Chunk]:
-    """Chunks of positional rows from CSV (a path or CSV text) with a header row of column names.
+def csv_tables(t: TableDef, source, names: List[str], errs: Errors, chunk_rows: int, first_line: int = 2,
+               delimiter: str = ",", header: bool = True) -> Iterator[Tuple[List[pa.Array], int]]:
+    """The fields of CSV ``source`` as text columns (``names``, in file order), ``chunk_rows`` rows at a
+    time, each with the error context started (``errs.start_chunk``: row numbers around malformed rows).
 
-    Every field is read as text, then converted to its column's type; an empty field is NULL.
-    A row with the wrong number of fields is bad (its raw line goes to the dead letter).
+    A row with the wrong number of fields is bad: it is reported to ``errs`` (its raw line goes to the
+    dead letter) and skipped.  ``first_line`` is the line number of data row 0.
     """
     import pyarrow.csv as pcsv
-    source = _csv_source(data)
     invalid: List[Tuple[int, int, str]] = []   # (data row number, field count, raw line) of malformed rows
 
     def on_invalid(row):
-        invalid.append(((row.number or 0) - 2, row.actual_columns, row.text))
+        invalid.append(((row.number or 0) - first_line, row.actual_columns, row.text))
         return "skip"
 
-    header = _csv_header(source)
+    read_opts = pcsv.ReadOptions(use_threads=False, block_size=1 << 22, column_names=None if header else names)
     try:
-        reader = pcsv.open_csv(source, read_options=pcsv.ReadOptions(use_threads=False, block_size=1 << 22),
-                               parse_options=pcsv.ParseOptions(invalid_row_handler=on_invalid),
+        reader = pcsv.open_csv(source, read_options=read_opts,
+                               parse_options=pcsv.ParseOptions(delimiter=delimiter, invalid_row_handler=on_invalid),
                                convert_options=pcsv.ConvertOptions(
                                    strings_can_be_null=True, null_values=[""], quoted_strings_can_be_null=False,
-                                   column_types={h: pa.string() for h in header}))
+                                   column_types={h: pa.string() for h in names}))
     except (pa.ArrowInvalid, OSError) as e:
         raise InputError(f"table {t.name}: cannot read CSV: {e}") from None
-    names = reader.schema.names
-    mapping = _match_columns(t, names, delete)
-    col_of = {f.name: names.index(mapping[f.name]) for f in t.fields if f.name in mapping}
-    weight = -1 if delete else 1
-    seen: dict = {}
     state = {"next": 0, "inv": 0}   # next data row number; malformed rows already reported
     skipped: set = set()
 
@@ -534,18 +530,9 @@ def csv_chunks(t: TableDef, data, delete: bool, errs: Errors, chunk_rows: int) -
         if not n:
             errs.check()
             return None
-        cols = {c: table.column(i).combine_chunks() for i, c in enumerate(names)}
-        errs.start_chunk(base, row_ids=ids, raw=lambda i: {c: cols[c][i].as_py() for c in names})
-        arrays = []
-        for f in t.fields:
-            if f.name not in col_of:
-                arrays.append(pa.nulls(n, arrow_type(f.type)))
-                continue
-            src = cols[mapping[f.name]]
-            if not pa.types.is_string(src.type):
-                src = pc.cast(src, pa.string())
-            arrays.append(convert_strings(src, f.type, f.name, errs))
-        return _finish(t, arrays, weight, errs, seen)
+        columns = [table.column(i).combine_chunks() for i in range(len(names))]
+        errs.start_chunk(base, row_ids=ids, raw=lambda i: {str(c): a[i].as_py() for c, a in zip(names, columns)})
+        return columns, n
 
     pending, rows = [], 0
     while True:
@@ -568,3 +555,25 @@ def csv_chunks(t: TableDef, data, delete: bool, errs: Errors, chunk_rows: int) -
     out = flush(pending)
     if out is not None:
         yield out
+
+
+def csv_chunks(t: TableDef, data, delete: bool, errs: Errors, chunk_rows: int) -> Iterator[Chunk]:
+    """Chunks of positional rows from CSV (a path or CSV text) with a header row of column names.
+
+    Every field is read as text, then converted to its column's type; an empty field is NULL.
+    A row with the wrong number of fields is bad (its raw line goes to the dead letter).
+    """
+    source = _csv_source(data)
+    names = _csv_header(source)
+    mapping = _match_columns(t, names, delete)
+    weight = -1 if delete else 1
+    seen: dict = {}
+    for columns, n in csv_tables(t, source, names, errs, chunk_rows):
+        cols = dict(zip(names, columns))
+        arrays = []
+        for f in t.fields:
+            if f.name not in mapping:
+                arrays.append(pa.nulls(n, arrow_type(f.type)))
+                continue
+            arrays.append(convert_strings(cols[mapping[f.name]], f.type, f.name, errs))
+        yield _finish(t, arrays, weight, errs, seen)
