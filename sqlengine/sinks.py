@@ -18,7 +18,7 @@ from typing import Callable, Dict, List, Optional
 import pyarrow as pa
 import pyarrow.ipc as ipc
 
-from .sources import MAX_BACKOFF_S, describe_error
+from .sources import MAX_BACKOFF_S, ConnectorRunner
 from .state import fsync_dir
 
 
@@ -77,12 +77,13 @@ class Outbox:
                 pass
 
 
-class SinkRunner:
+class SinkRunner(ConnectorRunner):
     """Delivers one view's committed changes to one sink, in step order, on its own thread."""
+    kind = "sink"
 
     def __init__(self, declared, outbox: Outbox, committed: Callable[[], int], on_delivered: Callable[[], None],
                  columns: List[str], contents: Callable[[], tuple]):
-        self.d = declared
+        super().__init__(declared)
         self.sink = declared.connector
         self.view = declared.relation
         self.outbox = outbox
@@ -91,45 +92,8 @@ class SinkRunner:
         self.columns = list(columns)
         self.contents = contents     # () -> (committed step, the view's consolidated contents with __weight)
         self.delivered = -1          # the last step the sink holds (-1: not opened yet)
-        self.state = "starting"
-        self.paused = bool(declared.options["paused"])
         self.rows = 0
         self.steps_written = 0
-        self.errors = 0
-        self.last_error: Optional[str] = None
-        self._stop = threading.Event()
-        self._wake = threading.Event()
-        self._thread: Optional[threading.Thread] = None
-        self._opened = False
-
-    @property
-    def key(self) -> str:
-        return self.d.key
-
-    def start(self) -> None:
-        self._thread = threading.Thread(target=self._run, name=f"sqlengine-sink-{self.key}", daemon=True)
-        self._thread.start()
-
-    def wake(self) -> None:
-        self._wake.set()
-
-    def pause(self) -> None:
-        self.paused = True
-        self._wake.set()
-
-    def resume(self) -> None:
-        self.paused = False
-        self._wake.set()
-
-    def stop(self, timeout: float = 10.0) -> None:
-        self._stop.set()
-        self._wake.set()
-        if self._thread is not None:
-            self._thread.join(timeout)
-        try:
-            self.sink.close()
-        except Exception:   # noqa: BLE001 - closing is best effort
-            pass
 
     def backlog(self) -> List[int]:
         """Committed steps with changes that the sink does not hold yet."""
@@ -147,10 +111,6 @@ class SinkRunner:
         return {"relation": self.view, "kind": "sink", "transport": self.sink.transport, "state": self.state,
                 "rows": self.rows, "steps": self.steps_written, "position": {"step": max(self.delivered, 0)},
                 "lag": len(self.backlog()), "errors": self.errors, "last_error": self.last_error}
-
-    def _sleep(self, seconds: float) -> None:
-        self._wake.wait(seconds)
-        self._wake.clear()
 
     def _run(self) -> None:
         backoff = 0.2
@@ -186,15 +146,10 @@ class SinkRunner:
                 backoff = 0.2
                 self.on_delivered()
             except BaseException as e:  # noqa: BLE001 - reported in status(), retried with backoff
-                self.last_error = f"connector {self.key} ({self.sink.transport}): {describe_error(e)}"
-                self.errors += 1
+                self._error(e)
                 self.state = "retrying"
                 if self._opened:
-                    try:
-                        self.sink.close()
-                    except Exception:   # noqa: BLE001
-                        pass
-                    self._opened = False
+                    self._close()
                 self._sleep(backoff)
                 backoff = min(backoff * 2, MAX_BACKOFF_S)
                 if self._stop.is_set():

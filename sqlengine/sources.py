@@ -32,25 +32,16 @@ def describe_error(e: BaseException) -> str:
     return f"{type(e).__name__}: {e}"
 
 
-class SourceRunner:
-    """Drives one source connector on its own thread."""
+class ConnectorRunner:
+    """A connector's thread and its controls (pause, resume, stop), shared by sources and sinks."""
+    kind = "connector"
 
-    def __init__(self, declared, table_def, ingest, backlog: Callable[[], int], position: Any):
+    def __init__(self, declared):
         self.d = declared
-        self.source = declared.connector
-        self.table = table_def
-        self.ingest = ingest
-        self.backlog = backlog
-        self.position = position
-        self.state = "paused" if declared.options["paused"] else "starting"
         self.paused = bool(declared.options["paused"])
-        self.rows = 0
-        self.bytes = 0
-        self.batches = 0
-        self.dead_letters = 0
+        self.state = "paused" if self.paused else "starting"
         self.errors = 0
         self.last_error: Optional[str] = None
-        self.last_error_at: Optional[float] = None
         self._stop = threading.Event()
         self._wake = threading.Event()
         self._thread: Optional[threading.Thread] = None
@@ -60,15 +51,12 @@ class SourceRunner:
     def key(self) -> str:
         return self.d.key
 
-    def dead_letter_path(self) -> str:
-        path = self.d.options.get("dead_letter")
-        return os.path.abspath(path) if path else os.path.join(
-            self.ingest.storage_dir, "dead_letter", f"{self.d.relation}.{self.d.name}.jsonl")
-
-    # ------------------------------------------------------------ control
     def start(self) -> None:
-        self._thread = threading.Thread(target=self._run, name=f"sqlengine-source-{self.key}", daemon=True)
+        self._thread = threading.Thread(target=self._run, name=f"sqlengine-{self.kind}-{self.key}", daemon=True)
         self._thread.start()
+
+    def wake(self) -> None:
+        self._wake.set()
 
     def pause(self) -> None:
         self.paused = True
@@ -83,10 +71,48 @@ class SourceRunner:
         self._wake.set()
         if self._thread is not None:
             self._thread.join(timeout)
+        self._close()
+
+    def _close(self) -> None:
+        """Close the connector (best effort); the next round of the loop opens it again."""
+        self._opened = False
         try:
-            self.source.close()
+            self.d.connector.close()
         except Exception:   # noqa: BLE001 - closing is best effort
             pass
+
+    def _sleep(self, seconds: float) -> None:
+        self._wake.wait(seconds)
+        self._wake.clear()
+
+    def _error(self, e: BaseException) -> None:
+        self.last_error = f"connector {self.key} ({self.d.connector.transport}): {describe_error(e)}"
+        self.errors += 1
+
+    def _run(self) -> None:
+        raise NotImplementedError
+
+
+class SourceRunner(ConnectorRunner):
+    """Drives one source connector on its own thread."""
+    kind = "source"
+
+    def __init__(self, declared, table_def, ingest, backlog: Callable[[], int], position: Any):
+        super().__init__(declared)
+        self.source = declared.connector
+        self.table = table_def
+        self.ingest = ingest
+        self.backlog = backlog
+        self.position = position
+        self.rows = 0
+        self.bytes = 0
+        self.batches = 0
+        self.dead_letters = 0
+
+    def dead_letter_path(self) -> str:
+        path = self.d.options.get("dead_letter")
+        return os.path.abspath(path) if path else os.path.join(
+            self.ingest.storage_dir, "dead_letter", f"{self.d.relation}.{self.d.name}.jsonl")
 
     @property
     def done(self) -> bool:
@@ -105,16 +131,6 @@ class SourceRunner:
                 "errors": self.errors, "last_error": self.last_error}
 
     # ------------------------------------------------------------ the loop
-    def _sleep(self, seconds: float) -> None:
-        self._wake.wait(seconds)
-        self._wake.clear()
-
-    def _error(self, e: BaseException) -> None:
-        text = describe_error(e)
-        self.last_error = f"connector {self.key} ({self.source.transport}): {text}"
-        self.last_error_at = time.time()
-        self.errors += 1
-
     def _run(self) -> None:
         backoff = 0.2
         pending = None   # a batch read but not yet logged
@@ -171,8 +187,4 @@ class SourceRunner:
     def _reopen(self) -> None:
         """After a failure, read again from the last position that reached the log."""
         if self._opened:
-            try:
-                self.source.close()
-            except Exception:   # noqa: BLE001
-                pass
-            self._opened = False
+            self._close()
