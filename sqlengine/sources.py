@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import os
 import threading
-import time
 import traceback
 from typing import Any, Callable, Dict, Optional
 
