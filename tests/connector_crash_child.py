@@ -17,8 +17,6 @@ import glob
 import json
 import os
 import random
-import signal
-import subprocess
 import sys
 import time
 from typing import List
@@ -119,23 +117,9 @@ def wait_for_all(p, count: int, inbox: str = None) -> None:
 
 def run_child(storage: str, out: str, count: int, kill_after=None, timeout: float = 120, inbox: str = None):
     """Run the child; with ``kill_after`` seconds, SIGKILL it then.  Returns its exit code."""
-    proc = subprocess.Popen([sys.executable, "-m", "tests.connector_crash_child", storage, out, str(count)]
-                            + ([inbox] if inbox else []),
-                            cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
-    try:
-        if kill_after is not None:
-            try:
-                proc.wait(timeout=kill_after)
-            except subprocess.TimeoutExpired:
-                proc.send_signal(signal.SIGKILL)
-        out_text = proc.communicate(timeout=timeout)[0].decode(errors="replace")
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-    if kill_after is None and proc.returncode != 0:
-        raise AssertionError(f"child failed ({proc.returncode}):\n{out_text[-3000:]}")
-    return proc.returncode
+    from tests.killable import run_module
+    return run_module("tests.connector_crash_child", [storage, out, str(count)] + ([inbox] if inbox else []),
+                      kill_after, timeout)
 
 
 def verify(storage: str, out: str, count: int, inbox: str = None) -> list:

@@ -12,10 +12,7 @@ complete.
 from __future__ import annotations
 
 import json
-import os
 import random
-import signal
-import subprocess
 import sys
 import time
 from collections import Counter
@@ -89,24 +86,9 @@ def run_child(bootstrap: str, in_topic: str, out_topic: str, storage: str, ends:
               timeout: float = 120):
     """Run the child (``ends``: the input topic's end offsets); with ``kill_after`` seconds, SIGKILL it then.
     Returns its exit code."""
-    proc = subprocess.Popen([sys.executable, "-m", "tests.kafka_crash_child", bootstrap, in_topic, out_topic, storage,
-                             json.dumps(ends)],
-                            cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
-    try:
-        if kill_after is not None:
-            try:
-                proc.wait(timeout=kill_after)
-            except subprocess.TimeoutExpired:
-                proc.send_signal(signal.SIGKILL)
-        out_text = proc.communicate(timeout=timeout)[0].decode(errors="replace")
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-    if kill_after is None and proc.returncode != 0:
-        raise AssertionError(f"child failed ({proc.returncode}):\n{out_text[-3000:]}")
-    return proc.returncode
+    from tests.killable import run_module
+    return run_module("tests.kafka_crash_child", [bootstrap, in_topic, out_topic, storage, json.dumps(ends)],
+                      kill_after, timeout)
 
 
 def integrate(output) -> Tuple[Counter, list]:
