@@ -126,7 +126,22 @@ def engine_kafka(df: pd.DataFrame, want: dict) -> dict:
             wall = time.perf_counter() - t0
             ok = check(p, want)
             p.stop()
-    return {"wall_s": wall, "rows_per_s": len(df) / wall, "correct": ok}
+        client = bare_consume(broker.bootstrap, len(df))
+    return {"wall_s": wall, "rows_per_s": len(df) / wall, "correct": ok, "client_rows_per_s": client}
+
+
+def bare_consume(bootstrap: str, n: int) -> float:
+    """Messages/s of a bare confluent-kafka consumer reading the topic (values only): the ceiling here."""
+    from confluent_kafka import Consumer, TopicPartition
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": "bare", "enable.auto.commit": False,
+                  "fetch.wait.max.ms": 100, "max.partition.fetch.bytes": 8 << 20})
+    c.assign([TopicPartition("ev", p, 0) for p in range(3)])
+    got, t0 = 0, time.perf_counter()
+    while got < n:
+        got += len([m.value() for m in c.consume(num_messages=10_000, timeout=0.5)])
+    rate = n / (time.perf_counter() - t0)
+    c.close()
+    return rate
 
 
 def sss(fmt: str, path: str, rows: int) -> dict:
@@ -210,6 +225,10 @@ def main(argv=None) -> int:
         notes = []
         if "correct" in r:
             notes.append("view = DuckDB" if r["correct"] else "**view differs from DuckDB**")
+        if "client_rows_per_s" in r:
+            notes.append(f"a bare confluent-kafka consumer reads {fmt_rate(r['client_rows_per_s'])} msg/s from this "
+                         f"broker (Tansu, same machine): the connector runs at "
+                         f"{r['rows_per_s'] / r['client_rows_per_s']:.2f} of its client")
         if "startup_s" in r:
             notes.append(f"job fixed cost {r['startup_s']:.1f} s; without it {fmt_rate(r['net_rows_per_s'])} rows/s")
         ratio_f = f"{r['rows_per_s'] / flink_rate:.2f}" if flink_rate else "-"
