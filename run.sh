@@ -2,7 +2,8 @@
 # Entry point for sqlengine: sets up the environment from a fresh clone and runs things.
 #
 #   ./run.sh setup          Java 17 check (installs it with apt-get when root), .venv, deps pinned by constraints.txt
-#   ./run.sh demo [args]    the main job (python -m sqlengine.demo)
+#   ./run.sh demo [args]    the main job: sqlengine run examples/shop.sql (a generator source, views, file sinks)
+#   ./run.sh demo-api       the Python API demo (python -m sqlengine.demo)
 #   ./run.sh test [args]    the test suite (pytest; the same command CI runs via .ci/run)
 #   ./run.sh bench [args]   the benchmark suite (python -m benchmarks.suite --scale smoke|small|full)
 set -euo pipefail
@@ -21,7 +22,8 @@ usage: ./run.sh <command> [args]
 
 commands:
   setup           check/install Java 17, create .venv, install deps (pyproject.toml ranges, constraints.txt pins; idempotent)
-  demo [args]     run the main job: python -m sqlengine.demo [--bids N] [--steps N] [--out DIR] [--seed N]
+  demo [args]     run the main job: sqlengine run examples/shop.sql --exit-when-done [args], then query its views
+  demo-api [args] the Python API demo: python -m sqlengine.demo [--bids N] [--steps N] [--out DIR] [--seed N]
   test [args]     run the test suite: python -m pytest -q [pytest args]
   bench [args]    run the benchmark suite: python -m benchmarks.suite [--scale smoke|small|full] [args]
 EOF
@@ -121,6 +123,15 @@ case "$cmd" in
         log "ready: $("$PY" --version 2>&1), JAVA_HOME=${JAVA_HOME:-unset}"
         ;;
     demo)
+        setup
+        rm -rf out/shop.storage out/revenue_by_region out/top_customers
+        "$VENV/bin/sqlengine" run examples/shop.sql --storage out/shop.storage --exit-when-done "$@"
+        echo
+        echo "$ sqlengine query out/shop.storage \"SELECT * FROM top_customers ORDER BY revenue DESC\""
+        "$VENV/bin/sqlengine" query out/shop.storage "SELECT * FROM top_customers ORDER BY revenue DESC"
+        echo "files written by the view's sinks: out/revenue_by_region/snapshot.csv, out/top_customers/step-*.parquet"
+        ;;
+    demo-api)
         setup
         exec "$PY" -m sqlengine.demo "$@"
         ;;

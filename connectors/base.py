@@ -115,6 +115,7 @@ class Context:
     key: Tuple[str, ...] = ()     # a table's primary key
     table: Any = None             # a source's table (planner.bind.TableDef), for sqlengine.inputs' converters
     materialized: bool = False    # a sink's view is a MATERIALIZED VIEW
+    pipeline_id: str = ""         # set before a sink opens: sinks refuse output that another pipeline wrote
     where: Located = field(default_factory=lambda: Located(None, None))
 
 

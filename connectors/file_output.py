@@ -26,6 +26,7 @@ from .base import Sink, opt, register_sink
 WEIGHT = "__weight"
 STEP = "__step"
 STATE = "_sqlengine_snapshot.parquet"
+OWNER = "_sqlengine_pipeline"   # the id of the pipeline whose output the directory holds
 
 
 @register_sink
@@ -35,7 +36,6 @@ class FileOutput(Sink):
                "mode": opt(str, default="changelog", choices=("changelog", "snapshot"),
                            doc="one file of changes per step, or one file with the current contents")}
     FORMATS = ("parquet", "csv", "json")
-    SEEDED = True   # snapshot mode starts from the view's contents
 
     def validate(self) -> None:
         if self.config["mode"] == "snapshot" and not self.ctx.materialized:
@@ -45,6 +45,7 @@ class FileOutput(Sink):
     def __init__(self, config, fmt, ctx):
         super().__init__(config, fmt, ctx)
         self.directory = os.path.abspath(config["path"])
+        self.SEEDED = config["mode"] == "snapshot"   # a snapshot starts from the view's contents
         self.state = None   # snapshot mode: the consolidated contents (view columns + __weight)
 
     def _ext(self) -> str:
@@ -65,6 +66,7 @@ class FileOutput(Sink):
             for n in os.listdir(self.directory):
                 if n.startswith(".") and n.endswith(".tmp"):
                     os.remove(os.path.join(self.directory, n))
+            self._claim()
         except OSError as e:
             raise ConnectorError(f"file_output: cannot use {self.directory}: {e}") from e
         if self.config["mode"] == "changelog":
@@ -78,6 +80,26 @@ class FileOutput(Sink):
         self.state = t.replace_schema_metadata(None)
         self._export()   # a crash may have come between the state and the file: write the file again
         return int((t.schema.metadata or {}).get(b"sqlengine.step", b"0"))
+
+    def _claim(self) -> None:
+        """The directory holds this pipeline's output (or nothing yet): another pipeline's steps would be taken
+        for this one's, so that is an error rather than a silent mix."""
+        owner = os.path.join(self.directory, OWNER)
+        me = self.ctx.pipeline_id
+        if os.path.exists(owner):
+            with open(owner) as f:
+                other = f.read().strip()
+            if other and me and other != me:
+                raise ConnectorError(f"file_output: {self.directory} holds the output of another pipeline "
+                                     f"({other}); remove it or use another path")
+            return
+        if me:
+            from .formats import _write_atomically
+
+            def write(tmp: str) -> None:
+                with open(tmp, "w") as f:
+                    f.write(me + "\n")
+            _write_atomically(owner, write)
 
     def write(self, step: int, changes: pa.Table) -> None:
         try:

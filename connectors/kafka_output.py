@@ -15,7 +15,8 @@ row inserted twice in a step is two messages) or ``debezium`` (``{"before": null
 
 **Exactly once.**  Every message carries the headers ``sqlengine.step`` (the step), ``sqlengine.seq``
 (its index among the step's messages, in a fixed order) and ``sqlengine.count`` (the step's number of
-messages), all ASCII decimal.  The partition of a message is chosen here, deterministically: CRC-32 of
+messages), all ASCII decimal, and ``sqlengine.pipeline`` (the id of the pipeline's storage: ``open`` refuses
+a topic whose last messages another pipeline wrote, whose steps it would take for its own).  The partition of a message is chosen here, deterministically: CRC-32 of
 its key modulo the number of partitions, partition 0 for messages without a key; so all changes of one
 key are in one partition, in step order.  ``open()`` reads back the last message of every partition; the
 highest step S among them is read back in full from the partitions' ends (a step's messages are a suffix
@@ -66,14 +67,20 @@ from .messages import encode_json
 
 log = logging.getLogger("sqlengine.kafka")
 STEP, SEQ, COUNT = "sqlengine.step", "sqlengine.seq", "sqlengine.count"
+PIPELINE = "sqlengine.pipeline"   # the id of the pipeline that wrote the message (see open)
 
 
 def partition_of(key: Optional[bytes], partitions: int) -> int:
     return 0 if key is None else zlib.crc32(key) % partitions
 
 
-def _headers(m) -> Optional[Tuple[int, int, int]]:
+def _headers(m, pipeline: str = "") -> Optional[Tuple[int, int, int]]:
+    """(step, seq, count) of a message this sink wrote; a message another pipeline wrote raises."""
     h = dict(m.headers() or [])
+    other = h.get(PIPELINE)
+    if pipeline and other and other.decode(errors="replace") != pipeline:
+        raise ConnectorError(f"topic {m.topic()} holds the output of another pipeline ({other.decode(errors='replace')}"
+                             f"); use another topic, or delete and re-create it")
     try:
         return int(h[STEP]), int(h[SEQ]), int(h[COUNT])
     except (KeyError, TypeError, ValueError):
@@ -212,7 +219,7 @@ class KafkaOutput(Sink):
                 continue
             lows[p] = low
             start = max(low, high - 256)
-            tails[p] = (start, [_headers(m) for m in self._read(consumer, topic, p, start, timeout)])
+            tails[p] = (start, [_headers(m, self.ctx.pipeline_id) for m in self._read(consumer, topic, p, start, timeout)])
         lasts = {p: hs[-1][0] for p, (_, hs) in tails.items() if hs and hs[-1] is not None}
         if not lasts:
             return 0, None
@@ -227,7 +234,7 @@ class KafkaOutput(Sink):
             while start > lows[p] and hs and hs[0] is not None and hs[0][0] == top:   # the step began earlier
                 k *= 8
                 start = max(lows[p], start - k)
-                hs = [_headers(m) for m in self._read(consumer, topic, p, start, timeout)]
+                hs = [_headers(m, self.ctx.pipeline_id) for m in self._read(consumer, topic, p, start, timeout)]
             for h in hs:
                 if h is not None and h[0] == top:
                     seqs.add(h[1])
@@ -256,13 +263,13 @@ class KafkaOutput(Sink):
         n = len(messages)
         topic, parts = self.config["topic"], self.partitions
         self.failures = []
-        sb, cb = str(step).encode(), str(n).encode()
+        sb, cb, pid = str(step).encode(), str(n).encode(), self.ctx.pipeline_id.encode()
         produce, poll = self.producer.produce, self.producer.poll
         try:
             for seq, (key, value) in enumerate(messages):
                 if seq in present:
                     continue
-                headers = [(STEP, sb), (SEQ, str(seq).encode()), (COUNT, cb)]
+                headers = [(STEP, sb), (SEQ, str(seq).encode()), (COUNT, cb), (PIPELINE, pid)]
                 while True:
                     try:
                         produce(topic, value=value, key=key, partition=partition_of(key, parts), headers=headers,

@@ -70,6 +70,9 @@ class Pipeline:
         except OSError as e:
             raise PipelineError(f"cannot use storage directory {self.storage_dir}: {e}") from e
         self._ingest = Ingest(self.log, self.storage_dir, self.program.tables, self._notify)
+        # identifies this pipeline's storage to its sinks (kept in the manifests from the first commit on)
+        import uuid
+        self._pipeline_id = str(self.store.current.meta.get("pipeline_id") or uuid.uuid4().hex)
         self._outbox = Outbox(os.path.join(self.storage_dir, "outbox"))
         self._sources: Dict[str, SourceRunner] = {}
         self._sink_runners: Dict[str, SinkRunner] = {}
@@ -130,6 +133,7 @@ class Pipeline:
         (uncommitted batches are replayed from it), else after the committed one."""
         m = self.store.current
         for d in self._declared:
+            d.connector.ctx.pipeline_id = self._pipeline_id
             if d.kind == "sink" and d.key not in self._sink_runners:
                 names = list(self.program.circuit.outputs[d.relation].names)
                 self._sink_runners[d.key] = SinkRunner(d, self._outbox, lambda: self.store.current.step,
@@ -195,6 +199,15 @@ class Pipeline:
         if not sources_only:
             for r in self._sink_runners.values():
                 r.stop()
+
+    def _open_for_queries(self) -> None:
+        """Open the committed state for ad-hoc queries only (``sqlengine query`` / ``shell`` on the storage of
+        a stopped pipeline): no steps, no connectors, no input; nothing in the storage changes."""
+        from .runtime import Engine
+        source = self._spark if self._spark is not None else self._spark_future.result
+        self.engine = Engine(self.program, source, self.store,
+                             master=spark_master({k: v for k, v in self._spark_conf.items() if k != START_OPTION}))
+        self._state = "read-only"
 
     def _apply_program_change(self) -> None:
         """Reopening a storage_dir with a changed program: keep the state of unchanged operators, drop
@@ -333,6 +346,8 @@ class Pipeline:
             raise PipelineError(f"pipeline failed: {type(err).__name__}: {err}") from err
 
     def _require_started(self) -> None:
+        if self._state == "read-only":
+            raise PipelineError(f"pipeline {self.name} is open read-only, for queries")
         if self._state == "created":
             raise PipelineError(f"pipeline {self.name} is not started; call start() first")
         if self._state == "stopped":
@@ -341,8 +356,8 @@ class Pipeline:
     def _require_open(self) -> None:
         """Input is accepted before start() (it is logged) and while running or paused, not after stop()."""
         self._check()
-        if self._state == "stopped":
-            raise PipelineError(f"pipeline {self.name} is stopped; input is no longer accepted")
+        if self._state in ("stopped", "read-only"):
+            raise PipelineError(f"pipeline {self.name} is {self._state}; input is not accepted")
 
     # ------------------------------------------------------------------ input
     def _table(self, table: str):
@@ -619,6 +634,7 @@ class Pipeline:
     def _commit_step(self, step: int, result, deltas: Dict[str, pa.Table], new_pos) -> None:
         """Write sink files, commit the step's manifest, then deliver its outputs to listeners."""
         result.manifest.meta["objects"] = self._objects()
+        result.manifest.meta["pipeline_id"] = self._pipeline_id
         result.manifest.meta["keys"] = sorted(set(self.engine.keys.values()))
         for v in self._sink_views():
             t = result.outputs.get(v)
@@ -656,7 +672,8 @@ class Pipeline:
 
     def _run_query(self, sql: str) -> pa.Table:
         self._check()
-        self._require_started()
+        if self._state != "read-only":
+            self._require_started()
         relations = self._relations()
         q = check_query(sql, relations)
         used = {name_of(t.this) for t in q.find_all(exp.Table) if isinstance(t.this, exp.Identifier)} & set(relations)

@@ -350,3 +350,43 @@ def test_snapshot_mode_needs_a_materialized_view(tmp_path):
            "\"config\": {\"path\": \"o\", \"mode\": \"snapshot\"}}}]') AS SELECT k FROM t;")
     with pytest.raises(ConnectorError, match="snapshot mode needs a MATERIALIZED VIEW"):
         Pipeline.from_sql(sql, storage_dir=str(tmp_path))
+
+
+def test_file_sink_refuses_another_pipelines_output(tmp_path):
+    """A new pipeline (new storage) pointed at a directory that holds another pipeline's output would take
+    that output's steps for its own: the sink fails with a clear error instead."""
+    feed, out = "bounded-owner", str(tmp_path / "out")
+    FEEDS[feed] = [[{"insert": {"k": 1, "v": 2}}]]
+    p = Pipeline.from_sql(program(feed, out), storage_dir=str(tmp_path / "s1"))
+    p.start()
+    p.wait_for_completion(timeout_s=30)
+    p.stop()
+    p = Pipeline.from_sql(program(feed, out), storage_dir=str(tmp_path / "s2"))
+    p.start()
+    wait_for(lambda: p.status()["connectors"]["agg.log"]["errors"] >= 1, what="the sink's error")
+    assert "holds the output of another pipeline" in p.status()["connectors"]["agg.log"]["last_error"]
+    p.stop(force=True)
+    p = Pipeline.from_sql(program(feed, out), storage_dir=str(tmp_path / "s1"))   # the owner goes on
+    p.start()
+    p.wait_for_completion(timeout_s=30)
+    assert p.status()["connectors"]["agg.log"]["errors"] == 0
+    p.stop()
+
+
+def test_changelog_sink_added_later_gets_the_changes_from_then_on(tmp_path):
+    feed, store = "bounded-late-log", str(tmp_path / "s")
+    FEEDS[feed] = [[{"insert": {"k": 1, "v": 2}}]]
+    base = f"CREATE TABLE t (k INT, v BIGINT) WITH ('connectors' = '{decl(source(feed))}');\n"
+    p = Pipeline.from_sql(base + f"CREATE VIEW agg AS {VIEW};", storage_dir=store)
+    p.start()
+    p.wait_for_completion(timeout_s=30)
+    p.stop()
+    FEEDS[feed].append([{"insert": {"k": 2, "v": 3}}])
+    sink = decl({"name": "log", "transport": {"name": "file_output", "config": {"path": str(tmp_path / "log")}}})
+    p = Pipeline.from_sql(base + f"CREATE VIEW agg WITH ('connectors' = '{sink}') AS {VIEW};", storage_dir=store)
+    p.start()
+    p.wait_for_completion(timeout_s=30)
+    assert p.status()["connectors"]["agg.log"]["errors"] == 0, p.status()["connectors"]["agg.log"]["last_error"]
+    changes = pd.concat([pq.read_table(f).to_pandas() for f in sorted(glob.glob(str(tmp_path / "log" / "*.parquet")))])
+    assert bag_from_changes(changes.drop(columns=["__step"])) == bag([(2, 1, 3)])
+    p.stop()

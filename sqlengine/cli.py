@@ -1,0 +1,520 @@
+"""The ``sqlengine`` command line: run, check, explain and query SQL programs, and an interactive shell.
+
+    sqlengine run program.sql [--storage DIR] [--master URL] [--conf k=v ...]
+    sqlengine check program.sql
+    sqlengine explain program.sql [VIEW]
+    sqlengine query DIR "SELECT ..." [--format table|csv|json|parquet] [--output FILE]
+    sqlengine shell DIR
+    sqlengine serve [--host H] [--port N] [--storage ROOT] [--token T]
+
+``run`` keeps the program's storage in ``DIR`` (default ``<program>.storage`` beside the program) and
+writes the program there too, so that ``query DIR`` and ``shell DIR`` can read the views after it stopped.
+"""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sys
+import threading
+import time
+from typing import Dict, List, Optional, Sequence, Tuple
+
+import click
+
+PROGRAM_FILE = "program.sql"
+MAX_ERRORS = 50
+
+
+# ------------------------------------------------------------------ errors with positions
+def _statement_spans(sql: str) -> List[Tuple[int, int]]:
+    """(start, end) of each statement: the text between top-level semicolons."""
+    from sqlglot.errors import TokenError
+    from sqlglot.tokens import Tokenizer, TokenType
+    try:
+        tokens = Tokenizer().tokenize(sql)
+    except TokenError:
+        return [(0, len(sql))]
+    spans, start = [], 0
+    for t in tokens:
+        if t.token_type == TokenType.SEMICOLON:
+            spans.append((start, t.end + 1))
+            start = t.end + 1
+    if sql[start:].strip():
+        spans.append((start, len(sql)))
+    return spans
+
+
+def program_errors(sql: str, storage_dir: Optional[str] = None):
+    """Every error of a program, not only the first: after an error, the statement that holds it is blanked
+    out (keeping its lines, so positions stay right) and the rest is compiled again.  Returns (errors, the
+    compiled program or None).  Later statements that use a failed one report their own error."""
+    import tempfile
+    from connectors.declare import declare_program
+    from planner import compile_program
+    from planner.errors import EngineError
+    errors = []
+    text = sql
+    spans = _statement_spans(sql)
+    while len(errors) < MAX_ERRORS:
+        try:
+            program = compile_program(text)
+            with tempfile.TemporaryDirectory() as tmp:
+                declare_program(program, "check", storage_dir or tmp)
+            return errors, (program if not errors else None)
+        except EngineError as e:
+            errors.append(e)
+            if e.offset is None:
+                return errors, None
+            span = next(((a, b) for a, b in spans if a <= e.offset < b), None)
+            if span is None:
+                return errors, None
+            a, b = span
+            text = text[:a] + "".join(c if c == "\n" else " " for c in text[a:b]) + text[b:]
+            spans = [s for s in spans if s != span]
+    return errors, None
+
+
+def format_error(path: str, e) -> str:
+    """``file:line:col: error: message`` and the line with a caret, as compilers print them."""
+    kind = type(e).__name__
+    if e.line is None:
+        return f"{path}: {kind}: {e.message}"
+    line = e.sql.split("\n")[e.line - 1]
+    return f"{path}:{e.line}:{e.column}: {kind}: {e.message}\n    {line}\n    {' ' * (e.column - 1)}^"
+
+
+def _read_program(path: str) -> str:
+    try:
+        with open(path) as f:
+            return f.read()
+    except OSError as e:
+        raise click.ClickException(f"cannot read {path}: {e.strerror}")
+
+
+# ------------------------------------------------------------------ the live display
+def _fmt(n) -> str:
+    if n is None:
+        return "-"
+    if isinstance(n, float):
+        return f"{n:,.1f}"
+    return f"{n:,}" if isinstance(n, int) else str(n)
+
+
+def status_table(st: dict, rates: Dict[str, float]):
+    """A rich renderable of ``Pipeline.status()``."""
+    from rich.console import Group
+    from rich.table import Table
+    lat = st["step_latency_ms"]
+    head = Table.grid(padding=(0, 2))
+    head.add_row(f"[bold]{st['name']}[/]", f"state [bold]{st['state']}[/]", f"step {st['step']}",
+                 f"latency p50 {_fmt(lat['p50'])} ms, p99 {_fmt(lat['p99'])} ms", f"backlog {st['backlog_batches']}")
+    rel = Table(title=None, show_edge=False, header_style="bold")
+    for c in ("relation", "rows", "rows/s", "errors"):
+        rel.add_column(c, justify="left" if c == "relation" else "right")
+    for t, n in st["rows_in"].items():
+        rel.add_row(f"table {t}", _fmt(n), _fmt(rates.get(t)), _fmt(st["dead_letter_rows"].get(t) or None))
+    for v, n in st["rows_out"].items():
+        rel.add_row(f"view {v}", _fmt(n), _fmt(rates.get(v)), _fmt(st["errors"].get(v)))
+    parts = [head, rel]
+    if st.get("connectors"):
+        con = Table(show_edge=False, header_style="bold")
+        for c in ("connector", "kind", "state", "rows", "lag", "last error"):
+            con.add_column(c)
+        for k, c in st["connectors"].items():
+            con.add_row(k, f"{c['kind']} {c['transport']}", c["state"], _fmt(c["rows"]), _fmt(c.get("lag")),
+                        (c.get("last_error") or "")[:80])
+        parts.append(con)
+    if st.get("error"):
+        parts.append(f"[red]error: {st['error']}[/]")
+    return Group(*parts)
+
+
+def status_line(st: dict) -> str:
+    lat = st["step_latency_ms"]
+    conns = " ".join(f"{k}={c['state']}:{c['rows']}" for k, c in st.get("connectors", {}).items())
+    rows_in = sum(st["rows_in"].values())
+    rows_out = sum(st["rows_out"].values())
+    return (f"{time.strftime('%H:%M:%S')} {st['name']} state={st['state']} step={st['step']} rows_in={rows_in} "
+            f"rows_out={rows_out} p50_ms={lat['p50']} p99_ms={lat['p99']} backlog={st['backlog_batches']}"
+            + (f" {conns}" if conns else "") + (f" error={st['error']!r}" if st.get("error") else ""))
+
+
+class Rates:
+    """Rows per second per relation, over the last few samples of ``status()``."""
+
+    def __init__(self):
+        self.last: Optional[Tuple[float, Dict[str, int]]] = None
+        self.rates: Dict[str, float] = {}
+
+    def update(self, st: dict) -> Dict[str, float]:
+        now = time.monotonic()
+        counts = {**st["rows_in"], **st["rows_out"]}
+        if self.last is not None and now - self.last[0] >= 0.5:
+            dt = now - self.last[0]
+            self.rates = {k: (v - self.last[1].get(k, 0)) / dt for k, v in counts.items()}
+            self.last = (now, counts)
+        elif self.last is None:
+            self.last = (now, counts)
+        return self.rates
+
+
+def _sources_done(p) -> bool:
+    cons = p.status().get("connectors", {})
+    sources = [c for c in cons.values() if c["kind"] == "source"]
+    return bool(sources) and all(c["state"] in ("finished", "failed") for c in sources)
+
+
+# ------------------------------------------------------------------ commands
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(package_name="sqlengine")
+def main() -> None:
+    """Incremental SQL views on Apache Spark: run a SQL program of tables, views and connectors."""
+
+
+def _conf(pairs: Sequence[str], master: Optional[str]) -> Dict[str, str]:
+    conf: Dict[str, str] = {}
+    for kv in pairs:
+        if "=" not in kv:
+            raise click.BadParameter(f"expected KEY=VALUE, got {kv!r}", param_hint="--conf")
+        k, v = kv.split("=", 1)
+        conf[k.strip()] = v.strip()
+    if master:
+        conf["spark.master"] = master
+    conf.setdefault("sqlengine.spark.start", "eager" if master else "lazy")
+    return conf
+
+
+@main.command()
+@click.argument("program", type=click.Path(dir_okay=False))
+@click.option("--storage", type=click.Path(file_okay=False), help="storage directory (default: <program>.storage)")
+@click.option("--name", help="pipeline name (default: the program's file name)")
+@click.option("--master", help="Spark master URL, e.g. spark://host:7077 (default: local, started when needed)")
+@click.option("--conf", multiple=True, metavar="KEY=VALUE", help="Spark or sqlengine setting (repeatable)")
+@click.option("--exit-when-done", is_flag=True, help="stop once every source has read all its input")
+@click.option("--interval", type=float, default=2.0, show_default=True,
+              help="seconds between status lines when not on a terminal")
+def run(program, storage, name, master, conf, exit_when_done, interval):
+    """Run PROGRAM (a .sql file) with its declared connectors until Ctrl-C.
+
+    On a terminal a live display shows the pipeline's state, step, rows and rates per table and view, step
+    latency and connectors; otherwise a status line is printed every --interval seconds.  Ctrl-C processes
+    the input already read, checkpoints and stops; a second Ctrl-C stops at once.
+    """
+    from planner.errors import EngineError
+    from sqlengine import Pipeline
+    sql = _read_program(program)
+    stem = os.path.splitext(os.path.basename(program))[0]
+    storage = storage or os.path.join(os.path.dirname(os.path.abspath(program)), f"{stem}.storage")
+    errors, _ = program_errors(sql, storage)
+    if errors:
+        for e in errors:
+            click.echo(format_error(program, e), err=True)
+        sys.exit(1)
+    try:
+        p = Pipeline.from_sql(sql, name=name or stem, storage_dir=storage, spark_conf=_conf(conf, master))
+        with open(os.path.join(storage, PROGRAM_FILE), "w") as f:
+            f.write(sql)
+        p.start()
+    except EngineError as e:
+        click.echo(format_error(program, e) if e.line else f"error: {e}", err=True)
+        sys.exit(1)
+    interrupts = {"n": 0}
+    stopping = threading.Event()
+
+    def on_sigint(signum, frame):
+        interrupts["n"] += 1
+        if interrupts["n"] == 1:
+            stopping.set()
+            click.echo("\nstopping: processing the input read so far (Ctrl-C again to stop now)", err=True)
+        else:
+            click.echo("\nforced stop", err=True)
+            p.stop(force=True)
+            os._exit(130)
+
+    signal.signal(signal.SIGINT, on_sigint)
+    signal.signal(signal.SIGTERM, on_sigint)
+    live = sys.stdout.isatty()
+    rates = Rates()
+    last_line = 0.0
+    code = 0
+
+    def finished() -> bool:
+        return stopping.is_set() or (exit_when_done and _sources_done(p)) or p.status()["state"] == "failed"
+
+    if live:
+        from rich.live import Live
+        with Live(status_table(p.status(), {}), refresh_per_second=4, transient=False) as view:
+            while not finished():
+                time.sleep(0.25)
+                st = p.status()
+                view.update(status_table(st, rates.update(st)))
+            st = p.status()
+            view.update(status_table(st, rates.update(st)))
+    else:
+        while not finished():
+            time.sleep(0.1)
+            if time.monotonic() - last_line >= interval:
+                click.echo(status_line(p.status()))
+                last_line = time.monotonic()
+    st = p.status()
+    if st["state"] == "failed":
+        click.echo(f"error: {st['error']}", err=True)
+        code = 1
+    try:
+        p.stop()
+        if not live:
+            click.echo(status_line(p.status()))
+        click.echo(f"stopped at step {p.store.current.step}; query it with: sqlengine query {storage} \"SELECT ...\"")
+    except EngineError as e:
+        click.echo(f"error: {e}", err=True)
+        code = 1
+    sys.exit(code)
+
+
+@main.command()
+@click.argument("program", type=click.Path(dir_okay=False))
+def check(program):
+    """Compile PROGRAM and print every error as file:line:col with the line and a caret (exit status 1)."""
+    sql = _read_program(program)
+    errors, prog = program_errors(sql)
+    for e in errors:
+        click.echo(format_error(program, e), err=True)
+    if errors:
+        click.echo(f"{len(errors)} error{'s' if len(errors) > 1 else ''}", err=True)
+        sys.exit(1)
+    mat = sum(1 for v in prog.views.values() if v.materialized)
+    conns = sum(len(json.loads(d.connectors[0])) if d.connectors else 0
+                for d in list(prog.tables.values()) + list(prog.views.values()))
+    click.echo(f"{program}: ok: {len(prog.tables)} tables, {len(prog.views)} views ({mat} materialized), "
+               f"{conns} connectors")
+
+
+@main.command()
+@click.argument("program", type=click.Path(dir_okay=False))
+@click.argument("view", required=False)
+@click.option("--passes", is_flag=True, help="also the plan after each rewrite rule")
+def explain(program, view, passes):
+    """Print the logical plan and incremental circuit of VIEW (default: every view)."""
+    from planner import compile_program
+    from planner.errors import EngineError
+    sql = _read_program(program)
+    try:
+        prog = compile_program(sql)
+        views = [view.lower()] if view else list(prog.views)
+        for v in views:
+            if v not in prog.views:
+                raise click.ClickException(f"unknown view {view!r}; views: {', '.join(prog.views)}")
+            click.echo(f"-- view {v}")
+            click.echo(prog.explain(v, passes=passes))
+    except EngineError as e:
+        click.echo(format_error(program, e), err=True)
+        sys.exit(1)
+
+
+def open_storage(target: str):
+    """A pipeline over the committed state of a stopped pipeline's storage directory, for queries only."""
+    from sqlengine import Pipeline
+    path = os.path.join(target, PROGRAM_FILE)
+    if not os.path.isdir(target):
+        raise click.ClickException(f"{target} is not a storage directory")
+    if not os.path.exists(path):
+        raise click.ClickException(f"{target} has no {PROGRAM_FILE}: it was not written by `sqlengine run`")
+    with open(path) as f:
+        sql = f.read()
+    p = Pipeline.from_sql(sql, name=os.path.basename(os.path.abspath(target)), storage_dir=target,
+                          spark_conf={"sqlengine.spark.start": "lazy"})
+    p._open_for_queries()
+    return p
+
+
+def _open_target(target: str):
+    if target.startswith(("http://", "https://")):
+        from sqlengine.client import connect
+        url, _, name = target.rstrip("/").rpartition("/pipelines/")
+        if not name:
+            raise click.ClickException("a server target is http(s)://HOST:PORT/pipelines/NAME")
+        return connect(url).pipeline(name)
+    return open_storage(target)
+
+
+def write_result(t, fmt: str, output: Optional[str]) -> None:
+    import pyarrow as pa
+    if fmt == "parquet":
+        import pyarrow.parquet as pq
+        if not output:
+            raise click.ClickException("--format parquet needs --output FILE")
+        pq.write_table(t, output)
+        return
+    if fmt == "table":
+        text = render_table(t)
+    elif fmt == "csv":
+        import io
+
+        import pyarrow.csv as pcsv
+        buf = io.BytesIO()
+        pcsv.write_csv(t, buf)
+        text = buf.getvalue().decode()
+    else:
+        text = "".join(json.dumps(r, default=str) + "\n" for r in t.to_pylist())
+    if output:
+        with open(output, "w") as f:
+            f.write(text)
+    else:
+        click.echo(text, nl=False)
+    del pa
+
+
+def render_table(t) -> str:
+    """A result as psql and the DuckDB CLI show it: a boxed table, NULL as NULL, then the row count."""
+    from io import StringIO
+
+    from rich.console import Console
+    from rich.table import Table
+    from rich import box
+    tab = Table(box=box.SIMPLE_HEAD, show_edge=True, header_style="bold")
+    numeric = []
+    for f in t.schema:
+        import pyarrow as pa
+        num = pa.types.is_integer(f.type) or pa.types.is_floating(f.type) or pa.types.is_decimal(f.type)
+        numeric.append(num)
+        tab.add_column(f.name, justify="right" if num else "left")
+    for r in t.to_pylist():
+        tab.add_row(*["NULL" if v is None else str(v) for v in r.values()])
+    out = StringIO()
+    Console(file=out, width=max(80, min(250, 12 * max(1, t.num_columns))), force_terminal=False,
+            color_system=None).print(tab)
+    n = t.num_rows
+    return out.getvalue() + f"({n} row{'s' if n != 1 else ''})\n"
+
+
+@main.command()
+@click.argument("target")
+@click.argument("sql")
+@click.option("--format", "fmt", type=click.Choice(["table", "csv", "json", "parquet"]), default="table",
+              show_default=True)
+@click.option("--output", "-o", type=click.Path(dir_okay=False), help="write to FILE instead of stdout")
+def query(target, sql, fmt, output):
+    """Run a SELECT over TARGET: the storage directory of a stopped pipeline (`sqlengine run --storage`), or
+    a running pipeline on a server, http://HOST:PORT/pipelines/NAME."""
+    from planner.errors import EngineError
+    try:
+        p = _open_target(target)
+        write_result(p.query_arrow(sql), fmt, output)
+    except EngineError as e:
+        click.echo(f"error: {e}", err=True)
+        sys.exit(1)
+
+
+SHELL_HELP = """Enter a SELECT ending with ';' (it may span lines).  Commands:
+  \\d          list tables and views       \\d NAME   columns of NAME
+  \\timing     toggle the time of queries  \\q        quit (also Ctrl-D)"""
+
+
+@main.command()
+@click.argument("target")
+def shell(target):
+    """An interactive SQL prompt over TARGET (a storage directory or http://HOST:PORT/pipelines/NAME):
+    ad-hoc SELECTs with history, results shown as tables."""
+    from planner.errors import EngineError
+    try:
+        import readline
+        hist = os.path.expanduser("~/.sqlengine_history")
+        try:
+            readline.read_history_file(hist)
+        except OSError:
+            pass
+    except ImportError:   # pragma: no cover - no readline on this platform
+        readline, hist = None, None
+    p = _open_target(target)
+    click.echo(f"sqlengine shell on {target}. \\? for help.")
+    timing, buf = True, []
+    while True:
+        try:
+            line = input("sql> " if not buf else "...> ")
+        except EOFError:
+            click.echo()
+            break
+        except KeyboardInterrupt:
+            click.echo()
+            buf = []
+            continue
+        stripped = line.strip()
+        if not buf and stripped.startswith("\\"):
+            cmd, _, arg = stripped.partition(" ")
+            if cmd in ("\\q", "\\quit"):
+                break
+            if cmd in ("\\?", "\\h", "\\help"):
+                click.echo(SHELL_HELP)
+            elif cmd == "\\timing":
+                timing = not timing
+                click.echo(f"timing {'on' if timing else 'off'}")
+            elif cmd == "\\d":
+                _describe(p, arg.strip())
+            else:
+                click.echo(f"unknown command {cmd}; \\? for help")
+            continue
+        if not stripped:
+            continue
+        buf.append(line)
+        if not stripped.endswith(";"):
+            continue
+        text, buf = "\n".join(buf).rstrip().rstrip(";"), []
+        t0 = time.perf_counter()
+        try:
+            result = p.query_arrow(text)
+        except EngineError as e:
+            click.echo(f"error: {e}")
+            continue
+        click.echo(render_table(result), nl=False)
+        if timing:
+            click.echo(f"Time: {(time.perf_counter() - t0) * 1000:.1f} ms")
+    if readline is not None and hist:
+        try:
+            readline.write_history_file(hist)
+        except OSError:
+            pass
+
+
+def _describe(p, name: str) -> None:
+    import pyarrow as pa
+    prog = getattr(p, "program", None)
+    if prog is None:   # a remote pipeline: ask the server
+        t = p.query_arrow("SELECT 1 AS x WHERE false") if not name else p.query_arrow(f"SELECT * FROM {name} LIMIT 0")
+        click.echo(render_table(pa.table({"column": t.schema.names, "type": [str(f.type) for f in t.schema]})), nl=False)
+        return
+    if not name:
+        rows = [("table", t) for t in prog.tables] + [
+            ("materialized view" if v.materialized else "view", n) for n, v in prog.views.items()]
+        click.echo(render_table(pa.table({"kind": [k for k, _ in rows], "name": [n for _, n in rows]})), nl=False)
+        return
+    n = name.lower()
+    if n in prog.tables:
+        fields = [(f.name, f.type.sql, "" if f.type.nullable else "NOT NULL") for f in prog.tables[n].fields]
+    elif n in prog.views and prog.views[n].materialized:
+        t = p.query_arrow(f"SELECT * FROM {n} LIMIT 0")
+        fields = [(f.name, str(f.type), "") for f in t.schema]
+    else:
+        click.echo(f"no table or materialized view {name!r}")
+        return
+    click.echo(render_table(pa.table({"column": [f[0] for f in fields], "type": [f[1] for f in fields],
+                                      "null": [f[2] for f in fields]})), nl=False)
+
+
+@main.command()
+@click.option("--host", default="127.0.0.1", show_default=True, help="address to bind (not loopback: needs --token)")
+@click.option("--port", type=int, default=8080, show_default=True)
+@click.option("--storage", "storage_root", type=click.Path(file_okay=False), default="sqlengine-pipelines",
+              show_default=True, help="directory holding each pipeline's storage")
+@click.option("--token", envvar="SQLENGINE_TOKEN", help="bearer token required from clients (env SQLENGINE_TOKEN)")
+def serve(host, port, storage_root, token):
+    """Run the pipeline server (REST API, change streams, ad-hoc queries)."""
+    try:
+        from sqlengine.server import serve as run_server
+    except ImportError as e:
+        raise click.ClickException(f"the server needs the 'server' extra: pip install 'sqlengine[server]' ({e})")
+    run_server(host=host, port=port, storage_root=storage_root, token=token)
+
+
+if __name__ == "__main__":
+    main()
