@@ -70,9 +70,7 @@ class Pipeline:
         except OSError as e:
             raise PipelineError(f"cannot use storage directory {self.storage_dir}: {e}") from e
         self._ingest = Ingest(self.log, self.storage_dir, self.program.tables, self._notify)
-        # identifies this pipeline's storage to its sinks (kept in the manifests from the first commit on)
-        import uuid
-        self._pipeline_id = str(self.store.current.meta.get("pipeline_id") or uuid.uuid4().hex)
+        self._pipeline_id = self._storage_id()
         self._outbox = Outbox(os.path.join(self.storage_dir, "outbox"))
         self._sources: Dict[str, SourceRunner] = {}
         self._sink_runners: Dict[str, SinkRunner] = {}
@@ -91,6 +89,28 @@ class Pipeline:
         self._rows_in: Dict[str, int] = {t: 0 for t in self.program.tables}
         self._rows_out: Dict[str, int] = {v: 0 for v in self.program.views}
         self._last_step_jobs = 0
+
+    def _storage_id(self) -> str:
+        """The id of this storage, shown to sinks (they refuse output another pipeline wrote): made once, when
+        the storage is new, and kept in ``<storage_dir>/pipeline_id`` (durably, before any sink opens)."""
+        import uuid
+        from .state import atomic_write_bytes
+        path = os.path.join(self.storage_dir, "pipeline_id")
+        try:
+            with open(path) as f:
+                found = f.read().strip()
+            if found:
+                return found
+        except FileNotFoundError:
+            pass
+        except OSError as e:
+            raise PipelineError(f"cannot read {path}: {e}") from e
+        new = str(self.store.current.meta.get("pipeline_id") or uuid.uuid4().hex)
+        try:
+            atomic_write_bytes(path, (new + "\n").encode())
+        except OSError as e:
+            raise PipelineError(f"cannot write {path}: {e}") from e
+        return new
 
     @classmethod
     def from_sql(cls, sql: str, name: str = "pipeline", storage_dir: Optional[str] = None, spark=None,
@@ -335,6 +355,8 @@ class Pipeline:
             if self._error is None:
                 self._error = e
             self._cv.notify_all()
+        for r in list(self._sources.values()):   # a failed pipeline takes no more input (sinks still deliver)
+            r.signal_stop()
 
     def _check(self) -> None:
         """Raise the pipeline's recorded failure: every API call but ``status()`` and ``stop()`` raises it,

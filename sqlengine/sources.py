@@ -65,9 +65,13 @@ class ConnectorRunner:
         self.paused = False
         self._wake.set()
 
-    def stop(self, timeout: float = 10.0) -> None:
+    def signal_stop(self) -> None:
+        """Ask the thread to end (without waiting for it)."""
         self._stop.set()
         self._wake.set()
+
+    def stop(self, timeout: float = 10.0) -> None:
+        self.signal_stop()
         if self._thread is not None:
             self._thread.join(timeout)
         self._close()
