@@ -71,6 +71,11 @@ def expected(df: pd.DataFrame) -> dict:
     return {int(k): (int(r.n), int(r.s)) for k, r in g.iterrows()}
 
 
+def program(conn: list) -> str:
+    return (f"CREATE TABLE ev ({COLUMNS}) WITH ('connectors' = '{json.dumps(conn)}');\n"
+            f"CREATE MATERIALIZED VIEW by_k AS {VIEW};")
+
+
 def check(p, want: dict) -> bool:
     got = {r["k"]: (r["n"], r["s"]) for r in p.query("SELECT * FROM by_k")}
     return got == want
@@ -80,8 +85,7 @@ def engine_files(fmt: str, path: str, rows: int, want: dict) -> dict:
     from sqlengine import Pipeline
     conn = [{"name": "files", "transport": {"name": "file_input", "config": {"path": path}},
              "format": {"name": fmt}}]
-    sql = (f"CREATE TABLE ev ({COLUMNS}) WITH ('connectors' = '{json.dumps(conn)}');\n"
-           f"CREATE MATERIALIZED VIEW by_k AS {VIEW};")
+    sql = program(conn)
     with tempfile.TemporaryDirectory() as store:
         p = Pipeline.from_sql(sql, storage_dir=store, spark_conf={"sqlengine.spark.start": "lazy"})
         t0 = time.perf_counter()
@@ -112,8 +116,7 @@ def engine_kafka(df: pd.DataFrame, want: dict) -> dict:
         conn = [{"name": "kafka", "transport": {"name": "kafka_input", "config": {
             "bootstrap.servers": broker.bootstrap, "topics": ["ev"], "start_from": "earliest"}},
             "format": {"name": "json", "config": {"update_format": "raw"}}}]
-        sql = (f"CREATE TABLE ev ({COLUMNS}) WITH ('connectors' = '{json.dumps(conn)}');\n"
-               f"CREATE MATERIALIZED VIEW by_k AS {VIEW};")
+        sql = program(conn)
         with tempfile.TemporaryDirectory() as store:
             p = Pipeline.from_sql(sql, storage_dir=store, spark_conf={"sqlengine.spark.start": "lazy"})
             t0 = time.perf_counter()

@@ -126,9 +126,11 @@ class Connector:
     EXTRA: ClassVar[Optional[str]] = None     # the pip extra whose modules it imports
     MODULES: ClassVar[Tuple[str, ...]] = ()   # ... and those modules, checked when the program is compiled
 
+    PASSTHROUGH_DOTTED: ClassVar[bool] = False   # keys with a '.' are the client library's own (librdkafka)
+
     @classmethod
     def passthrough(cls, key: str) -> bool:
-        return False
+        return cls.PASSTHROUGH_DOTTED and "." in key
 
     @classmethod
     def check_installed(cls, where: Located) -> None:

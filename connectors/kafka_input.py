@@ -65,10 +65,7 @@ class KafkaInput(Source):
     FORMATS = ("json", "csv", "avro")
     EXTRA = "kafka"
     MODULES = ("confluent_kafka",)
-
-    @classmethod
-    def passthrough(cls, key: str) -> bool:
-        return "." in key
+    PASSTHROUGH_DOTTED = True
 
     def validate(self) -> None:
         c, where = self.config, self.ctx.where

@@ -99,10 +99,7 @@ class KafkaOutput(Sink):
     FORMATS = ("json",)
     EXTRA = "kafka"
     MODULES = ("confluent_kafka",)
-
-    @classmethod
-    def passthrough(cls, key: str) -> bool:
-        return "." in key
+    PASSTHROUGH_DOTTED = True
 
     def validate(self) -> None:
         c, where = self.config, self.ctx.where
