@@ -14,5 +14,14 @@ try:
 except _NotFound:   # not installed (run from a source tree): the version in pyproject.toml
     __version__ = "0.1.0"
 
+
+
+def connect(url: str = "http://127.0.0.1:8080", token=None, timeout: float = 60.0):
+    """A client of a pipeline server (``sqlengine serve``); ``token`` defaults to ``SQLENGINE_TOKEN``.
+    ``connect(url).pipeline(name)`` has the methods of :class:`Pipeline`.  Needs the ``server`` extra."""
+    from .client import connect as _connect
+    return _connect(url, token=token, timeout=timeout)
+
+
 __all__ = ["Pipeline", "OutputHandler", "WEIGHT", "EngineError", "ParseError", "BindError", "UnsupportedError",
-           "InputError", "ConnectorError", "PipelineError", "InternalError"]
+           "InputError", "ConnectorError", "PipelineError", "InternalError", "connect"]

@@ -20,7 +20,7 @@ CREATE MATERIALIZED VIEW by_cat AS SELECT a.category, SUM(h.n) AS bids FROM hot 
 def test_public_api_is_pinned():
     assert sorted(sqlengine.__all__) == sorted([
         "Pipeline", "OutputHandler", "WEIGHT", "EngineError", "ParseError", "BindError", "UnsupportedError",
-        "InputError", "ConnectorError", "PipelineError", "InternalError"])
+        "InputError", "ConnectorError", "PipelineError", "InternalError", "connect"])
     public = sorted(m for m in dir(Pipeline) if not m.startswith("_"))
     assert public == sorted([
         "from_sql", "start", "pause", "resume", "stop", "status", "metrics", "checkpoint", "input_pandas", "input_csv",
