@@ -532,3 +532,14 @@ def test_cli_query_and_shell_on_a_server(served, client):
                          env=dict(os.environ, SQLENGINE_TOKEN="wrong"), capture_output=True, text=True, timeout=60)
     assert bad.returncode != 0
     p.stop()
+
+
+def test_readme_example(served, capsys):
+    """The README's client example runs as written (against this test's server and token)."""
+    from tests.test_readme import python_blocks
+    (block,) = python_blocks('c = sqlengine.connect("http://127.0.0.1:8080"')
+    block = (block.replace("http://127.0.0.1:8080", served.url).replace('"s3cret"', repr(TOKEN))
+             .replace('create_pipeline("shop"', 'create_pipeline("readme"'))
+    exec(compile(block, "README.md", "exec"), {})
+    out = capsys.readouterr().out
+    assert "[{'customer': 'ann', 'amount': Decimal('10.00')}]" in out, out
