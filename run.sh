@@ -79,6 +79,20 @@ setup_java() {
     fi
 }
 
+# --------------------------------------------------------------------------- Chromium (console tests)
+setup_browser() {  # the web console's browser tests (tests/test_console.py) need chromium + chromedriver
+    if command -v chromedriver >/dev/null 2>&1 && { command -v chromium >/dev/null 2>&1 \
+            || command -v chromium-browser >/dev/null 2>&1 || command -v google-chrome >/dev/null 2>&1; }; then
+        return 0
+    fi
+    if command -v apt-get >/dev/null 2>&1 && [ "$(id -u)" = "0" ]; then
+        log "chromium/chromedriver not found; installing chromium and chromium-driver with apt-get"
+        DEBIAN_FRONTEND=noninteractive apt-get update \
+            && DEBIAN_FRONTEND=noninteractive apt-get install -y chromium chromium-driver \
+            || log "could not install chromium; the browser tests of the console will be skipped"
+    fi
+}
+
 # --------------------------------------------------------------------------- Python venv
 sha1_of() {
     if command -v sha1sum >/dev/null 2>&1; then sha1sum "$1" | cut -d' ' -f1
@@ -137,6 +151,7 @@ case "$cmd" in
         ;;
     test)
         setup
+        setup_browser
         PYSPARK_PYTHON="$PWD/.venv/bin/python" exec "$PY" -m pytest -q "$@"
         ;;
     bench)

@@ -480,6 +480,8 @@ def create_app(storage_root: str, token: Optional[str] = None, max_body_bytes: i
                               "(/v0/pipelines/...). Errors are JSON {message, error_code, details}.")
     app.state.manager = mgr
     app.add_middleware(Guard, token=token, max_body_bytes=max_body_bytes, manager=mgr)
+    from .console import mount_console   # the web console (/, /console/): outside the token check
+    mount_console(app)
 
     # ------------------------------------------------------------------ error handlers
     @app.exception_handler(EngineError)
