@@ -259,6 +259,19 @@ class RemotePipeline:
             s.close(timeout=1)
         self._streams = []
 
+    def restart(self) -> None:
+        """Stop (processing all acknowledged input) and start again."""
+        self.stop()
+        self.start()
+
+    def clear_storage(self) -> None:
+        """Delete the stopped pipeline's state, input log and outbox; it can then be started afresh."""
+        self._call("POST", "/clear_storage")
+
+    def storage_status(self) -> str:
+        """``"in_use"`` or ``"cleared"``."""
+        return str(self._call("GET", "/storage_status").json()["storage_status"])
+
     def checkpoint(self) -> int:
         return int(self._call("POST", "/checkpoint", timeout=None).json()["step"])
 
@@ -288,7 +301,8 @@ class RemotePipeline:
         params = {k: (str(v).lower() if isinstance(v, bool) else v) for k, v in params.items() if v is not None}
         self._call("POST", f"/ingress/{table}", content=body, params=params, timeout=None)
 
-    def input_pandas(self, table: str, df: pd.DataFrame, delete: bool = False, on_error: str = "reject") -> None:
+    def input_pandas(self, table: str, df: pd.DataFrame, delete: bool = False, on_error: str = "reject",
+                     force: bool = False) -> None:
         """Insert (or delete) the rows of ``df``; sent as an Arrow IPC stream, converted back to a DataFrame on
         the server and pushed with ``Pipeline.input_pandas``."""
         t = pa.Table.from_pandas(df, preserve_index=False)
@@ -297,14 +311,16 @@ class RemotePipeline:
             w.write_table(t)
         self._ingress(table, buf.getvalue(), format="arrow", delete=delete, on_error=on_error)
 
-    def input_json(self, table: str, data, update_format: str = "raw", on_error: str = "reject") -> None:
+    def input_json(self, table: str, data, update_format: str = "raw", on_error: str = "reject",
+                   force: bool = False) -> None:
         if isinstance(data, (str, bytes, bytearray)):
             body = data.encode() if isinstance(data, str) else bytes(data)
         else:
             body = json.dumps(_json(data if isinstance(data, list) else [data])).encode()
         self._ingress(table, body, format="json", update_format=update_format, on_error=on_error)
 
-    def input_csv(self, table: str, data, delete: bool = False, on_error: str = "reject") -> None:
+    def input_csv(self, table: str, data, delete: bool = False, on_error: str = "reject",
+                  force: bool = False) -> None:
         """``data``: CSV text (with a header row) or the path of a local CSV file (uploaded)."""
         if isinstance(data, os.PathLike) or (isinstance(data, str) and "\n" not in data and os.path.exists(data)):
             with open(data, "rb") as f:
@@ -340,11 +356,11 @@ class RemotePipeline:
         return h
 
     # ------------------------------------------------------------------ waiting
-    def wait_for_idle(self, timeout_s: Optional[float] = None) -> None:
+    def wait_for_idle(self, timeout_s: Optional[float] = None, idle_interval_s: Optional[float] = None) -> None:
         """Block until all acknowledged input is processed and its changes delivered, also to this client's
-        ``foreach_chunk`` callbacks and ``listen`` handlers."""
+        ``foreach_chunk`` callbacks and ``listen`` handlers (``idle_interval_s`` as for ``Pipeline``)."""
         marker = uuid.uuid4().hex if self._streams else None
-        params = {"timeout_s": timeout_s, "marker": marker}
+        params = {"timeout_s": timeout_s, "marker": marker, "idle_interval_s": idle_interval_s}
         self._call("POST", "/wait_for_idle", params={k: v for k, v in params.items() if v is not None},
                    timeout=None if timeout_s is None else timeout_s + self._client.timeout)
         for s in list(self._streams):

@@ -47,6 +47,7 @@ class Pipeline:
                  spark=None, spark_conf: Optional[Dict[str, str]] = None):
         self.program = compile_program(sql)
         self.name = name
+        self._args = dict(sql=sql, name=name, storage_dir=storage_dir, spark=spark, spark_conf=spark_conf)
         from connectors.declare import declare_program
         self._tmp = None
         if storage_dir is None:
@@ -297,6 +298,52 @@ class Pipeline:
         self._state = "stopped"
         self._snapshot = None
 
+    def restart(self) -> None:
+        """Stop (processing all acknowledged input) and start again from the same storage, with the same
+        callbacks and sinks: the same as ``stop()`` and ``start()`` on a new pipeline over ``storage_dir``."""
+        self.stop()
+        self._reopen()
+        self.start()
+
+    def _reopen(self) -> None:
+        """Re-create this stopped object over its storage, keeping callbacks and ``output_parquet`` sinks."""
+        callbacks = {v: list(cbs) for v, cbs in self._dispatcher.callbacks.items()}
+        added = [d for d in self._declared if d.name.startswith("output_parquet")]
+        keep_tmp = self._tmp
+        self.__init__(**{**self._args, "storage_dir": self.storage_dir})
+        self._tmp = keep_tmp or self._tmp
+        for v, cbs in callbacks.items():
+            for cb in cbs:
+                self._dispatcher.add(v, cb)
+        self._declared += added
+
+    def storage_status(self) -> str:
+        """``"in_use"`` while the storage holds state or logged input, ``"cleared"`` otherwise."""
+        m = self.store.current
+        empty = m.step == 0 and not m.runs and self.log.next_seq == 0
+        return "cleared" if empty else "in_use"
+
+    def clear_storage(self) -> None:
+        """Delete the pipeline's state, input log, outbox and dead letters (a stopped or never started
+        pipeline only); the object can then be started afresh.  Sinks' own output is not touched."""
+        if self._state in ("running", "paused"):
+            raise PipelineError(f"pipeline {self.name} is {self._state}; stop() it before clear_storage()")
+        import shutil
+        for n in os.listdir(self.storage_dir):
+            path = os.path.join(self.storage_dir, n)
+            try:
+                shutil.rmtree(path) if os.path.isdir(path) and not os.path.islink(path) else os.remove(path)
+            except OSError as e:
+                raise PipelineError(f"cannot clear {path}: {e}") from e
+        self._reopen()
+
+    def delete(self, clear_storage: bool = False) -> None:
+        """Stop at once (``stop(force=True)``) and, with ``clear_storage``, delete the storage."""
+        self.stop(force=True)
+        if clear_storage:
+            self.clear_storage()
+            self._state = "stopped"
+
     def checkpoint(self) -> int:
         """Process all acknowledged input and return the id (step number) of the committed state."""
         acknowledged = self.log.next_seq
@@ -393,7 +440,7 @@ class Pipeline:
             self._cv.notify_all()
 
     def input_pandas(self, table: str, df: pd.DataFrame, delete: bool = False, on_error: str = "reject",
-                     dead_letter: Optional[str] = None) -> None:
+                     dead_letter: Optional[str] = None, force: bool = False) -> None:
         """Insert (or with ``delete=True`` delete, one copy per row) the rows of ``df`` into ``table``.
 
         Returns once the batch is durable in the input log.  A bad row raises ``InputError`` naming the
@@ -406,7 +453,7 @@ class Pipeline:
         self._ingest.push(t, lambda errs, n: inputs.pandas_chunks(t, df, delete, errs, n), on_error, dead_letter)
 
     def input_json(self, table: str, data, update_format: str = "raw", on_error: str = "reject",
-                   dead_letter: Optional[str] = None) -> None:
+                   dead_letter: Optional[str] = None, force: bool = False) -> None:
         """Push JSON records: ``raw`` rows are inserts; ``insert_delete`` wraps each row in
         ``{"insert": row}`` or ``{"delete": row}``.  ``data`` is a list, a dict or JSON text (an array or
         one object per line).  ``on_error`` and ``dead_letter`` as for :meth:`input_pandas`."""
@@ -416,7 +463,7 @@ class Pipeline:
                           dead_letter)
 
     def input_csv(self, table: str, data, delete: bool = False, on_error: str = "reject",
-                  dead_letter: Optional[str] = None) -> None:
+                  dead_letter: Optional[str] = None, force: bool = False) -> None:
         """Insert (or delete) the rows of CSV ``data`` (a file path or CSV text) with a header row naming the
         columns; fields are converted to the table's column types, an empty field is NULL.  Read, converted
         and logged in chunks, atomically.  ``on_error`` and ``dead_letter`` as for :meth:`input_pandas`."""
@@ -530,9 +577,22 @@ class Pipeline:
         pos = m.log_position if m else [0, 0]
         return not self._stepping and pos[0] >= self.log.next_seq and (m is None or m.step > 0)
 
-    def wait_for_idle(self, timeout_s: Optional[float] = None) -> None:
+    def wait_for_idle(self, timeout_s: Optional[float] = None, idle_interval_s: Optional[float] = None) -> None:
         """Block until all acknowledged input is processed and its changes delivered (to callbacks, and to
-        sinks that are not failing or paused)."""
+        sinks that are not failing or paused).  With ``idle_interval_s`` (Feldera's meaning), also until no
+        new input arrived for that long, so that sources that are still delivering are waited for."""
+        if idle_interval_s:
+            end = None if timeout_s is None else time.monotonic() + timeout_s
+            while True:
+                self.wait_for_idle(None if end is None else max(0.0, end - time.monotonic()))
+                seen, quiet_until = self.log.next_seq, time.monotonic() + idle_interval_s
+                while time.monotonic() < quiet_until and self.log.next_seq == seen:
+                    if end is not None and time.monotonic() > end:
+                        raise TimeoutError(f"pipeline {self.name} not idle for {idle_interval_s} s within "
+                                           f"{timeout_s} s")
+                    time.sleep(min(0.05, idle_interval_s))
+                if self.log.next_seq == seen:
+                    return
         self._check()
         self._require_started()
         end = None if timeout_s is None else time.monotonic() + timeout_s

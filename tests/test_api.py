@@ -26,7 +26,7 @@ def test_public_api_is_pinned():
         "from_sql", "start", "pause", "resume", "stop", "status", "metrics", "checkpoint", "input_pandas", "input_csv",
         "input_json", "execute", "listen", "foreach_chunk", "wait_for_idle", "wait_for_completion", "query",
         "query_tabular", "query_parquet", "query_arrow", "query_pandas", "explain", "output_parquet",
-        "pause_connector", "resume_connector"])
+        "pause_connector", "resume_connector", "restart", "delete", "clear_storage", "storage_status"])
 
 
 def bids(rows):
@@ -184,3 +184,41 @@ def test_expression_spark_cannot_run_runs_on_the_driver(make_pipeline, monkeypat
     p.wait_for_idle()
     assert list(p.query("SELECT * FROM e")) == [{"s": 3}]
     assert p.engine.spark_fallbacks >= 1
+
+
+def test_feldera_lifecycle_methods(tmp_path):
+    """restart() keeps state, callbacks and sinks; clear_storage() starts afresh; delete(clear_storage=True);
+    storage_status(); wait_for_idle(idle_interval_s=...); input while paused (force is accepted)."""
+    import glob
+    from sqlengine import Pipeline
+    sql = ("CREATE TABLE t (k INT);\n"
+           "CREATE MATERIALIZED VIEW c AS SELECT k, COUNT(*) AS n FROM t GROUP BY k;")
+    p = Pipeline.from_sql(sql, storage_dir=str(tmp_path / "s"), spark_conf={"sqlengine.spark.start": "lazy"})
+    assert p.storage_status() == "cleared"
+    seen = []
+    p.foreach_chunk("c", lambda chunk, step: seen.append(step))
+    p.output_parquet("c", str(tmp_path / "out"))
+    p.start()
+    p.input_json("t", [{"k": 1}, {"k": 1}])
+    p.wait_for_idle(idle_interval_s=0.2)
+    assert p.storage_status() == "in_use" and seen
+    p.restart()
+    assert p.status()["state"] == "running"
+    p.pause()
+    p.input_json("t", [{"k": 2}], force=True)     # input is accepted while paused
+    p.resume()
+    p.wait_for_idle()
+    assert list(p.query("SELECT * FROM c ORDER BY k")) == [{"k": 1, "n": 2}, {"k": 2, "n": 1}]
+    assert len(seen) >= 2, "the callback survived the restart"
+    assert len(glob.glob(str(tmp_path / "out" / "step-*.parquet"))) >= 2, "the sink survived the restart"
+    with pytest.raises(PipelineError, match="stop\\(\\) it before clear_storage"):
+        p.clear_storage()
+    p.stop()
+    p.clear_storage()
+    assert p.storage_status() == "cleared"
+    p.start()
+    p.input_json("t", [{"k": 3}])
+    p.wait_for_idle()
+    assert list(p.query("SELECT * FROM c")) == [{"k": 3, "n": 1}]
+    p.delete(clear_storage=True)
+    assert p.status()["state"] == "stopped" and p.storage_status() == "cleared"

@@ -543,3 +543,28 @@ def test_readme_example(served, capsys):
     exec(compile(block, "README.md", "exec"), {})
     out = capsys.readouterr().out
     assert "[{'customer': 'ann', 'amount': Decimal('10.00')}]" in out, out
+
+
+def test_remote_lifecycle_methods(client):
+    """restart, clear_storage, storage_status and wait_for_idle(idle_interval_s) through the server."""
+    p = client.create_pipeline("life", "CREATE TABLE t (k INT);\n"
+                               "CREATE MATERIALIZED VIEW c AS SELECT COUNT(*) AS n FROM t;", runtime_config=LAZY)
+    assert p.storage_status() == "cleared"
+    p.start()
+    p.input_json("t", [{"k": 1}, {"k": 2}], force=True)
+    p.wait_for_idle(idle_interval_s=0.2)
+    assert p.storage_status() == "in_use"
+    p.restart()
+    p.input_json("t", [{"k": 3}])
+    p.wait_for_idle()
+    assert list(p.query("SELECT n FROM c")) == [{"n": 3}]
+    with pytest.raises(PipelineError):
+        p.clear_storage()                      # running: 409
+    p.stop()
+    p.clear_storage()
+    assert p.storage_status() == "cleared"
+    p.start()
+    p.input_json("t", [{"k": 4}])
+    p.wait_for_idle()
+    assert list(p.query("SELECT n FROM c")) == [{"n": 1}]
+    p.delete(clear_storage=True)

@@ -614,6 +614,20 @@ def create_app(storage_root: str, token: Optional[str] = None, max_body_bytes: i
                     pass
         return {"name": name, "deleted": True, "storage_cleared": clear_storage}
 
+    @app.post("/v0/pipelines/{name}/clear_storage", summary="Delete a stopped pipeline's state, input log and "
+              "outbox (409 while it runs); it can then be started afresh")
+    def clear_storage(name: str):
+        e = mgr.get(name)
+        with e.lock:
+            e.live().clear_storage()
+        return {"name": name, "storage_status": e.pipeline.storage_status() if e.pipeline else "cleared"}
+
+    @app.get("/v0/pipelines/{name}/storage_status", summary="\"in_use\" or \"cleared\"")
+    def storage_status(name: str):
+        e = mgr.get(name)
+        with e.lock:
+            return {"name": name, "storage_status": e.live().storage_status()}
+
     @app.post("/v0/pipelines/{name}/start", summary="Start (or restart after stop) a pipeline")
     def start(name: str):
         e = mgr.get(name)
@@ -673,10 +687,11 @@ def create_app(storage_root: str, token: Optional[str] = None, max_body_bytes: i
 
     @app.post("/v0/pipelines/{name}/wait_for_idle", summary="Block until all acknowledged input is processed and "
               "delivered (408 on timeout)")
-    def wait_for_idle(name: str, timeout_s: Optional[float] = None, marker: Optional[str] = None):
+    def wait_for_idle(name: str, timeout_s: Optional[float] = None, marker: Optional[str] = None,
+                      idle_interval_s: Optional[float] = None):
         e = mgr.get(name)
         p = e.require()
-        p.wait_for_idle(timeout_s=timeout_s)
+        p.wait_for_idle(timeout_s=timeout_s, idle_interval_s=idle_interval_s)
         if marker:
             line = (dumps({"marker": marker}) + "\n").encode()
             for f in list(e.fanouts.values()):
