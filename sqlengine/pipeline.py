@@ -44,10 +44,13 @@ class Pipeline:
     """
 
     def __init__(self, sql: str, name: str = "pipeline", storage_dir: Optional[str] = None,
-                 spark=None, spark_conf: Optional[Dict[str, str]] = None):
+                 spark=None, spark_conf: Optional[Dict[str, str]] = None, runtime_config=None):
         self.program = compile_program(sql)
         self.name = name
-        self._args = dict(sql=sql, name=name, storage_dir=storage_dir, spark=spark, spark_conf=spark_conf)
+        self._args = dict(sql=sql, name=name, storage_dir=storage_dir, spark=spark, spark_conf=spark_conf,
+                          runtime_config=runtime_config)
+        # (rows, seconds): how long a step waits for input to accumulate (RuntimeConfig); (0, 0): not at all
+        self._batching = runtime_config.batching() if runtime_config is not None else (0, 0.0)
         from connectors.declare import declare_program
         self._tmp = None
         if storage_dir is None:
@@ -115,13 +118,14 @@ class Pipeline:
 
     @classmethod
     def from_sql(cls, sql: str, name: str = "pipeline", storage_dir: Optional[str] = None, spark=None,
-                 spark_conf: Optional[Dict[str, str]] = None) -> "Pipeline":
+                 spark_conf: Optional[Dict[str, str]] = None, runtime_config=None) -> "Pipeline":
         """Compile ``sql`` (CREATE TABLE / CREATE [MATERIALIZED] VIEW statements) into a pipeline.
 
         Errors in the program raise ``ParseError``, ``BindError`` or ``UnsupportedError`` here,
         with the line and column of the offending construct.
         """
-        return cls(sql, name=name, storage_dir=storage_dir, spark=spark, spark_conf=spark_conf)
+        return cls(sql, name=name, storage_dir=storage_dir, spark=spark, spark_conf=spark_conf,
+                   runtime_config=runtime_config)
 
     # ------------------------------------------------------------------ lifecycle
     def start(self) -> None:
@@ -634,6 +638,7 @@ class Pipeline:
                     self._cv.wait(timeout=0.2)
                 if self._stop_requested:
                     return
+                self._wait_for_batch()
                 self._stepping = True
             try:
                 self._step()
@@ -654,6 +659,17 @@ class Pipeline:
             with self._cv:
                 self._stepping = False
                 self._cv.notify_all()
+
+    def _wait_for_batch(self) -> None:
+        """With a RuntimeConfig's min_batch_size_records: let input accumulate until that many rows are pending
+        or the first of them waited max_buffering_delay_usecs (called holding ``_cv``)."""
+        rows, delay = self._batching
+        if not rows or self.store.current.step == 0:
+            return
+        end = time.monotonic() + delay
+        while not self._stop_requested and time.monotonic() < end and self._state != "paused" and \
+                self.log.backlog_rows(self.store.current.log_position[0]) < rows:
+            self._cv.wait(timeout=min(0.01, max(0.0, end - time.monotonic())))
 
     def _take_batch(self):
         """Entries for the next step: everything pending, up to ``MAX_STEP_ROWS`` rows (a bigger batch is

@@ -1,6 +1,7 @@
 """The public API: its surface, lifecycle, inputs and their errors, ad-hoc queries, callbacks."""
 import json
 import os
+import time
 
 import pandas as pd
 import pyarrow.parquet as pq
@@ -20,7 +21,8 @@ CREATE MATERIALIZED VIEW by_cat AS SELECT a.category, SUM(h.n) AS bids FROM hot 
 def test_public_api_is_pinned():
     assert sorted(sqlengine.__all__) == sorted([
         "Pipeline", "OutputHandler", "WEIGHT", "EngineError", "ParseError", "BindError", "UnsupportedError",
-        "InputError", "ConnectorError", "PipelineError", "InternalError", "connect"])
+        "InputError", "ConnectorError", "PipelineError", "InternalError", "connect",
+        "RuntimeConfig", "PipelineBuilder"])
     public = sorted(m for m in dir(Pipeline) if not m.startswith("_"))
     assert public == sorted([
         "from_sql", "start", "pause", "resume", "stop", "status", "metrics", "checkpoint", "input_pandas", "input_csv",
@@ -222,3 +224,31 @@ def test_feldera_lifecycle_methods(tmp_path):
     assert list(p.query("SELECT * FROM c")) == [{"k": 3, "n": 1}]
     p.delete(clear_storage=True)
     assert p.status()["state"] == "stopped" and p.storage_status() == "cleared"
+
+
+def test_pipeline_builder_and_batching(tmp_path):
+    """PipelineBuilder + RuntimeConfig (Feldera's names): min_batch_size_records / max_buffering_delay_usecs
+    group quick small inputs into fewer steps; the results are the same."""
+    from sqlengine import PipelineBuilder, RuntimeConfig
+    sql = "CREATE TABLE t (k INT);\nCREATE MATERIALIZED VIEW c AS SELECT COUNT(*) AS n FROM t;"
+    steps = {}
+    for batching in (False, True):
+        rc = RuntimeConfig(workers=1, storage=str(tmp_path / f"s{batching}"),
+                           spark_conf={"sqlengine.spark.start": "lazy"},
+                           **({"min_batch_size_records": 1000, "max_buffering_delay_usecs": 500_000} if batching else {}))
+        p = PipelineBuilder(None, name=f"b{batching}", sql=sql, runtime_config=rc).create_or_replace()
+        assert p.storage_dir == str(tmp_path / f"s{batching}")
+        p.start()
+        p.wait_for_idle()
+        first = p.status()["step"]
+        for i in range(20):
+            p.input_json("t", [{"k": i}] * 10)
+            time.sleep(0.01)
+        p.wait_for_idle()
+        assert list(p.query("SELECT n FROM c")) == [{"n": 200}]
+        steps[batching] = p.status()["step"] - first
+        p.stop()
+    assert steps[True] < steps[False], steps
+    assert steps[True] <= 3, steps
+    with pytest.raises(PipelineError, match="workers must be at least 1"):
+        RuntimeConfig(workers=0)

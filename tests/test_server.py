@@ -568,3 +568,15 @@ def test_remote_lifecycle_methods(client):
     p.wait_for_idle()
     assert list(p.query("SELECT n FROM c")) == [{"n": 1}]
     p.delete(clear_storage=True)
+
+
+def test_pipeline_builder_on_a_server(client):
+    from sqlengine import PipelineBuilder, RuntimeConfig
+    p = PipelineBuilder(client, name="built", sql="CREATE TABLE t (k INT);\nCREATE MATERIALIZED VIEW c AS "
+                        "SELECT COUNT(*) AS n FROM t;",
+                        runtime_config=RuntimeConfig(workers=1, spark_conf=LAZY["spark_conf"])).create_or_replace()
+    p.start()
+    p.input_json("t", [{"k": 1}])
+    p.wait_for_idle()
+    assert list(p.query("SELECT n FROM c")) == [{"n": 1}]
+    p.delete(clear_storage=True)
