@@ -6,7 +6,7 @@ from .errors import (BindError, ConnectorError, EngineError, InputError, Interna
                      PipelineError, UnsupportedError)
 from .output import OutputHandler
 from .pipeline import Pipeline
-from .runtime_config import PipelineBuilder, RuntimeConfig
+from .runtime_config import PipelineBuilder, PipelineStatus, RuntimeConfig
 from .zset import WEIGHT
 
 try:
@@ -26,4 +26,4 @@ def connect(url: str = "http://127.0.0.1:8080", token=None, timeout: float = 60.
 
 __all__ = ["Pipeline", "OutputHandler", "WEIGHT", "EngineError", "ParseError", "BindError", "UnsupportedError",
            "InputError", "ConnectorError", "PipelineError", "InternalError", "connect",
-           "RuntimeConfig", "PipelineBuilder"]
+           "RuntimeConfig", "PipelineBuilder", "PipelineStatus"]

@@ -26,6 +26,7 @@ from .output import Dispatcher, OutputHandler
 from .query import Snapshot, check_query, load_relation
 from .row_errors import ERRORS_KEY, ERRORS_RELATION, read_errors
 from .session import START_OPTION, spark_master, start_spark
+from .runtime_config import PipelineStatus
 from .sinks import Outbox, SinkRunner
 from .sources import SourceRunner
 from .state import StateStore, StorageError
@@ -371,7 +372,7 @@ class Pipeline:
                 state_sizes[key] = self.store.size(key)
         return {
             "name": self.name,
-            "state": "failed" if self._error is not None else self._state,
+            "state": PipelineStatus("failed" if self._error is not None else self._state),
             "step": m.step if m else 0,
             "rows_in": dict(self._rows_in),
             "rows_out": dict(self._rows_out),

@@ -6,9 +6,24 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from enum import Enum
 from typing import Dict, Optional
 
 from planner.errors import PipelineError
+
+
+class PipelineStatus(str, Enum):
+    """A pipeline's state, ``status()["state"]``: a string enum, so ``status()["state"] == "running"`` holds
+    and it serializes as its value."""
+    CREATED = "created"
+    RUNNING = "running"
+    PAUSED = "paused"
+    STOPPED = "stopped"
+    FAILED = "failed"
+    READ_ONLY = "read-only"
+
+    __str__ = str.__str__
+    __format__ = str.__format__
 
 
 @dataclass

@@ -22,7 +22,7 @@ def test_public_api_is_pinned():
     assert sorted(sqlengine.__all__) == sorted([
         "Pipeline", "OutputHandler", "WEIGHT", "EngineError", "ParseError", "BindError", "UnsupportedError",
         "InputError", "ConnectorError", "PipelineError", "InternalError", "connect",
-        "RuntimeConfig", "PipelineBuilder"])
+        "RuntimeConfig", "PipelineBuilder", "PipelineStatus"])
     public = sorted(m for m in dir(Pipeline) if not m.startswith("_"))
     assert public == sorted([
         "from_sql", "start", "pause", "resume", "stop", "status", "metrics", "checkpoint", "input_pandas", "input_csv",
@@ -252,3 +252,16 @@ def test_pipeline_builder_and_batching(tmp_path):
     assert steps[True] <= 3, steps
     with pytest.raises(PipelineError, match="workers must be at least 1"):
         RuntimeConfig(workers=0)
+
+
+def test_status_state_is_a_pipeline_status(tmp_path):
+    import json as _json
+    from sqlengine import Pipeline, PipelineStatus
+    p = Pipeline.from_sql("CREATE TABLE t (k INT);", storage_dir=str(tmp_path), spark_conf={"sqlengine.spark.start": "lazy"})
+    assert p.status()["state"] is PipelineStatus.CREATED
+    p.start()
+    st = p.status()
+    assert st["state"] == PipelineStatus.RUNNING == "running" and f"{st['state']}" == "running"
+    assert _json.loads(_json.dumps(st, default=str))["state"] == "running"
+    p.stop()
+    assert p.status()["state"] is PipelineStatus.STOPPED
