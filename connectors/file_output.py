@@ -94,12 +94,8 @@ class FileOutput(Sink):
                                      f"({other}); remove it or use another path")
             return
         if me:
-            from .formats import _write_atomically
-
-            def write(tmp: str) -> None:
-                with open(tmp, "w") as f:
-                    f.write(me + "\n")
-            _write_atomically(owner, write)
+            from sqlengine.state import atomic_write_bytes
+            atomic_write_bytes(owner, (me + "\n").encode())
 
     def write(self, step: int, changes: pa.Table) -> None:
         try:
@@ -117,17 +113,12 @@ class FileOutput(Sink):
             self.state = None
             self._apply(step, contents)
     def _apply(self, step: int, changes: pa.Table) -> None:
-        import duckdb
-        both = changes if self.state is None else pa.concat_tables([self.state, changes.cast(self.state.schema)])
-        cols = [c for c in both.column_names if c != WEIGHT]
-        con = duckdb.connect(":memory:")
-        con.register("t", both)
-        q = ", ".join(f'"{c}"' for c in cols)
-        grouped = (f"SELECT {q}, SUM({WEIGHT})::BIGINT AS {WEIGHT} FROM t GROUP BY ALL HAVING SUM({WEIGHT}) <> 0"
-                   if cols else f"SELECT SUM({WEIGHT})::BIGINT AS {WEIGHT} FROM t HAVING SUM({WEIGHT}) <> 0")
-        state = con.sql(grouped).to_arrow_table().cast(both.schema)
-        con.close()
+        from sqlengine.zset import W, consolidate_arrow
+
         from .formats import _write_atomically
+        both = changes if self.state is None else pa.concat_tables([self.state, changes.cast(self.state.schema)])
+        names = both.column_names
+        state = consolidate_arrow(both.rename_columns([W if c == WEIGHT else c for c in names])).rename_columns(names)
         meta = {b"sqlengine.step": str(step).encode()}
         _write_atomically(os.path.join(self.directory, STATE),
                           lambda tmp: pq.write_table(state.replace_schema_metadata(meta), tmp))

@@ -14,8 +14,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from planner.errors import EngineError, InputError
-from sqlengine.inputs import (Chunk, Errors, _finish, _match_columns, convert_strings, convert_values, csv_tables,
-                              json_chunks)
+from sqlengine.inputs import (Chunk, Errors, _finish, _match_columns, convert_strings, convert_values, csv_header,
+                              csv_tables, json_chunks)
 from sqlengine.schema import arrow_type
 
 from .base import Format, opt, register_format
@@ -292,13 +292,7 @@ def csv_file_chunks(t, source, config: Dict[str, Any], errs: Errors, chunk_rows:
     ``sqlengine.inputs.csv_chunks``, plus the format's delimiter, header and weight/op column."""
     weight, op = config.get("weight_column"), config.get("op_column")
     if config["header"]:
-        import csv
-        if isinstance(source, str):
-            with open(source, newline="") as fh:
-                line = fh.readline()
-        else:
-            line = source.getvalue().split(b"\n", 1)[0].decode()
-        names = next(csv.reader([line.rstrip("\r\n")], delimiter=config["delimiter"]), [])
+        names = csv_header(source, config["delimiter"])
         if not names:
             raise InputError(f"table {t.name}: the CSV file has no header line")
     else:

@@ -471,14 +471,15 @@ def _csv_source(data):
     raise InputError(f"CSV input must be CSV text or the path of an existing file, got {_describe(data)}")
 
 
-def _csv_header(source) -> List[str]:
+def csv_header(source, delimiter: str = ",") -> List[str]:
+    """The column names in the first line of CSV ``source`` (a path or a bytes buffer)."""
     import csv
     if isinstance(source, str):
         with open(source, newline="") as f:
             line = f.readline()
     else:
         line = source.getvalue().split(b"\n", 1)[0].decode()
-    return next(csv.reader([line]), [])
+    return next(csv.reader([line.rstrip("\r\n")], delimiter=delimiter), [])
 
 
 def csv_tables(t: TableDef, source, names: List[str], errs: Errors, chunk_rows: int, first_line: int = 2,
@@ -564,7 +565,7 @@ def csv_chunks(t: TableDef, data, delete: bool, errs: Errors, chunk_rows: int) -
     A row with the wrong number of fields is bad (its raw line goes to the dead letter).
     """
     source = _csv_source(data)
-    names = _csv_header(source)
+    names = csv_header(source)
     mapping = _match_columns(t, names, delete)
     weight = -1 if delete else 1
     seen: dict = {}
