@@ -27,8 +27,8 @@ import pyarrow.ipc as ipc
 
 from planner.errors import InputError, PipelineError
 
-from .faults import describe, io_point
-from .state import atomic_write_bytes, fsync_dir
+from .faults import describe
+from .state import atomic_write_arrow, atomic_write_bytes, fsync_dir
 
 
 @dataclass
@@ -96,23 +96,10 @@ class InputLog:
     def _write(self, name: str, table: str, data: pa.Table, meta: Optional[dict] = None) -> None:
         """Write one entry file durably (temporary file, fsync, rename); nothing remains on error."""
         path = os.path.join(self.root, name)
-        tmp = path + ".tmp"
-        schema = data.schema.with_metadata(_schema_meta(table, meta))
         try:
-            with open(tmp, "wb") as f:
-                with ipc.new_file(f, schema) as w:
-                    w.write_table(data.replace_schema_metadata(schema.metadata), max_chunksize=1 << 20)
-                f.flush()
-                io_point("log_write", tmp)
-                os.fsync(f.fileno())
-            os.replace(tmp, path)
-            fsync_dir(self.root)
+            atomic_write_arrow(path, data.replace_schema_metadata(_schema_meta(table, meta)), fault="log_write")
         except OSError as e:
-            try:
-                os.remove(tmp)
-            except OSError:
-                pass
-            raise self._error(table, tmp, e) from e
+            raise self._error(table, path + ".tmp", e) from e
 
     def append(self, table: str, data: pa.Table, meta: Optional[dict] = None) -> int:
         """Durably append one batch; returns its sequence number.  ``meta``: the source and the position

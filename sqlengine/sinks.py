@@ -19,7 +19,7 @@ import pyarrow as pa
 import pyarrow.ipc as ipc
 
 from .sources import MAX_BACKOFF_S, ConnectorRunner
-from .state import fsync_dir
+from .state import atomic_write_arrow
 
 
 class Outbox:
@@ -45,15 +45,7 @@ class Outbox:
     def write(self, view: str, step: int, changes: pa.Table) -> None:
         d = self._dir(view)
         os.makedirs(d, exist_ok=True)
-        path = os.path.join(d, f"{step:012d}.arrow")
-        tmp = path + ".tmp"
-        with open(tmp, "wb") as f:
-            with ipc.new_file(f, changes.schema) as w:
-                w.write_table(changes)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-        fsync_dir(d)
+        atomic_write_arrow(os.path.join(d, f"{step:012d}.arrow"), changes)
 
     def steps(self, view: str, after: int, upto: int) -> List[int]:
         d = self._dir(view)

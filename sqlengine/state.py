@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from typing import Dict, List, Optional
 
 import pyarrow as pa
+import pyarrow.ipc as ipc
 import pyarrow.parquet as pq
 
 from planner.errors import InternalError, PipelineError
@@ -74,10 +75,24 @@ def fsync_dir(path: str) -> None:
 
 def atomic_write_bytes(path: str, data: bytes, fault: Optional[str] = None) -> None:
     """Write ``path`` atomically and durably; on error nothing but the old file remains."""
+    atomic_write(path, lambda f: f.write(data), fault)
+
+
+def atomic_write_arrow(path: str, table: pa.Table, fault: Optional[str] = None) -> None:
+    """``table`` as an Arrow IPC file at ``path`` (its schema's metadata kept), atomically and durably."""
+    def write(f) -> None:
+        with ipc.new_file(f, table.schema) as w:
+            w.write_table(table, max_chunksize=1 << 20)
+    atomic_write(path, write, fault)
+
+
+def atomic_write(path: str, write, fault: Optional[str] = None) -> None:
+    """``write(file)`` into a temporary file, fsync, rename to ``path``, fsync the directory; on error the
+    temporary file is removed and the error raised (``fault``: a ``faults.io_point`` name, for the tests)."""
     tmp = path + ".tmp"
     try:
         with open(tmp, "wb") as f:
-            f.write(data)
+            write(f)
             f.flush()
             if fault:
                 io_point(fault, tmp)
