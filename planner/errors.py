@@ -33,10 +33,15 @@ class EngineError(Exception):
     def _render(self) -> str:
         if self.line is None:
             return self.message
+        return f"{self.message} (line {self.line}, column {self.column})\n{self.excerpt()}"
+
+    def excerpt(self, indent: str = "  ") -> str:
+        """The offending line of the SQL and a caret under the position ('' without a position)."""
+        if self.line is None:
+            return ""
         assert self.sql is not None and self.column is not None
         text = self.sql.split("\n")[self.line - 1]
-        caret = " " * (self.column - 1) + "^"
-        return f"{self.message} (line {self.line}, column {self.column})\n  {text}\n  {caret}"
+        return f"{indent}{text}\n{indent}{' ' * (self.column - 1)}^"
 
 
 class ParseError(EngineError):

@@ -80,8 +80,7 @@ def format_error(path: str, e) -> str:
     kind = type(e).__name__
     if e.line is None:
         return f"{path}: {kind}: {e.message}"
-    line = e.sql.split("\n")[e.line - 1]
-    return f"{path}:{e.line}:{e.column}: {kind}: {e.message}\n    {line}\n    {' ' * (e.column - 1)}^"
+    return f"{path}:{e.line}:{e.column}: {kind}: {e.message}\n{e.excerpt('    ')}"
 
 
 def _read_program(path: str) -> str:
