@@ -17,7 +17,6 @@ import json
 import os
 import random
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
@@ -30,6 +29,7 @@ import httpx
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
+from tests.net import free_port  # noqa: E402
 from tests.oracle import Model, bag, diff  # noqa: E402
 
 SQL = """CREATE TABLE ev (id BIGINT NOT NULL, k INT, v INT);
@@ -37,14 +37,6 @@ CREATE MATERIALIZED VIEW per_k AS SELECT k, COUNT(*) AS n, SUM(v) AS s FROM ev G
 """
 VIEW = "SELECT k, COUNT(*) AS n, SUM(v) AS s FROM ev GROUP BY k"
 KEYS = 50
-
-
-def free_port() -> int:
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
 
 
 def pct(xs: List[float], q: float) -> float:

@@ -18,15 +18,11 @@ import tempfile
 import time
 from typing import Dict, Iterable, List, Optional, Sequence, Tuple
 
+from tests.net import free_port
+
 
 class BrokerUnavailable(RuntimeError):
     pass
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _port_open(port: int) -> bool:

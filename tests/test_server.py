@@ -8,7 +8,6 @@ from __future__ import annotations
 import io
 import json
 import random
-import socket
 import threading
 import time
 from collections import Counter
@@ -25,6 +24,7 @@ pytest.importorskip("fastapi")
 from sqlengine import BindError, InputError, ParseError, Pipeline, PipelineError, UnsupportedError  # noqa: E402
 from sqlengine.client import connect  # noqa: E402
 from sqlengine.server import create_app, serve  # noqa: E402
+from tests.net import free_port  # noqa: E402
 from tests.oracle import Model, bag, bag_from_changes, diff  # noqa: E402
 
 TOKEN = "test-token-123"
@@ -36,14 +36,6 @@ CREATE MATERIALIZED VIEW agg AS SELECT k, COUNT(*) AS n, SUM(v) AS s, MAX(ts) AS
   FROM t GROUP BY k;
 CREATE MATERIALIZED VIEW big AS SELECT k, v, name FROM t WHERE v > 50;
 """
-
-
-def free_port() -> int:
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
 
 
 class Served:
