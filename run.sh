@@ -93,6 +93,20 @@ setup_browser() {  # the web console's browser tests (tests/test_console.py) nee
     fi
 }
 
+# --------------------------------------------------------------------------- PostgreSQL (connector tests)
+setup_postgres() {  # tests/test_postgres.py starts PostgreSQL 15 with wal2json; Spark reads it with the JDBC jar
+    if ls /usr/lib/postgresql/*/bin/pg_ctl >/dev/null 2>&1 && ls /usr/lib/postgresql/*/lib/wal2json.so >/dev/null 2>&1 \
+            && [ -f /usr/share/java/postgresql.jar ]; then
+        return 0
+    fi
+    if command -v apt-get >/dev/null 2>&1 && [ "$(id -u)" = "0" ]; then
+        log "PostgreSQL/wal2json/JDBC driver not found; installing them with apt-get"
+        DEBIAN_FRONTEND=noninteractive apt-get update \
+            && DEBIAN_FRONTEND=noninteractive apt-get install -y postgresql postgresql-15-wal2json libpostgresql-jdbc-java \
+            || log "could not install PostgreSQL; the PostgreSQL connector tests will be skipped"
+    fi
+}
+
 # --------------------------------------------------------------------------- Python venv
 sha1_of() {
     if command -v sha1sum >/dev/null 2>&1; then sha1sum "$1" | cut -d' ' -f1
@@ -152,6 +166,7 @@ case "$cmd" in
     test)
         setup
         setup_browser
+        setup_postgres
         PYSPARK_PYTHON="$PWD/.venv/bin/python" exec "$PY" -m pytest -q "$@"
         ;;
     bench)

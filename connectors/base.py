@@ -170,6 +170,11 @@ class Source(Connector):
         little inside, up to about 0.2 s, rather than returning at once)."""
         raise NotImplementedError
 
+    def committed(self, position: Any) -> None:
+        """A step that consumed the input up to ``position`` committed (also called once before ``open`` with
+        the committed position, or None).  Called from the pipeline's thread, so keep it to recording the
+        position; a source that acknowledges input upstream (a replication slot) does so from ``poll``."""
+
     def finished(self) -> bool:
         """True when no more input will ever come (a bounded source read to its end)."""
         return False

@@ -114,6 +114,6 @@ def declare_program(program, pipeline: str, storage_dir: str) -> List[Declared]:
         out += declare(t.name, "source", t.connectors, program.sql, pipeline, storage_dir,
                        [(f.name, f.type) for f in t.fields], t.primary_key, t)
     for v, d in program.views.items():
-        cols = [(n, None) for n in program.circuit.outputs[v].names]   # types arrive with the changes
+        cols = [(n, f.type) for n, f in zip(program.circuit.outputs[v].names, d.plan.fields)]   # the planner's types
         out += declare(v, "sink", d.connectors, program.sql, pipeline, storage_dir, cols, materialized=d.materialized)
     return out

@@ -170,7 +170,8 @@ class Pipeline:
         for d in self._declared:
             if d.kind == "source" and d.key not in self._sources:
                 self._sources[d.key] = SourceRunner(d, self.program.tables[d.relation], self._ingest,
-                                                    self._backlog_rows, logged.get(d.key, committed.get(d.key)))
+                                                    self._backlog_rows, logged.get(d.key, committed.get(d.key)),
+                                                    committed.get(d.key))
         for r in self._sink_runners.values():
             r.start()
         for r in self._sources.values():
@@ -747,6 +748,10 @@ class Pipeline:
         with self._commit_lock:
             self.store.commit(result.manifest)
         crash_point("committed", step)
+        for key, position in result.manifest.meta.get("sources", {}).items():
+            r = self._sources.get(key)
+            if r is not None:
+                r.source.committed(position)
         for r in self._sink_runners.values():
             r.wake()
         for table, d in deltas.items():

@@ -100,8 +100,10 @@ class SourceRunner(ConnectorRunner):
     """Drives one source connector on its own thread."""
     kind = "source"
 
-    def __init__(self, declared, table_def, ingest, backlog: Callable[[], int], position: Any):
+    def __init__(self, declared, table_def, ingest, backlog: Callable[[], int], position: Any,
+                 committed: Any = None):
         super().__init__(declared)
+        declared.connector.committed(committed)
         self.source = declared.connector
         self.table = table_def
         self.ingest = ingest
