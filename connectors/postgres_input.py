@@ -359,6 +359,8 @@ class PostgresInput(Source):
             self._advanced = committed
         logged = lsn_int(self.position["lsn"])
         if logged > max(committed, self._advanced):
+            time.sleep(0.002)
+            self._next_poll = 0.0
             return None   # the last batch is not committed yet: the slot would give it again
         rows = self.conn.execute(
             "SELECT lsn::text, data FROM pg_logical_slot_peek_changes(%s, NULL, %s, 'format-version', '2', "
