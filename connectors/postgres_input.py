@@ -323,9 +323,12 @@ class PostgresInput(Source):
         return None
 
     # ------------------------------------------------------------ converting rows
-    def _convert(self, rows: List[tuple], weights, errs, seen: dict, base: int):
-        """Positional rows (tuples in the table's column order, None where unknown) -> a checked chunk."""
+    def _convert(self, rows: List[tuple], weights, errs, seen: dict, base: int, problems=()):
+        """Positional rows (tuples in the table's column order, None where unknown) -> a checked chunk;
+        ``problems``: (chunk row, column, message) of rows known to be bad."""
         errs.start_chunk(base, raw=lambda i: {f.name: rows[i][j] for j, f in enumerate(self.fields)})
+        for i, column, message in problems:
+            errs.add(i, column, message)
         arrays = []
         for j, f in enumerate(self.fields):
             target = arrow_type(f.type)
@@ -396,34 +399,55 @@ class PostgresInput(Source):
     def _values(self, cols: Optional[List[dict]]) -> Dict[str, Any]:
         return {c["name"].lower(): c.get("value") for c in (cols or [])}
 
-    def _row(self, values: Dict[str, Any], complete: bool) -> Optional[tuple]:
+    def _row(self, values: Dict[str, Any], old: Optional[Dict[str, Any]] = None,
+             missing: Optional[List[str]] = None) -> tuple:
+        """The table's columns from decoded values.  An UPDATE's new row lacks the columns whose value was
+        TOASTed and did not change: they come from the old row when it was logged whole (REPLICA IDENTITY
+        FULL), else they are named in ``missing``."""
         out = []
         for f in self.fields:
             name = self._columns[f.name].lower()
-            if name not in values:
-                if complete:
-                    return None
-                out.append(None)
-            else:
+            if name in values:
                 out.append(values[name])
+            elif old is not None and name in old:
+                out.append(old[name])
+            else:
+                out.append(None)
+                if missing is not None:
+                    missing.append(f.name)
         return tuple(out)
+
+    def _new_row(self, rec: dict, problems: list, i: int) -> tuple:
+        missing: List[str] = []
+        old = self._values(rec.get("identity")) if rec["action"] == "U" else None
+        row = self._row(self._values(rec.get("columns")), old, missing if rec["action"] == "U" else None)
+        for name in missing:
+            problems.append((i, name, f"UPDATE of {self.pg_name} without the unchanged value of column {name} (a "
+                                      f"large value stored out of line): ALTER TABLE {self.pg_name} REPLICA IDENTITY "
+                                      "FULL so that the old row carries it"))
+        return row
 
     def _change_chunks(self, changes: List[dict], errs, chunk_rows: int):
         """Decoded changes -> chunks.  With a primary key the batch is netted per key (the final row, or a
         delete of the key), in the order keys were first changed; without one, every change is a weighted row."""
         rows: List[tuple] = []
         weights: List[int] = []
+        problems: List[tuple] = []   # (row, column, message): rows that go to the dead letter
         if self.key:
             kidx = [i for i, f in enumerate(self.fields) if f.name in self.key]
             final: Dict[tuple, Optional[tuple]] = {}
+            lacking: Dict[tuple, List[tuple]] = {}
             for rec in changes:
                 a = rec["action"]
                 if a in ("U", "D"):
-                    old = self._row(self._values(rec.get("identity")), complete=False)
+                    old = self._row(self._values(rec.get("identity")))
                     final[tuple(old[i] for i in kidx)] = None
                 if a in ("I", "U"):
-                    new = self._row(self._values(rec.get("columns")), complete=False)
-                    final[tuple(new[i] for i in kidx)] = new
+                    found: List[tuple] = []
+                    new = self._new_row(rec, found, 0)
+                    key = tuple(new[i] for i in kidx)
+                    final[key] = new
+                    lacking[key] = found
             for key, row in final.items():
                 if row is None:
                     r = [None] * len(self.fields)
@@ -432,20 +456,23 @@ class PostgresInput(Source):
                     rows.append(tuple(r))
                     weights.append(-1)
                 else:
+                    problems += [(len(rows), c, m) for _, c, m in lacking.get(key, [])]
                     rows.append(row)
                     weights.append(1)
         else:
             for rec in changes:
                 a = rec["action"]
                 if a in ("U", "D"):
-                    rows.append(self._row(self._values(rec.get("identity")), complete=False))
+                    rows.append(self._row(self._values(rec.get("identity"))))
                     weights.append(-1)
                 if a in ("I", "U"):
-                    rows.append(self._row(self._values(rec.get("columns")), complete=False))
+                    rows.append(self._new_row(rec, problems, len(rows)))
                     weights.append(1)
         seen: dict = {}
         for start in range(0, len(rows), chunk_rows):
-            yield self._convert(rows[start:start + chunk_rows], weights[start:start + chunk_rows], errs, seen, start)
+            mine = [(i - start, c, m) for i, c, m in problems if start <= i < start + chunk_rows]
+            yield self._convert(rows[start:start + chunk_rows], weights[start:start + chunk_rows], errs, seen, start,
+                                mine)
 
     # ------------------------------------------------------------ poll mode
     def _poll_rows(self, max_rows: int) -> Optional[SourceBatch]:

@@ -100,7 +100,8 @@ class PostgresOutput(Sink):
 
     def _open(self) -> int:
         table = qualified(self.schema, self.pg_table)
-        self.conn.execute(f"CREATE SCHEMA IF NOT EXISTS {quote(self.schema)}")
+        if self.conn.execute("SELECT 1 FROM pg_namespace WHERE nspname = %s", (self.schema,)).fetchone() is None:
+            self.conn.execute(f"CREATE SCHEMA IF NOT EXISTS {quote(self.schema)}")
         cols = table_columns(self.conn, self.schema, self.pg_table)
         if cols is None:
             types = dict(self.ctx.columns)

@@ -315,3 +315,33 @@ def test_output_table_with_a_wrong_column_is_reported(postgres, make_pipeline):
                f"'{decl(sink(uri, 'v', key=['k']))}') AS SELECT k, v FROM t")
         p = make_pipeline(sql)
         wait_error(p, "v.out", "column v is boolean in PostgreSQL table public.v but INT")
+
+
+def test_unchanged_large_values_in_updates(postgres, make_pipeline):
+    """wal2json leaves a TOASTed value that an UPDATE did not change out of the new row: with REPLICA IDENTITY
+    FULL it comes from the old row; without it, the row goes to the dead letter instead of reading as NULL."""
+    uri = postgres.create_database("toast")
+    rng = random.Random(1)   # (random text is stored out of line: it does not compress below the 2 kB threshold)
+    big = "".join(rng.choice("abcdefghijklmnopqrstuvwxyz0123456789") for _ in range(12800))
+    with postgres.connect("toast") as conn:
+        conn.execute("CREATE TABLE full_t (id int PRIMARY KEY, n int, doc text)")
+        conn.execute("ALTER TABLE full_t REPLICA IDENTITY FULL")
+        conn.execute("CREATE TABLE default_t (id int PRIMARY KEY, n int, doc text)")
+        sql = "\n".join(
+            f"CREATE TABLE {t} (id INT NOT NULL PRIMARY KEY, n INT, doc VARCHAR) WITH ('connectors' = "
+            f"'{decl(source(uri, t))}');\nCREATE MATERIALIZED VIEW v_{t} AS SELECT id, n, length(doc) AS len FROM {t};"
+            for t in ("full_t", "default_t"))
+        p = make_pipeline(sql)
+        wait_consumed(p, 0, keys=("full_t.pg", "default_t.pg"))
+        before = wal_lsn(conn)
+        for t in ("full_t", "default_t"):
+            conn.execute(f"INSERT INTO {t} VALUES (1, 1, %s), (2, 1, 'small')", (big,))
+        wait_consumed(p, before, keys=("full_t.pg", "default_t.pg"))
+        before = wal_lsn(conn)
+        for t in ("full_t", "default_t"):
+            conn.execute(f"UPDATE {t} SET n = 2")
+        wait_consumed(p, before, keys=("full_t.pg", "default_t.pg"))
+        assert sorted(tuple(r.values()) for r in p.query("SELECT * FROM v_full_t")) == [(1, 2, 12800), (2, 2, 5)]
+        st = p.status()["connectors"]["default_t.pg"]
+        rows = sorted(tuple(r.values()) for r in p.query("SELECT * FROM v_default_t"))
+        assert rows == [(1, 1, 12800), (2, 2, 5)] and st["dead_letter_rows"] == 1   # row 1 kept its last good value
