@@ -94,7 +94,9 @@ class PostgresOutput(Sink):
         self.conn = connect(self.config["uri"], f"connector {self.ctx.connector} ({WHAT})")
         import psycopg
         try:
-            return self._open()
+            with self.conn.transaction():   # sinks opening at once: CREATE ... IF NOT EXISTS is not safe concurrently
+                self.conn.execute("SELECT pg_advisory_xact_lock(hashtext('sqlengine_sink_progress'))")
+                return self._open()
         except psycopg.Error as e:
             raise ConnectorError(f"{WHAT}: {self.pg_name}: {str(e).strip()}") from None
 

@@ -32,6 +32,10 @@ class TableDef:
     primary_key: Tuple[str, ...] = ()
     # WITH ('connectors' = '<JSON>'): its text and the offset of its literal in the program (checked by connectors/)
     connectors: Optional[Tuple[str, int]] = field(default=None, compare=False)
+    # event time (LATENESS / WATERMARK FOR): (the column's name as in ``fields``, lateness in microseconds)
+    lateness: Optional[Tuple[str, int]] = field(default=None, compare=False)
+    # WITH ('materialized' = 'true'): the table's contents are kept in full (never garbage-collected)
+    materialized: bool = field(default=False, compare=False)
 
 
 @dataclass(frozen=True)
@@ -43,6 +47,11 @@ class ViewDef:
     bound: Optional[Node] = field(default=None, compare=False, repr=False)   # as bound, before the rules
     options: Tuple[Tuple[str, str], ...] = ()   # WITH (...) options of the view, e.g. (('join_order', 'as_written'),)
     connectors: Optional[Tuple[str, int]] = field(default=None, compare=False)   # as for TableDef
+
+    @property
+    def emit_final(self) -> Optional[str]:
+        """The column named by ``WITH ('emit_final' = 'column')`` (as spelled in the plan), or None."""
+        return dict(self.options).get("emit_final")
 
 
 # The SQL dialect of programs (and of bound expressions): DuckDB's, which follows PostgreSQL.

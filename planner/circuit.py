@@ -61,7 +61,7 @@ class Op:
 
 @dataclass(frozen=True)
 class Output:
-    """A view's change stream and, if materialized, the integrate op that holds its contents."""
+    """A view's change stream and, if materialized or emit-final, the integrate op that holds its contents."""
 
     name: str
     delta: int

@@ -76,13 +76,15 @@ class _Builder:
 
 
 def incrementalize(tables, views) -> Circuit:
-    """Build the circuit for ``tables`` (all materialized) and ``views`` (name -> ViewDef)."""
+    """Build the circuit for ``tables`` (all integrated) and ``views`` (name -> ViewDef): a view's contents are
+    integrated when it is materialized or emits final rows (``WITH ('emit_final' = ...)``)."""
     b = _Builder()
     for name, t in tables.items():
         scan = Scan(t.name, t.fields)
         b.circuit.tables[name] = (b.delta(scan), b.integral(scan))
     for name, v in views.items():
         d = b.delta(v.plan)
-        integral = b.integral(v.plan) if v.materialized else None
+        # an emit-final view keeps its rows until the watermark closes them (planner.watermarks)
+        integral = b.integral(v.plan) if v.materialized or getattr(v, "emit_final", None) else None
         b.circuit.outputs[name] = Output(name, d, integral, tuple(f.name for f in v.plan.fields))
     return b.circuit

@@ -14,11 +14,13 @@ from sqlglot.tokens import Token, TokenType
 from .bind import DIALECT, Binder, TableDef, ViewDef, name_of, position_of
 from .circuit import Circuit
 from .errors import BindError, ParseError, UnsupportedError
+from .event_time import EventTimeClause, strip_event_time
 from .incrementalize import incrementalize
 from .logical import Field, format_plan
 from .rules import Context, format_trace, optimize
 from .typecheck import nondeterministic_call
 from .types import SUPPORTED_COLUMN_TYPES, from_datatype
+from .watermarks import Bound, closing_bounds, describe_bounds, event_columns, node_bounds
 
 
 @dataclass
@@ -30,6 +32,10 @@ class Program:
     views: Dict[str, ViewDef] = field(default_factory=dict)
     circuit: Circuit = field(default_factory=Circuit)
     disabled_rules: Optional[frozenset] = None   # None: from SQLENGINE_RULES when compiled
+    # event time (planner.watermarks): state op id -> the bound below which its rows may be dropped, and
+    # emit-final view -> the bound of its emit_final column
+    gc: Dict[int, Bound] = field(default_factory=dict)
+    final: Dict[str, Bound] = field(default_factory=dict)
 
     def rules_context(self, views=None, options=()) -> Context:
         """The rewrite rules' context for a view defined after ``views`` (default: all views so far), with the
@@ -61,6 +67,8 @@ class Program:
         lines += ["  " + ops[i].describe() for i in sorted(ops)]
         lines.append(f"  output: changes of #{out.delta}" +
                      (f", contents in #{out.integral}" if out.integral is not None else ""))
+        lines += describe_bounds(self.circuit, sorted(ops), event_columns(self.tables), self.gc,
+                                 {v.name: self.final[v.name]} if v.name in self.final else {})
         return "\n".join(lines)
 
 
@@ -86,6 +94,7 @@ class Statement:
 
     tree: exp.Expression
     tokens: List[Token]
+    event_time: Tuple[EventTimeClause, ...] = ()   # CREATE TABLE's LATENESS / WATERMARK FOR, taken out
 
     @property
     def start(self) -> int:
@@ -97,16 +106,18 @@ class Statement:
         return self.tokens[-1].end + 1
 
 
-# Event-time clauses of Feldera (``ts TIMESTAMP LATENESS INTERVAL 4 SECONDS``, ``LATENESS v.ts ...;``) and
-# Flink (``WATERMARK FOR ts AS ...``) that sqlglot cannot parse.
+# Event-time words that sqlglot cannot parse.  In CREATE TABLE, Feldera's ``ts TIMESTAMP LATENESS INTERVAL
+# 4 SECONDS`` and Flink's ``WATERMARK FOR ts AS ts - INTERVAL ...`` are taken out before parsing
+# (planner.event_time); anywhere else (Feldera's statement ``LATENESS v.ts INTERVAL ...;``) they are errors.
 EVENT_TIME_WORDS = ("LATENESS", "WATERMARK")
 
 
 def check_event_time(tokens: List[Token], sql: str) -> None:
     for t in tokens:
         if t.token_type == TokenType.VAR and t.text.upper() in EVENT_TIME_WORDS:
-            raise UnsupportedError(f"{t.text.upper()} is not supported yet (event time is not implemented); remove it",
-                                   sql=sql, offset=t.start)
+            raise UnsupportedError(f"{t.text.upper()} is not supported yet here: declare event time on a table's "
+                                   "TIMESTAMP column (ts TIMESTAMP LATENESS INTERVAL '4' SECOND, or WATERMARK FOR ts "
+                                   "AS ts - INTERVAL '4' SECOND in CREATE TABLE)", sql=sql, offset=t.start)
 
 
 # tokens that can start the query of CREATE VIEW ... AS
@@ -193,6 +204,7 @@ def parse_statements(sql: str) -> List[Statement]:
         chunks.append((current, None))
     out = []
     for chunk, semicolon in chunks:
+        chunk, event_time = strip_event_time(chunk, sql)
         if chunk[0].token_type in (TokenType.VAR, TokenType.IDENTIFIER, TokenType.NUMBER, TokenType.STRING):
             check_event_time(chunk, sql)
             raise ParseError(f"syntax error: unexpected {_show(chunk[0], sql)} at the start of a statement (a program "
@@ -220,7 +232,7 @@ def parse_statements(sql: str) -> List[Statement]:
                 if at:
                     raise ParseError(f"syntax error: unexpected {_show(at, sql)}", sql=sql, offset=at.start)
                 raise ParseError("syntax error: unexpected end of input", sql=sql, offset=chunk[-1].end + 1)
-            out.append(Statement(tree, chunk))
+            out.append(Statement(tree, chunk, event_time))
     return out
 
 
@@ -236,7 +248,7 @@ def compile_program(sql: str, disabled_rules: Optional[frozenset] = None) -> Pro
     for st in parse_statements(sql):
         stmt = st.tree
         if isinstance(stmt, exp.Create) and stmt.kind == "TABLE":
-            t = table_def(stmt, sql, st.tokens)
+            t = table_def(stmt, sql, st.tokens, st.event_time)
             if t.name in prog.tables or t.name in prog.views:
                 raise BindError(f"'{t.name}' is defined twice", sql=sql, offset=position_of(stmt.this))
             prog.tables[t.name] = t
@@ -257,6 +269,7 @@ def compile_program(sql: str, disabled_rules: Optional[frozenset] = None) -> Pro
                                    "(only CREATE TABLE and CREATE [MATERIALIZED] VIEW)",
                                    sql=sql, offset=st.start)
     prog.circuit = incrementalize(prog.tables, prog.views)
+    prog.gc, prog.final = closing_bounds(prog.circuit, prog.tables, prog.views)
     return prog
 
 
@@ -286,20 +299,20 @@ def check_create_options(stmt: exp.Create, sql: str, tokens: Sequence[Token]) ->
     if props is None:
         return
     options = [p for p in props.expressions if type(p) is exp.Property and _option_key(p).lower() != "connectors"]
-    if stmt.kind == "VIEW":   # the options views have (VIEW_OPTIONS) are checked by view_options
-        options = [p for p in options if _option_key(p).lower() not in VIEW_OPTIONS]
+    # the options views and tables have (VIEW_OPTIONS, TABLE_OPTIONS) are checked by view_options / table_options
+    known = VIEW_OPTIONS if stmt.kind == "VIEW" else TABLE_OPTIONS
+    options = [p for p in options if _option_key(p).lower() not in known]
     if options:
         keys = ", ".join(p.this.sql(dialect=DIALECT) if isinstance(p.this, exp.Expression) else repr(str(p.this))
                          for p in options)
         at = position_of(options[0])
-        supported = (f" (view options: {', '.join(sorted(VIEW_OPTIONS | {'connectors': ()}))})" if stmt.kind == "VIEW"
-                     else " (table options: connectors)")
+        supported = f" ({stmt.kind.lower()} options: {', '.join(sorted(set(known) | {'connectors'}))})"
         raise UnsupportedError(f"WITH (...) options on {what} are not supported yet: {keys}{supported}", sql=sql,
                                offset=_keyword_offset(tokens, ("WITH",), at) or at)
     for p in props.expressions:
         if stmt.kind == "VIEW" and (isinstance(p, exp.MaterializedProperty) or type(p) is exp.Property):
             continue
-        if type(p) is exp.Property and _option_key(p).lower() == "connectors":
+        if type(p) is exp.Property and (_option_key(p).lower() == "connectors" or _option_key(p).lower() in known):
             continue
         text = p.sql(dialect=DIALECT) or p.key.upper()
         first = text.split()[0].split("(")[0].upper()
@@ -310,7 +323,8 @@ def check_create_options(stmt: exp.Create, sql: str, tokens: Sequence[Token]) ->
                                offset=at if at is not None else tokens[0].start)
 
 
-def table_def(stmt: exp.Create, sql: str, tokens: Sequence[Token] = ()) -> TableDef:
+def table_def(stmt: exp.Create, sql: str, tokens: Sequence[Token] = (),
+              event_time: Sequence[EventTimeClause] = ()) -> TableDef:
     schema = stmt.this
     if not isinstance(schema, exp.Schema):
         raise UnsupportedError("CREATE TABLE without a column list is not supported", sql=sql,
@@ -355,10 +369,55 @@ def table_def(stmt: exp.Create, sql: str, tokens: Sequence[Token] = ()) -> Table
     fields = [Field(f.name, f.type.with_nullable(False)) if f.name.lower() in {k.lower() for k in pk} else f
               for f in fields]
     pk_names = tuple(next(f.name for f in fields if f.name.lower() == k.lower()) for k in pk)
-    return TableDef(name, tuple(fields), pk_names, connectors_option(stmt))
+    lateness = table_lateness(name, fields, event_time, sql)
+    materialized = dict(table_options(stmt, sql)).get("materialized", "false") == "true"
+    return TableDef(name, tuple(fields), pk_names, connectors_option(stmt), lateness=lateness,
+                    materialized=materialized)
 
 
-VIEW_OPTIONS = {"join_order": ("optimized", "as_written")}   # option -> its values, the default first
+def table_lateness(table: str, fields: Sequence[Field], clauses: Sequence[EventTimeClause],
+                   sql: str) -> Optional[Tuple[str, int]]:
+    """(the event-time column's name as in ``fields``, lateness in microseconds) of a table's LATENESS or
+    WATERMARK FOR clause; at most one per table, on a TIMESTAMP column."""
+    if not clauses:
+        return None
+    if len(clauses) > 1:
+        second = clauses[1]
+        raise UnsupportedError(f"table {table} declares a second event-time column ({second.kind} on "
+                               f"{second.column}, after {clauses[0].kind} on {clauses[0].column}); a table has at "
+                               "most one", sql=sql, offset=second.at)
+    c = clauses[0]
+    hits = [f for f in fields if (f.name == c.column if c.quoted else f.name.lower() == c.column.lower())]
+    if not hits:
+        raise BindError(f"unknown column '{c.column}' in {c.kind}. Columns of {table}: "
+                        f"{', '.join(f.name for f in fields)}", sql=sql, offset=c.column_at)
+    f = hits[0]
+    if f.type.base != "TIMESTAMP":
+        raise BindError(f"the event-time column {f.name} ({c.kind}) must be a TIMESTAMP, not {f.type.sql}",
+                        sql=sql, offset=c.column_at)
+    return f.name, c.lateness
+
+
+VIEW_OPTIONS = {"join_order": ("optimized", "as_written"),   # option -> its values, the default first
+                "emit_final": None}                          # None: any value (emit_final: a view column)
+TABLE_OPTIONS = {"materialized": ("false", "true")}
+
+
+def table_options(stmt: exp.Create, sql: str) -> Tuple[Tuple[str, str], ...]:
+    """The ``WITH (...)`` options of a CREATE TABLE other than connectors, checked against ``TABLE_OPTIONS``."""
+    props = stmt.args.get("properties")
+    out = []
+    for p in (props.expressions if props else ()):
+        if type(p) is not exp.Property or _option_key(p).lower() not in TABLE_OPTIONS:
+            continue
+        key = _option_key(p).lower()
+        value = p.args.get("value")
+        text = value.name if isinstance(value, exp.Expression) else str(value)
+        if text.lower() not in TABLE_OPTIONS[key]:
+            raise UnsupportedError(f"table option '{key}' must be one of {', '.join(TABLE_OPTIONS[key])}, "
+                                   f"not '{text}'", sql=sql, offset=position_of(p))
+        out.append((key, text.lower()))
+    return tuple(out)
 
 
 def _option_key(p: exp.Expression) -> str:
@@ -390,11 +449,41 @@ def view_options(props: Sequence[exp.Expression], sql: str) -> Tuple[Tuple[str, 
         if key.lower() not in VIEW_OPTIONS:
             raise UnsupportedError(f"view option '{key}' is not supported; view options: "
                                    f"{', '.join(sorted(VIEW_OPTIONS))}", sql=sql, offset=position_of(p))
-        if value.lower() not in VIEW_OPTIONS[key.lower()]:
-            raise UnsupportedError(f"view option '{key}' must be one of {', '.join(VIEW_OPTIONS[key.lower()])}, "
+        values = VIEW_OPTIONS[key.lower()]
+        if values is None:   # a column name, checked against the view's columns by view_def
+            out.append((key.lower(), value))
+            continue
+        if value.lower() not in values:
+            raise UnsupportedError(f"view option '{key}' must be one of {', '.join(values)}, "
                                    f"not '{value}'", sql=sql, offset=position_of(p))
         out.append((key.lower(), value.lower()))
     return tuple(out)
+
+
+def emit_final_option(name: str, plan, options, props, prog: "Program", sql: str):
+    """The view's options with ``emit_final`` naming the view's column as spelled in the plan; the column must
+    exist and be bounded by a watermark (planner.watermarks)."""
+    written = dict(options).get("emit_final")
+    if written is None:
+        return options
+    p = next(p for p in props if type(p) is exp.Property and _option_key(p).lower() == "emit_final")
+    value = p.args.get("value")
+    at = position_of(value) if isinstance(value, exp.Expression) else None
+    at = at if at is not None else position_of(p)
+    names = [f.name for f in plan.fields]
+    hits = [i for i, n in enumerate(names) if n == written] or \
+        [i for i, n in enumerate(names) if n.lower() == written.lower()]
+    if len(hits) != 1:
+        raise BindError(f"emit_final needs a column bounded by a watermark: '{written}' is "
+                        f"{'not a column' if not hits else 'an ambiguous column name'} of view {name}. "
+                        f"Columns: {', '.join(names)}", sql=sql, offset=at)
+    terms = node_bounds(plan, event_columns(prog.tables)).get(hits[0])
+    if terms is None:
+        raise UnsupportedError(f"emit_final needs a column bounded by a watermark: column {names[hits[0]]} of view "
+                               f"{name} is not (bounded columns are a table's LATENESS / WATERMARK FOR column, "
+                               "passed through projections, filters, unions, GROUP BY keys, equi-join keys and "
+                               "TUMBLE / HOP window bounds)", sql=sql, offset=at)
+    return tuple((k, names[hits[0]] if k == "emit_final" else v) for k, v in options)
 
 
 def view_def(stmt: exp.Create, sql: str, prog: Program, tokens: Sequence[Token] = ()) -> ViewDef:
@@ -421,4 +510,5 @@ def view_def(stmt: exp.Create, sql: str, prog: Program, tokens: Sequence[Token] 
     binder = Binder(sql, prog.tables, prog.views)
     bound, names = binder.bind_query(q, {})
     plan = optimize(bound, prog.rules_context(options=options))
+    options = emit_final_option(name, plan, options, props.expressions if props else (), prog, sql)
     return ViewDef(name, plan, materialized, q.sql(dialect=DIALECT), bound, options, connectors_option(stmt))

@@ -30,6 +30,7 @@ from .runtime_config import PipelineStatus
 from .sinks import Outbox, SinkRunner
 from .sources import SourceRunner
 from .state import StateStore, StorageError
+from .watermarks import EventTime
 from .zset import W, WEIGHT
 
 MAX_STEP_ROWS = 1_000_000
@@ -75,6 +76,7 @@ class Pipeline:
         except OSError as e:
             raise PipelineError(f"cannot use storage directory {self.storage_dir}: {e}") from e
         self._ingest = Ingest(self.log, self.storage_dir, self.program.tables, self._notify)
+        self._event_time = EventTime(self.program, self.storage_dir)
         self._pipeline_id = self._storage_id()
         self._outbox = Outbox(os.path.join(self.storage_dir, "outbox"))
         self._sources: Dict[str, SourceRunner] = {}
@@ -388,6 +390,9 @@ class Pipeline:
             "backlog_batches": len(self.log.pending(m.log_position[0])) if m else len(self.log.pending(0)),
             "state_size": state_sizes,
             "dead_letter_rows": dict(self._ingest.dead_lettered),
+            "watermarks": {t: str(pd.Timestamp(w, unit="us")) for t, w in (m.meta.get("watermarks", {}) if m else {}).items()},
+            "late_rows": dict(m.meta.get("late_rows", {})) if m else {},
+            "closed_state_rows_dropped": self.engine.state_rows_dropped if self.engine else 0,
             "connectors": {k: r.status() for k, r in list(self._sources.items()) + list(self._sink_runners.items())},
             "errors": dict(m.meta.get("errors", {})) if m else {},
             "spark_started": self._spark is not None or (self._spark_future is not None and
@@ -707,20 +712,42 @@ class Pipeline:
         if sc is not None:
             sc.setJobGroup(group, f"pipeline {self.name} step {self.store.current.step + 1}")
         per_table, new_pos, positions = self._take_batch()
+        step = self.store.current.step + 1
+        watermarks, late = self._drop_late(per_table, step)
         deltas = {}
         for table, parts in per_table.items():
+            if not parts:
+                continue
             if self.program.tables[table].primary_key:
                 deltas[table] = self.engine.upsert(table, parts, self.program.tables[table].primary_key)
             else:
                 deltas[table] = self.engine.clamp_deletes(table, parts)
-        listened = self._dispatcher.views() | self._sink_views()
-        step = self.store.current.step + 1
+        listened = self._dispatcher.views() | self._sink_views() | set(self._event_time.final)
         crash_point("step_start", step)
+        old_watermarks = dict(self.store.current.meta.get("watermarks", {}))
         result = self.engine.run_step(step, deltas, listened, initial=(step == 1))
         result.manifest.log_position = new_pos
         if positions:
             result.manifest.meta["sources"] = {**result.manifest.meta.get("sources", {}), **positions}
+        if self._event_time:
+            result.manifest.meta["watermarks"] = watermarks
+            if late:
+                counts = dict(result.manifest.meta.get("late_rows", {}))
+                for t, n in late.items():
+                    counts[t] = counts.get(t, 0) + n
+                result.manifest.meta["late_rows"] = counts
+            self._emit_final(result, old_watermarks, watermarks)
         self._commit_step(step, result, deltas, new_pos)
+        if self._event_time.gc:
+            closed = self._event_time.closed(self.engine.state_arrow, watermarks)
+            if closed:
+                try:
+                    trimmed = self.engine.drop_closed(step, closed)
+                    if trimmed is not None:
+                        with self._commit_lock:
+                            self.store.commit(trimmed)
+                except StorageError as e:   # like compaction: an optimization, retried after the next step
+                    self._storage_error = str(e)
         self._last_step_jobs = len(sc.statusTracker().getJobIdsForGroup(group)) if sc is not None else 0
         self._latencies.append((time.perf_counter() - t0) * 1000)
         try:
@@ -730,6 +757,43 @@ class Pipeline:
                     self.store.commit(merged)
         except StorageError as e:   # compaction is an optimization: the step is committed; merge later
             self._storage_error = str(e)
+
+    def _drop_late(self, per_table: Dict[str, List[pa.Table]], step: int):
+        """Take late rows out of the step's batches (see :mod:`sqlengine.watermarks`); the watermarks after the
+        step and the late rows per table."""
+        watermarks = dict(self.store.current.meta.get("watermarks", {}))
+        late: Dict[str, int] = {}
+        for table in list(per_table):
+            if table not in self._event_time.columns:
+                continue
+            kept, rows, newest = self._event_time.split_late(table, per_table[table], watermarks.get(table))
+            per_table[table] = kept
+            if newest is not None:
+                watermarks[table] = newest
+            if rows is not None:
+                late[table] = rows.num_rows
+                try:
+                    self._event_time.write_late(table, rows, step)
+                except OSError as e:
+                    raise StorageError(f"cannot write the late rows of table {table}: {e}") from e
+        return watermarks, late
+
+    def _emit_final(self, result, before: Dict[str, int], after: Dict[str, int]) -> None:
+        """An emit-final view's output in this step: the rows of its integral that the watermark closed."""
+        from .watermarks import bound_of, final_rows
+        from .zset import consolidate_arrow
+        for v, b in self._event_time.final.items():
+            out = self.program.circuit.outputs[v]
+            hi, lo = bound_of(b.terms, after), bound_of(b.terms, before)
+            if hi is None or (lo is not None and hi <= lo):
+                result.outputs[v] = None
+                continue
+            rows = self.engine.state_rows(out.integral)
+            delta = result.outputs.get(v)
+            if delta is not None and delta.num_rows:
+                rows = pa.concat_tables([rows, delta.cast(rows.schema)])
+            rows = consolidate_arrow(rows) if rows.num_rows else rows
+            result.outputs[v] = final_rows(rows, f"c{b.column}", lo, hi)
 
     def _commit_step(self, step: int, result, deltas: Dict[str, pa.Table], new_pos) -> None:
         """Write sink files, commit the step's manifest, then deliver its outputs to listeners."""

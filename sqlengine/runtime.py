@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Set
 
 import pyarrow as pa
+import pyarrow.parquet as pq
 from pyspark.sql import DataFrame, functions as F
 
 from planner.circuit import Op
@@ -79,6 +80,7 @@ class Engine:
         self.local = LocalExecutor(self)
         self.steps_local = 0      # steps run on the driver (see local_step) and on Spark
         self.steps_spark = 0
+        self.state_rows_dropped = 0   # closed rows dropped from state (event time)
         self.spark_fallbacks = 0  # Spark steps that failed (e.g. on a row) and were re-run on the driver
         self.last_spark_error: Optional[str] = None
 
@@ -427,6 +429,37 @@ class Engine:
             self.local.cache.put(run.path, t)
             runs[key] = rs[:start] + [run]
             changed = True
+        if not changed:
+            return None
+        return Manifest(step=m.step, log_position=m.log_position, runs=runs, meta=m.meta)
+
+    def drop_closed(self, step: int, closed: Dict[int, tuple]) -> Optional[Manifest]:
+        """Drop closed rows (``{op id: (state column, bound)}``, see :mod:`sqlengine.watermarks`) from the state
+        runs: a run is rewritten without them when they are at least ``GC_FRACTION`` of it, or removed when
+        they are all of it.  Returns a new manifest if anything changed."""
+        from .watermarks import GC_FRACTION, drop_closed
+        m = self.store.current
+        runs = {k: list(v) for k, v in m.runs.items()}
+        changed = False
+        for op_id, (column, bound) in closed.items():
+            key = self.keys[op_id]
+            schema = self.state_arrow[op_id]
+            kept: List[Run] = []
+            for r in runs.get(key, []):
+                t = self.local.cache.load(r.path, schema)
+                if t is None:
+                    t = pq.read_table(os.path.join(self.store.root, r.path)).cast(schema)
+                rest, n = drop_closed(t, column, bound)
+                if n == 0 or (rest.num_rows and n < GC_FRACTION * t.num_rows):
+                    kept.append(r)
+                    continue
+                changed = True
+                self.state_rows_dropped += n
+                if rest.num_rows:
+                    run = self.store.write_run(key, rest, step, tag=f"g{len(kept)}")
+                    self.local.cache.put(run.path, rest)
+                    kept.append(run)
+            runs[key] = kept
         if not changed:
             return None
         return Manifest(step=m.step, log_position=m.log_position, runs=runs, meta=m.meta)

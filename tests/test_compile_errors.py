@@ -114,13 +114,13 @@ def test_compatible_types_are_accepted():
 def test_with_options_on_create_table():
     sql = "CREATE TABLE t (k INT) WITH ('connectors' = '[]', 'append_only' = 'true');"
     compile_error(sql, UnsupportedError, "WITH (...) options on CREATE TABLE are not supported yet: 'append_only' "
-                  "(table options: connectors)", 1, "WITH")
+                  "(table options: connectors, materialized)", 1, "WITH")
 
 
 def test_with_options_on_create_view():
-    sql = T + "CREATE MATERIALIZED VIEW w WITH ('connectors' = '[]', 'emit_final' = 'k') AS SELECT k FROM t"
-    compile_error(sql, UnsupportedError, "WITH (...) options on CREATE VIEW are not supported yet: 'emit_final' "
-                  "(view options: connectors, join_order)", 3, "WITH")
+    sql = T + "CREATE MATERIALIZED VIEW w WITH ('connectors' = '[]', 'append_only' = 'k') AS SELECT k FROM t"
+    compile_error(sql, UnsupportedError, "WITH (...) options on CREATE VIEW are not supported yet: 'append_only' "
+                  "(view options: connectors, emit_final, join_order)", 3, "WITH")
 
 
 @pytest.mark.parametrize("sql, fragment, at", [
@@ -133,9 +133,11 @@ def test_other_create_table_clauses(sql, fragment, at):
 
 
 def test_feldera_lateness_column_annotation():
+    # event time is implemented (tests/test_watermarks.py); on a column that is not a TIMESTAMP it is an error
     sql = "CREATE TABLE s (a INT);\nCREATE TABLE t (\n  id INT,\n  ts TIMESTAMP LATENESS INTERVAL 4 SECONDS\n);"
-    compile_error(sql, UnsupportedError, "LATENESS is not supported yet (event time is not implemented); remove it",
-                  4, "LATENESS")
+    assert compile_program(sql).tables["t"].lateness == ("ts", 4_000_000)
+    sql = "CREATE TABLE s (a INT);\nCREATE TABLE t (\n  id INT,\n  ts DATE LATENESS INTERVAL 4 SECONDS\n);"
+    compile_error(sql, BindError, "the event-time column ts (LATENESS) must be a TIMESTAMP, not DATE", 4, "ts")
 
 
 def test_feldera_lateness_statement():
@@ -146,8 +148,11 @@ def test_feldera_lateness_statement():
 def test_flink_watermark():
     sql = ("CREATE TABLE bid (\n  price BIGINT,\n  date_time TIMESTAMP,\n"
            "  WATERMARK FOR date_time AS date_time - INTERVAL '4' SECOND\n);")
-    compile_error(sql, UnsupportedError, "WATERMARK is not supported yet (event time is not implemented)", 4,
-                  "WATERMARK")
+    assert compile_program(sql).tables["bid"].lateness == ("date_time", 4_000_000)   # tests/test_watermarks.py
+    sql = ("CREATE TABLE bid (\n  price BIGINT,\n  date_time TIMESTAMP,\n"
+           "  WATERMARK FOR date_time AS date_time * 2\n);")
+    compile_error(sql, UnsupportedError, "WATERMARK FOR date_time AS date_time * 2 is not supported", 4,
+                  "date_time * 2")
 
 
 # ------------------------------------------------------------------ 4. parse errors in SQL words, where they are
