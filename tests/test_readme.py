@@ -26,6 +26,23 @@ def test_custom_source_example(capsys):
     assert "[{'total': 6}]" in capsys.readouterr().out
 
 
+def test_event_time_example(capsys):
+    """The event-time example prints what the README says it prints (the emitted windows, once each, the late
+    row count and the watermark), the late bid is in the dead-letter file, and the explain excerpt is explain's."""
+    (block,) = python_blocks("'emit_final' = 'window_end'")
+    (expected,) = blocks("", "{'bid': 1} {'bid': '2024-01-01 00:00:21'}")
+    (excerpt,) = blocks("", "emit final: window_end")
+    g: dict = {}
+    exec(compile(block, "README.md", "exec"), g)
+    out = capsys.readouterr().out
+    assert out.splitlines() == expected.splitlines(), out
+    p = g["p"]
+    with open(os.path.join(p.storage_dir, "dead_letter", "bid.late.jsonl")) as f:
+        late = [json.loads(line) for line in f]
+    assert [r["row"]["price"] for r in late] == [99], late
+    assert excerpt.strip() in p.explain("closed_windows"), p.explain("closed_windows")
+
+
 def test_connector_examples(capsys):
     """The examples of the built-in connectors that need no outside system (Kafka's run in test_kafka)."""
     for marker, expect in [('"name": "file_input"', "['2024-06-01.csv', '2024-06-02.csv'] 1"),
