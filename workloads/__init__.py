@@ -22,7 +22,7 @@ import os
 import re
 from typing import Dict, Iterable, List, Optional
 
-SUITES = ("tpch", "nexmark")
+SUITES = ("tpch", "nexmark", "nexmark_event_time")   # the last: Nexmark over streams with LATENESS (TUMBLE/HOP)
 _DIR = os.path.dirname(os.path.abspath(__file__))
 
 _VIEW = re.compile(r"^\s*CREATE\s+(?:MATERIALIZED\s+)?VIEW\s+([A-Za-z_]\w*)\s+AS\s+(.*?)\s*;?\s*$",
