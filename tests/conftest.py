@@ -42,3 +42,16 @@ def make_pipeline(spark, tmp_path):
             p.stop(force=True)
         except Exception:
             pass
+
+
+@pytest.fixture(scope="session")
+def postgres():
+    """A PostgreSQL 15 server for the session (tests/postgres_server.py); each test uses its own database.
+    Skips with the reason when PostgreSQL is not installed."""
+    from tests.postgres_server import PostgresServer, PostgresUnavailable
+    try:
+        pg = PostgresServer().start()
+    except PostgresUnavailable as e:
+        pytest.skip(str(e))
+    yield pg
+    pg.stop()

@@ -11,7 +11,6 @@ import pytest
 
 from planner.errors import ConnectorError
 from tests.oracle import bag, diff
-from tests.postgres_server import PostgresServer, PostgresUnavailable
 
 SCHEMA = ("CREATE TABLE orders (id BIGINT NOT NULL PRIMARY KEY, customer INT NOT NULL, amount DECIMAL(10,2), "
           "note VARCHAR);\n"
@@ -19,16 +18,6 @@ SCHEMA = ("CREATE TABLE orders (id BIGINT NOT NULL PRIMARY KEY, customer INT NOT
 TOTALS = ("SELECT c.region, COUNT(*) AS n, SUM(o.amount) AS total, MAX(o.note) AS last_note "
           "FROM orders o JOIN customers c ON o.customer = c.cid GROUP BY c.region")
 REGIONS = "SELECT region, cid FROM customers WHERE cid < 8"
-
-
-@pytest.fixture(scope="module")
-def postgres():
-    try:
-        pg = PostgresServer().start()
-    except PostgresUnavailable as e:
-        pytest.skip(str(e))
-    yield pg
-    pg.stop()
 
 
 def decl(*connectors) -> str:

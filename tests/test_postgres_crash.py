@@ -11,19 +11,8 @@ from collections import Counter
 import pytest
 
 from tests import postgres_crash_child as child
-from tests.postgres_server import PostgresServer, PostgresUnavailable
 
 KILLS = int(os.environ.get("POSTGRES_CRASH_KILLS", "10"))
-
-
-@pytest.fixture(scope="module")
-def postgres():
-    try:
-        pg = PostgresServer().start()
-    except PostgresUnavailable as e:
-        pytest.skip(str(e))
-    yield pg
-    pg.stop()
 
 
 def test_kills_during_postgres_cdc_and_sink_writes(postgres, tmp_path):
