@@ -33,6 +33,16 @@ bound, when no reader will ever read them again:
   of keys that a future change touches: a recomputing aggregate grouped by the column, a join equi-joining
   on it with the other side's key bounded too (the bound is then the smaller of the two), DISTINCT, a
   window partitioned by it, an INTERSECT / EXCEPT with the column bounded on both sides;
+* an integral read by an inner *interval join*: a conjunct of the join's residual condition that is
+  ``x >= y + c`` (or ``>``, ``<=``, ``<`` with the sides swapped, or one half of ``x BETWEEN lo AND hi``)
+  with ``x`` a plain column of this side, ``y`` a plain column of the other side, each optionally plus or
+  minus a constant INTERVAL of fixed length (``c`` their difference), lets rows with ``x < bound(y) + c``
+  go: a future row of the other side has ``y >= bound(y)``, so it can only match rows with
+  ``x >= bound(y) + c`` (strict comparisons are read as non-strict: weaker, still true).  With the
+  integral's own bound on ``x`` the rows below both can neither change nor match again.  Only inner joins:
+  an outer, semi or anti join recomputes whether its kept rows have a match, from both integrals, so a
+  row dropped on one side would change that answer for rows still stored on the other.  ``OR``, ``NOT``,
+  ``BETWEEN SYMMETRIC``, non-constant offsets and expressions other than a column give nothing;
 * never the integral of a materialized view, nor a table's integral unless the table has an event-time
   column and is not ``WITH ('materialized' = 'true')``;
 * the integral of an emit-final view (``WITH ('emit_final' = 'col')``) by that column (``Program.final``),
@@ -61,7 +71,7 @@ from .circuit import Circuit, Op
 from .errors import InternalError
 from .event_time import interval_micros, unit_micros
 from .logical import Aggregate, Distinct, Filter, Join, Node, Project, Scan, SetOp, UnionAll, Window
-from .rules.exprs import column_index, positional, tree
+from .rules.exprs import column_index, conjuncts, positional, tree
 
 Terms = Tuple[Tuple[str, int], ...]
 
@@ -226,6 +236,74 @@ def _keys(exprs: Sequence) -> List[Optional[int]]:
     return [column_index(k.sql) for k in exprs]
 
 
+def _shifted_column(e: exp.Expression) -> Optional[Tuple[int, int]]:
+    """(i, c) when ``e`` is ``c<i>``, ``c<i> + INTERVAL``, ``INTERVAL + c<i>`` or ``c<i> - INTERVAL`` with an
+    INTERVAL of fixed length (``c`` in microseconds, signed)."""
+    e = _strip(e)
+    i = positional(e)
+    if i is not None:
+        return i, 0
+    if isinstance(e, exp.Add):
+        for a, b in ((e.this, e.expression), (e.expression, e.this)):
+            i = positional(_strip(a))
+            c = _constant(b, "ts") if i is not None else None
+            if c is not None:
+                return i, c
+        return None
+    if isinstance(e, exp.Sub):
+        i = positional(_strip(e.this))
+        c = _constant(e.expression, "ts") if i is not None else None
+        if c is not None:
+            return i, -c
+    return None
+
+
+def _at_least(sql: str) -> List[Tuple[int, int, int]]:
+    """``(x, y, c)`` for each ``x >= y + c`` (columns ``c<x>``, ``c<y>``, ``c`` microseconds) that the predicate
+    ``sql`` implies by one of its forms: ``>=``, ``>``, ``<=``, ``<`` or ``BETWEEN`` (two), each side a column
+    optionally plus or minus a constant INTERVAL (strict comparisons read as non-strict)."""
+    try:
+        t = _strip(tree(sql))
+    except Exception:   # noqa: BLE001 - a predicate we cannot read implies nothing
+        return []
+    pairs: List[Tuple[exp.Expression, exp.Expression]] = []   # (small, big): small <= big when TRUE
+    if isinstance(t, exp.Between):
+        if not t.args.get("symmetric"):
+            pairs = [(t.args["low"], t.this), (t.this, t.args["high"])]
+    elif isinstance(t, (exp.GTE, exp.GT)):
+        pairs = [(t.expression, t.this)]
+    elif isinstance(t, (exp.LTE, exp.LT)):
+        pairs = [(t.this, t.expression)]
+    out = []
+    for small, big in pairs:
+        lo, hi = _shifted_column(small), _shifted_column(big)
+        if lo is not None and hi is not None and lo[0] != hi[0]:
+            # hi + ch >= lo + cl  <=>  hi >= lo + (cl - ch)
+            out.append((hi[0], lo[0], lo[1] - hi[1]))
+    return out
+
+
+def interval_conditions(node: Join) -> List[Tuple[int, int, int]]:
+    """``(x, y, c)`` (joined-row columns, microseconds): a pair of rows joins only if ``x >= y + c``, read off
+    the conjuncts of the join's residual condition; ``x`` and ``y`` on different sides of the join.
+
+    >>> from planner.logical import Expr, Field, Scan
+    >>> from planner.types import BOOLEAN, SqlType
+    >>> s = Scan("t", (Field("ts", SqlType("TIMESTAMP")),))
+    >>> interval_conditions(Join(s, s, (), (), Expr("c1 BETWEEN c0 - INTERVAL '10' SECOND AND c0", BOOLEAN)))
+    [(1, 0, -10000000), (0, 1, 0)]
+    >>> interval_conditions(Join(s, s, (), (), Expr("c0 >= c1 OR c1 >= c0", BOOLEAN)))
+    []
+    """
+    width = len(node.left.fields)
+    out = []
+    for term in conjuncts(node.residual):
+        for x, y, c in _at_least(term.sql):
+            if (x < width) != (y < width):
+                out.append((x, y, c))
+    return out
+
+
 def _join_classes(node: Join) -> List[List[int]]:
     """Equivalence classes (joined-row indexes) of the join's equi-keys that are plain columns."""
     parent: Dict[int, int] = {}
@@ -337,6 +415,13 @@ def _reader_allows(reader: Op, integral: int, bounds: Mapping[int, Dict[int, Ter
                     own, theirs = (a, b - width) if role == 0 else (b - width, a)
                     if theirs in other:
                         mine[own] = merge(mine.get(own, ()), other[theirs])
+                if node.kind == "inner":
+                    for x, y, c in interval_conditions(node):
+                        if (x < width) != (role == 0) or (y < width) == (role == 0):
+                            continue   # x must be a column of this side, y one of the other side
+                        own, theirs = (x, y - width) if role == 0 else (x - width, y)
+                        if theirs in other:
+                            mine[own] = merge(mine.get(own, ()), shift(other[theirs], c))
             allowed = mine if allowed is None else _restrict(allowed, mine)
         return allowed or {}
     return {}
@@ -427,4 +512,4 @@ def describe_bounds(circuit: Circuit, op_ids: Iterable[int], events: Mapping[str
 
 
 __all__ = ["Bound", "Terms", "closing_bounds", "describe_bounds", "event_columns", "expr_bound", "format_terms",
-           "merge", "node_bounds", "op_bounds"]
+           "interval_conditions", "merge", "node_bounds", "op_bounds"]
