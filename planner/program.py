@@ -18,6 +18,7 @@ from .event_time import EventTimeClause, strip_event_time
 from .incrementalize import incrementalize
 from .logical import Field, format_plan
 from .rules import Context, format_trace, optimize
+from .clock import CLOCK, clock_table, rewrite_now
 from .typecheck import nondeterministic_call
 from .types import SUPPORTED_COLUMN_TYPES, from_datatype
 from .watermarks import Bound, closing_bounds, describe_bounds, event_columns, node_bounds
@@ -249,6 +250,9 @@ def compile_program(sql: str, disabled_rules: Optional[frozenset] = None) -> Pro
         stmt = st.tree
         if isinstance(stmt, exp.Create) and stmt.kind == "TABLE":
             t = table_def(stmt, sql, st.tokens, st.event_time)
+            if t.name == CLOCK:
+                raise BindError(f"the name '{CLOCK}' is reserved for the engine's clock (NOW())", sql=sql,
+                                offset=position_of(stmt.this))
             if t.name in prog.tables or t.name in prog.views:
                 raise BindError(f"'{t.name}' is defined twice", sql=sql, offset=position_of(stmt.this))
             prog.tables[t.name] = t
@@ -498,7 +502,9 @@ def view_def(stmt: exp.Create, sql: str, prog: Program, tokens: Sequence[Token] 
     if props and any(not isinstance(p, exp.MaterializedProperty) and type(p) is not exp.Property
                      for p in props.expressions):
         raise UnsupportedError("view properties", sql=sql, offset=position_of(props))
-    q = stmt.expression
+    q, uses_clock = rewrite_now(stmt.expression)
+    if uses_clock:   # NOW(): a read of the clock table (planner/clock.py), which the program gets with its first use
+        prog.tables.setdefault(CLOCK, clock_table())
     bad = nondeterministic_call(q, sql, tokens)
     if bad is not None:
         raise UnsupportedError(f"non-deterministic function {bad[0]} is not supported in a view: its value would "

@@ -15,6 +15,7 @@ import sqlglot
 from sqlglot import exp
 
 from planner import compile_program
+from planner.clock import CLOCK
 from planner.bind import DIALECT, name_of, position_of
 from planner.errors import BindError, EngineError, InputError, PipelineError, UnsupportedError
 
@@ -53,6 +54,10 @@ class Pipeline:
                           runtime_config=runtime_config)
         # (rows, seconds): how long a step waits for input to accumulate (RuntimeConfig); (0, 0): not at all
         self._batching = runtime_config.batching() if runtime_config is not None else (0, 0.0)
+        # NOW() in views (planner/clock.py): the clock table, its resolution, and a manual clock (set_clock)
+        self._clock = CLOCK if CLOCK in self.program.tables else None
+        self._clock_resolution = runtime_config.clock_resolution_usecs if runtime_config is not None else 1_000_000
+        self._manual_clock: Optional[int] = None
         from connectors.declare import declare_program
         self._tmp = None
         if storage_dir is None:
@@ -442,8 +447,9 @@ class Pipeline:
     # ------------------------------------------------------------------ input
     def _table(self, table: str):
         t = self.program.tables.get(table.lower())
-        if t is None:
-            raise InputError(f"unknown table '{table}'. Tables: {', '.join(self.program.tables) or '(none)'}")
+        if t is None or t.name == CLOCK:   # the clock of NOW() is the engine's to change
+            known = ", ".join(n for n in self.program.tables if n != CLOCK) or "(none)"
+            raise InputError(f"unknown table '{table}'. Tables: {known}")
         return t
 
     def _notify(self) -> None:
@@ -586,7 +592,58 @@ class Pipeline:
     def _idle(self) -> bool:
         m = self.store.current if self.store else None
         pos = m.log_position if m else [0, 0]
-        return not self._stepping and pos[0] >= self.log.next_seq and (m is None or m.step > 0)
+        return not self._stepping and pos[0] >= self.log.next_seq and (m is None or m.step > 0) and \
+            not self._clock_due()
+
+    # ------------------------------------------------------------------ the clock of NOW()
+    def _clock_now(self) -> int:
+        """The clock's time in microseconds: the manual clock, or wall time truncated to the resolution."""
+        if self._manual_clock is not None:
+            return self._manual_clock
+        now = time.time_ns() // 1000
+        return now - now % self._clock_resolution
+
+    def _clock_due(self) -> bool:
+        """A program with NOW() whose committed clock is behind: a step has to run, even without input."""
+        if self._clock is None or self.store is None or self.store.current is None:
+            return False
+        committed = self.store.current.meta.get("clock")
+        return committed is None or self._clock_now() > committed
+
+    def set_clock(self, when) -> None:
+        """Stop following wall time: the clock that ``NOW()`` reads in views is ``when`` (a timestamp, naive
+        UTC) from the next step on.  For tests and replays; it never moves backwards."""
+        us = int(pd.Timestamp(when).tz_localize(None).value // 1000) if pd.Timestamp(when).tzinfo is None else \
+            int(pd.Timestamp(when).tz_convert("UTC").tz_localize(None).value // 1000)
+        with self._cv:
+            committed = self.store.current.meta.get("clock") if self.store and self.store.current else None
+            self._manual_clock = max(us, committed or us)
+            self._cv.notify_all()
+
+    def advance_clock(self, seconds: float) -> None:
+        """Move the clock of ``NOW()`` forward by ``seconds`` (switching to a manual clock, see ``set_clock``,
+        that starts at the committed clock, else at wall time)."""
+        if seconds < 0:
+            raise PipelineError("advance_clock: the clock does not move backwards")
+        with self._cv:
+            base = self._manual_clock
+            if base is None:
+                committed = self.store.current.meta.get("clock") if self.store and self.store.current else None
+                base = committed if committed is not None else self._clock_now()
+            self._manual_clock = base + int(round(seconds * 1_000_000))
+            self._cv.notify_all()
+
+    def _clock_delta(self, meta: dict):
+        """This step's change of the clock table (-old, +new) and the new clock, or (None, old)."""
+        old = meta.get("clock")
+        now = self._clock_now()
+        if old is not None and now <= old:
+            return None, old
+        values = ([old] if old is not None else []) + [now]
+        weights = ([-1] if old is not None else []) + [1]
+        schema = self.engine.arrow_schemas[self.engine.table_input(self._clock)]
+        return pa.table([pa.array(values, pa.int64()).cast(pa.timestamp("us")), pa.array(weights, pa.int64())],
+                        schema=schema), now
 
     def wait_for_idle(self, timeout_s: Optional[float] = None, idle_interval_s: Optional[float] = None) -> None:
         """Block until all acknowledged input is processed and its changes delivered (to callbacks, and to
@@ -722,6 +779,11 @@ class Pipeline:
                 deltas[table] = self.engine.upsert(table, parts, self.program.tables[table].primary_key)
             else:
                 deltas[table] = self.engine.clamp_deletes(table, parts)
+        clock = None
+        if self._clock is not None:
+            change, clock = self._clock_delta(self.store.current.meta)
+            if change is not None:
+                deltas[self._clock] = change
         listened = self._dispatcher.views() | self._sink_views() | set(self._event_time.final)
         crash_point("step_start", step)
         old_watermarks = dict(self.store.current.meta.get("watermarks", {}))
@@ -729,6 +791,8 @@ class Pipeline:
         result.manifest.log_position = new_pos
         if positions:
             result.manifest.meta["sources"] = {**result.manifest.meta.get("sources", {}), **positions}
+        if clock is not None:
+            result.manifest.meta["clock"] = clock
         if self._event_time:
             result.manifest.meta["watermarks"] = watermarks
             if late:

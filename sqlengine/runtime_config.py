@@ -39,17 +39,21 @@ class RuntimeConfig:
     * ``spark_conf``: any Spark or ``sqlengine.*`` setting.
 
     Feldera's ``checkpoint_interval_secs`` has no equivalent (every step commits, so each step is a
-    checkpoint), nor has ``clock_resolution_usecs`` (``NOW()`` is rejected in views).
+    checkpoint).  ``clock_resolution_usecs`` (1 s by default): how often the clock that ``NOW()`` reads in views
+    advances, so how often a pipeline with such a view steps when no input arrives.
     """
     workers: Optional[int] = None
     storage: Optional[str] = None
     min_batch_size_records: int = 0
     max_buffering_delay_usecs: int = 0
+    clock_resolution_usecs: int = 1_000_000
     spark_conf: Dict[str, str] = field(default_factory=dict)
 
     def __post_init__(self):
         if self.workers is not None and self.workers < 1:
             raise PipelineError(f"RuntimeConfig: workers must be at least 1, not {self.workers}")
+        if self.clock_resolution_usecs < 1:
+            raise PipelineError("RuntimeConfig: clock_resolution_usecs must be positive")
         if self.min_batch_size_records < 0 or self.max_buffering_delay_usecs < 0:
             raise PipelineError("RuntimeConfig: min_batch_size_records and max_buffering_delay_usecs must be >= 0")
 

@@ -28,7 +28,8 @@ def test_public_api_is_pinned():
         "from_sql", "start", "pause", "resume", "stop", "status", "metrics", "checkpoint", "input_pandas", "input_csv",
         "input_json", "execute", "listen", "foreach_chunk", "wait_for_idle", "wait_for_completion", "query",
         "query_tabular", "query_parquet", "query_arrow", "query_pandas", "explain", "output_parquet",
-        "pause_connector", "resume_connector", "restart", "delete", "clear_storage", "storage_status"])
+        "pause_connector", "resume_connector", "restart", "delete", "clear_storage", "storage_status",
+        "advance_clock", "set_clock"])
 
 
 def bids(rows):

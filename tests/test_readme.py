@@ -171,3 +171,10 @@ def test_connector_option_tables():
                 assert {json.loads(c) for c in re.findall(r"`([^`]+)`", typ)} == set(o.choices), (name, k, typ)
     built_in = {n for reg in (SOURCES, SINKS) for n, c in reg.items() if c.__module__.startswith("connectors.")}
     assert built_in <= seen, built_in - seen
+
+
+def test_now_example(capsys):
+    """The NOW() example: a row leaves the temporal filter when the clock passes it."""
+    (block,) = python_blocks("CREATE MATERIALIZED VIEW last_hour")
+    exec(compile(block, "README.md", "exec"), {})
+    assert capsys.readouterr().out.splitlines()[-2:] == ["[1]", "[]"]
