@@ -379,6 +379,8 @@ class Binder(SubqueryBinder, WindowBinder):
                 raise self.unsupported("qualified table name " + item.sql(), item)
             if isinstance(item.this, exp.Anonymous) and item.this.name.lower() in ("tumble", "hop"):
                 return self.bind_time_window(item.this, alias, ctes)
+            if isinstance(item.this, exp.Anonymous) and item.this.name.lower() == "session":
+                return self.bind_session(item.this, alias, ctes)
             if not isinstance(item.this, exp.Identifier):
                 raise self.unsupported("table function " + item.sql(), item)
             name = name_of(item.this)

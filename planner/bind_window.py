@@ -209,5 +209,60 @@ class WindowBinder:
         out = branches[0] if len(branches) == 1 else UnionAll(tuple(branches))
         return out, alias or kind, list(out_names)
 
+    # ------------------------------------------------------------------ SESSION
+    def bind_session(self, fn: exp.Anonymous, alias, ctes):
+        """``SESSION(rel, ts, gap [, key, ...])`` in FROM: each row of ``rel`` (with a time) plus the
+        ``window_start`` and ``window_end`` of its session, per key: a maximal run of rows whose consecutive
+        times are less than ``gap`` apart; it starts at its first time and ends ``gap`` after its last.
+
+        Written with window functions over ``rel`` (LAG marks where a session starts, a running SUM numbers
+        the sessions, MIN/MAX over a session give its bounds), so it is maintained like them: a change to a
+        key recomputes that key's sessions, which merge and split correctly under inserts, deletes and rows
+        out of order."""
+        import sqlglot
+
+        from .bind import name_of
+        args = list(fn.expressions)
+        if len(args) < 3 or not isinstance(args[0], exp.Column) or not all(isinstance(a, exp.Column)
+                                                                              for a in [args[1]] + args[3:]):
+            raise self.bind_error("SESSION takes (table, time column, gap [, key column, ...])", fn)
+        table = exp.Table(this=args[0].this.copy())
+        plan, _, names = self.bind_from_source(table, None, ctes)
+        lowered = [n.lower() for n in names]
+        picked = []
+        for a in [args[1]] + args[3:]:
+            c = name_of(a.this)
+            if c.lower() not in lowered:
+                raise self.bind_error(f"unknown column '{c}' in SESSION. Valid columns: {', '.join(names)}", a)
+            picked.append(names[lowered.index(c.lower())])
+        t, keys = picked[0], picked[1:]
+        if plan.fields[lowered.index(t.lower())].type.base not in ("TIMESTAMP", "UNKNOWN"):
+            raise self.bind_error(f"SESSION needs a TIMESTAMP column; {t} is "
+                                  f"{plan.fields[lowered.index(t.lower())].type}", args[1])
+        gap = self.interval_micros(args[2])
+        if {"__new", "__sid", "window_start", "window_end"} & set(lowered):
+            raise self.unsupported("SESSION over a relation with a column named __new, __sid, window_start or "
+                                   "window_end", fn)
+
+        def q(n: str) -> str:
+            return '"' + n.replace('"', '""') + '"'
+        cols = ", ".join(q(n) for n in names)
+        part = ("PARTITION BY " + ", ".join(q(k) for k in keys) + " ") if keys else ""
+        # rows at the same time are ordered by their other columns, so that LAG and the running SUM are functions
+        # of the rows (a window function's result must not depend on how ties happen to be ordered: the changes it
+        # emits are the difference of two evaluations); equal rows are peers and get the same session
+        order = ", ".join([q(t)] + [q(n) for n in names if n != t and n not in keys])
+        by_session = "PARTITION BY " + ", ".join([q(k) for k in keys] + ["__sid"])
+        g = f"INTERVAL '{gap}' MICROSECOND"
+        ts = q(t)
+        text = (f"SELECT {cols}, MIN({ts}) OVER ({by_session}) AS window_start, "
+                f"MAX({ts}) OVER ({by_session}) + {g} AS window_end FROM ("
+                f"SELECT {cols}, SUM(__new) OVER ({part}ORDER BY {order}) AS __sid FROM ("
+                f"SELECT {cols}, CASE WHEN LAG({ts}) OVER ({part}ORDER BY {order}) IS NULL OR "
+                f"{ts} - LAG({ts}) OVER ({part}ORDER BY {order}) >= {g} THEN 1 ELSE 0 END AS __new "
+                f"FROM {q(name_of(args[0].this))} WHERE {ts} IS NOT NULL) AS __s1) AS __s2")
+        out, out_names = self.bind_query(sqlglot.parse_one(text, read="duckdb"), ctes)
+        return out, alias or "session", list(out_names)
+
 
 __all__ = ["WindowBinder", "find_windows"]

@@ -206,6 +206,9 @@ def parse_statements(sql: str) -> List[Statement]:
     out = []
     for chunk, semicolon in chunks:
         chunk, event_time = strip_event_time(chunk, sql)
+        for t, after in zip(chunk, chunk[1:]):   # SESSION(...): the session-window table function, not a keyword
+            if t.token_type == TokenType.SESSION and after.token_type == TokenType.L_PAREN:
+                t.token_type = TokenType.VAR
         if chunk[0].token_type in (TokenType.VAR, TokenType.IDENTIFIER, TokenType.NUMBER, TokenType.STRING):
             check_event_time(chunk, sql)
             raise ParseError(f"syntax error: unexpected {_show(chunk[0], sql)} at the start of a statement (a program "

@@ -1,4 +1,5 @@
-"""Nexmark's event-time queries (workloads/nexmark_event_time: q5, q7, q8 over HOP/TUMBLE windows) on
+"""Nexmark's event-time queries (workloads/nexmark_event_time: q5, q7, q8 over HOP/TUMBLE windows, q11 over
+SESSION windows) on
 streams with LATENESS 4 s, fed in event-time order with out-of-order rows and late rows, one step per
 table batch.  After every step each view equals DuckDB's recomputation over the rows that were not late,
 and the state the planner may drop is dropped (the closed windows leave it)."""
@@ -32,6 +33,15 @@ def duck_sql(select: str) -> str:
         b = f"time_bucket(INTERVAL {size} SECOND, t.date_time)"
         return (f"(SELECT t.*, {b} AS window_start, {b} + INTERVAL {size} SECOND AS window_end FROM {table} t "
                 "WHERE t.date_time IS NOT NULL)")
+    def session(m):
+        table, gap, key = m.group(1), int(m.group(2)), m.group(3)
+        return (f"(SELECT s.* EXCLUDE (__new, __sid), MIN(date_time) OVER (PARTITION BY {key}, __sid) AS window_start, "
+                f"MAX(date_time) OVER (PARTITION BY {key}, __sid) + INTERVAL {gap} SECOND AS window_end FROM "
+                f"(SELECT *, SUM(__new) OVER (PARTITION BY {key} ORDER BY date_time) AS __sid FROM "
+                f"(SELECT *, CASE WHEN LAG(date_time) OVER w IS NULL OR date_time - LAG(date_time) OVER w >= "
+                f"INTERVAL {gap} SECOND THEN 1 ELSE 0 END AS __new FROM {table} WHERE date_time IS NOT NULL "
+                f"WINDOW w AS (PARTITION BY {key} ORDER BY date_time))) s)")
+    select = re.sub(r"SESSION\((\w+), date_time, INTERVAL '(\d+)' SECOND, (\w+)\)", session, select)
     select = re.sub(r"HOP\((\w+), date_time, INTERVAL '(\d+)' SECOND, INTERVAL '(\d+)' SECOND\)", hop, select)
     return re.sub(r"TUMBLE\((\w+), date_time, INTERVAL '(\d+)' SECOND\)", tumble, select)
 
