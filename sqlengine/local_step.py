@@ -275,6 +275,8 @@ class LocalExecutor:
         k = len(op.node.keys)
         accs = [c for c in schema.names if c.startswith("__")]
         sums = ", ".join(f"SUM({c}) AS {c}" for c in accs)
-        group = (" GROUP BY ALL" if k else "") + " HAVING SUM(__cnt) != 0"
+        # a merge of some of the runs may hold a group whose partial count is 0 while its sums are not (over an
+        # outer join, a padded row turned into a matched one): only a group with every accumulator 0 goes
+        group = (" GROUP BY ALL" if k else "") + " HAVING " + " OR ".join(f"COALESCE(SUM({c}), 0) != 0" for c in accs)
         out = self.lowerer.run(f"SELECT {', '.join(cols(k) + [sums])} FROM T{group}", T=t)
         return cast_to(out, schema)

@@ -473,7 +473,12 @@ class Engine:
             keys = [c for c in df.columns if not c.startswith("__")]
             merged = (df.groupBy(*keys).agg(*[F.sum(c).alias(c) for c in accs]) if k
                       else df.agg(*[F.sum(c).alias(c) for c in accs]))
-            merged = merged.filter(F.col("__cnt") != 0)
+            # only groups whose accumulators are all 0 go (see LocalExecutor.merge: runs merged may be a subset)
+            nonzero = [F.coalesce(F.col(c), F.lit(0)) != 0 for c in accs]
+            keep = nonzero[0]
+            for cond in nonzero[1:]:
+                keep = keep | cond
+            merged = merged.filter(keep)
         else:
             merged = consolidate_spark(df)
         return merged.toArrow().cast(self.state_arrow[op.id])
