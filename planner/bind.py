@@ -15,6 +15,7 @@ from typing import Dict, List, Optional, Sequence, Tuple
 
 from sqlglot import exp
 
+from .bind_asof import AsofBinder
 from .bind_subquery import SubqueryBinder, rewrite_late, rewrite_subquery_predicates, scalar_subqueries
 from .bind_window import WindowBinder, find_windows
 from .errors import BindError, ParseError, UnsupportedError
@@ -152,7 +153,7 @@ def split_and(e: Optional[exp.Expression]) -> List[exp.Expression]:
     return [e]
 
 
-class Binder(SubqueryBinder, WindowBinder):
+class Binder(SubqueryBinder, WindowBinder, AsofBinder):
     """Binds the SELECT of one view against the tables and views defined before it."""
 
     def __init__(self, sql: str, tables: Dict[str, TableDef], views: Dict[str, ViewDef]):
@@ -260,7 +261,12 @@ class Binder(SubqueryBinder, WindowBinder):
         for i, j in enumerate(select.args.get("joins") or [], start=1):
             side = (j.args.get("side") or "").upper()
             kind = (j.args.get("kind") or "").upper()
-            if kind in ("SEMI", "ANTI", "ASOF", "LATERAL", "POSITIONAL") or j.args.get("method"):
+            method = (j.args.get("method") or "").upper()
+            if method == "ASOF" and not kind and side in ("", "LEFT"):   # planner/bind_asof.py
+                sides.append("asof " + side.lower())
+                on_clauses.append(split_and(j.args.get("on")))
+                continue
+            if kind in ("SEMI", "ANTI", "ASOF", "LATERAL", "POSITIONAL") or method:
                 raise self.unsupported(f"{(j.args.get('method') or '') + ' ' + (side + ' ' + kind).strip()} JOIN"
                                        .strip(), j)
             if side and not (j.args.get("on") or j.args.get("using")):
@@ -277,7 +283,7 @@ class Binder(SubqueryBinder, WindowBinder):
                     scope.hidden.add((i, name))
             on_clauses.append(on)
         if any(sides):
-            return self.bind_outer_joins(plans, scope, sides, on_clauses, where)
+            return self.bind_outer_joins(select, plans, scope, sides, on_clauses, where)
         conjuncts = where + [c for on in on_clauses for c in on]
         for c in conjuncts:
             self.check_scalar(c, allow_agg=False, clause="WHERE or ON")
@@ -305,7 +311,7 @@ class Binder(SubqueryBinder, WindowBinder):
             plan = Filter(plan, self.bind_scalar(exp.and_(*rest), scope))
         return plan
 
-    def bind_outer_joins(self, plans, scope: Scope, sides, on_clauses, where) -> Node:
+    def bind_outer_joins(self, select, plans, scope: Scope, sides, on_clauses, where) -> Node:
         """FROM with outer joins: joined strictly left to right, each join with its own ON condition,
         WHERE on top (conditions cannot move across the NULL-padding side of an outer join)."""
         for c in where + [c for on in on_clauses for c in on]:
@@ -315,6 +321,10 @@ class Binder(SubqueryBinder, WindowBinder):
             for c in on_clauses[i]:
                 if not self.rels_of(c, scope) <= set(range(i + 1)):
                     raise self.bind_error("a JOIN condition can only use the relations joined so far", c)
+            if sides[i].startswith("asof"):
+                plan = self.bind_asof(select.args["joins"][i - 1], plan, plans[i], scope, i, on_clauses[i],
+                                      sides[i] == "asof left")
+                continue
             plan = Join(plan, plans[i], *self.join_condition(on_clauses[i], scope, i), sides[i] or "inner")
         if where:
             plan = Filter(plan, self.bind_scalar(exp.and_(*where), scope))
