@@ -406,7 +406,8 @@ def table_lateness(table: str, fields: Sequence[Field], clauses: Sequence[EventT
 
 
 VIEW_OPTIONS = {"join_order": ("optimized", "as_written"),   # option -> its values, the default first
-                "emit_final": None}                          # None: any value (emit_final: a view column)
+                "emit_final": None,                          # None: any value (emit_final: a view column)
+                "closed_windows": ("keep", "drop")}          # a MATERIALIZED view: keep closed windows' rows?
 TABLE_OPTIONS = {"materialized": ("false", "true")}
 
 
@@ -467,6 +468,21 @@ def view_options(props: Sequence[exp.Expression], sql: str) -> Tuple[Tuple[str, 
     return tuple(out)
 
 
+def check_closed_windows(name: str, plan, options, materialized: bool, props, prog: "Program", sql: str) -> None:
+    """``'closed_windows' = 'drop'`` (a MATERIALIZED view forgets the rows the watermark closed) needs a
+    materialized view with a column bounded by a watermark."""
+    if dict(options).get("closed_windows") != "drop":
+        return
+    p = next(p for p in props if type(p) is exp.Property and _option_key(p).lower() == "closed_windows")
+    if not materialized:
+        raise UnsupportedError(f"closed_windows is an option of a MATERIALIZED VIEW ({name} keeps no rows)", sql=sql,
+                               offset=position_of(p))
+    if not node_bounds(plan, event_columns(prog.tables)):
+        raise UnsupportedError(f"closed_windows = 'drop' needs a column of view {name} bounded by a watermark (a "
+                               "table's LATENESS / WATERMARK FOR column, a TUMBLE / HOP window bound, ...)", sql=sql,
+                               offset=position_of(p))
+
+
 def emit_final_option(name: str, plan, options, props, prog: "Program", sql: str):
     """The view's options with ``emit_final`` naming the view's column as spelled in the plan; the column must
     exist and be bounded by a watermark (planner.watermarks)."""
@@ -520,4 +536,5 @@ def view_def(stmt: exp.Create, sql: str, prog: Program, tokens: Sequence[Token] 
     bound, names = binder.bind_query(q, {})
     plan = optimize(bound, prog.rules_context(options=options))
     options = emit_final_option(name, plan, options, props.expressions if props else (), prog, sql)
+    check_closed_windows(name, plan, options, materialized, props.expressions if props else (), prog, sql)
     return ViewDef(name, plan, materialized, q.sql(dialect=DIALECT), bound, options, connectors_option(stmt))

@@ -43,7 +43,8 @@ bound, when no reader will ever read them again:
   an outer, semi or anti join recomputes whether its kept rows have a match, from both integrals, so a
   row dropped on one side would change that answer for rows still stored on the other.  ``OR``, ``NOT``,
   ``BETWEEN SYMMETRIC``, non-constant offsets and expressions other than a column give nothing;
-* never the integral of a materialized view, nor a table's integral unless the table has an event-time
+* never the integral of a materialized view (unless ``WITH ('closed_windows' = 'drop')``), nor a table's
+  integral unless the table has an event-time
   column and is not ``WITH ('materialized' = 'true')``;
 * the integral of an emit-final view (``WITH ('emit_final' = 'col')``) by that column (``Program.final``),
   unless the view is materialized.
@@ -476,8 +477,8 @@ def closing_bounds(circuit: Circuit, tables: Mapping, views: Mapping) -> Tuple[D
             keep = False
             for name in outputs_of.get(op.id, ()):
                 v = views[name]
-                if v.materialized:
-                    keep = True
+                if v.materialized and dict(v.options).get("closed_windows", "keep") == "keep":
+                    keep = True   # queried ad hoc: its closed windows stay (unless 'closed_windows' = 'drop')
                 elif name in final:   # its rows go once emitted: by the emit_final column only
                     cands = _restrict(cands, {final[name].column: final[name].terms})
             if keep:

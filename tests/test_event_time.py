@@ -208,3 +208,25 @@ def test_window_join_drops_closed_state_on_both_sides(make_pipeline):
     for op in p.program.gc:
         key = p.engine.keys[op]
         assert sizes.get(key, {"rows": 0})["rows"] < total / 3, (key, sizes.get(key), p.explain("j"))
+
+
+def test_materialized_view_can_drop_closed_windows(make_pipeline):
+    """``WITH ('closed_windows' = 'drop')``: a MATERIALIZED view keeps (and answers queries for) the open
+    windows only; its state stays small while the default view keeps every window."""
+    # (two views with the same plan would share its state: all_w is another query over the same windows)
+    p = make_pipeline(f"{SCHEMA};\nCREATE MATERIALIZED VIEW open_w WITH ('closed_windows' = 'drop') AS {TUMBLE};\n"
+                      f"CREATE MATERIALIZED VIEW all_w AS SELECT * FROM ({TUMBLE}) w WHERE n > 0;")
+    model = Model()
+    for ins, dels in batches(9, 30):
+        p.input_pandas("bid", frame(ins))
+        p.wait_for_idle()
+        model.step(ins, [])
+        expected = bag(model.duck().execute(DUCK_TUMBLE).fetchall())
+        got = bag(tuple(r.values()) for r in p.query("SELECT * FROM open_w"))
+        wm = pd.Timestamp(model.watermark, unit="us")
+        still_open = {k: n for k, n in expected.items() if pd.Timestamp(k[1]) >= wm}
+        assert {k: n for k, n in got.items() if pd.Timestamp(k[1]) >= wm} == still_open
+        assert not (got - expected), "a kept window is a window of the on-time rows"
+        assert not diff(bag(tuple(r.values()) for r in p.query("SELECT * FROM all_w")), expected)
+    n_all = len(list(p.query("SELECT * FROM all_w")))
+    assert len(list(p.query("SELECT * FROM open_w"))) < n_all / 2, "closed windows left the view"

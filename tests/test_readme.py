@@ -178,3 +178,11 @@ def test_now_example(capsys):
     (block,) = python_blocks("CREATE MATERIALIZED VIEW last_hour")
     exec(compile(block, "README.md", "exec"), {})
     assert capsys.readouterr().out.splitlines()[-2:] == ["[1]", "[]"]
+
+
+def test_session_and_asof_example(capsys):
+    """The SESSION / ASOF example prints what its comments say."""
+    (block,) = python_blocks("FROM SESSION(bid, ts, INTERVAL '10' SECOND, bidder)")
+    exec(compile(block, "README.md", "exec"), {})
+    expected = [line[2:] for line in block.splitlines() if line.startswith("# [")]
+    assert capsys.readouterr().out.splitlines()[-3:] == expected
