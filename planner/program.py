@@ -209,6 +209,7 @@ def parse_statements(sql: str) -> List[Statement]:
         for t, after in zip(chunk, chunk[1:]):   # SESSION(...): the session-window table function, not a keyword
             if t.token_type == TokenType.SESSION and after.token_type == TokenType.L_PAREN:
                 t.token_type = TokenType.VAR
+        chunk = match_condition_to_on(chunk)
         if chunk[0].token_type in (TokenType.VAR, TokenType.IDENTIFIER, TokenType.NUMBER, TokenType.STRING):
             check_event_time(chunk, sql)
             raise ParseError(f"syntax error: unexpected {_show(chunk[0], sql)} at the start of a statement (a program "
@@ -237,6 +238,33 @@ def parse_statements(sql: str) -> List[Statement]:
                     raise ParseError(f"syntax error: unexpected {_show(at, sql)}", sql=sql, offset=at.start)
                 raise ParseError("syntax error: unexpected end of input", sql=sql, offset=chunk[-1].end + 1)
             out.append(Statement(tree, chunk, event_time))
+    return out
+
+
+def match_condition_to_on(tokens: List[Token]) -> List[Token]:
+    """The Snowflake / Feldera spelling of an ASOF join in DuckDB's, which sqlglot parses: ``LEFT ASOF JOIN b
+    MATCH_CONDITION (cond) ON keys`` -> ``ASOF LEFT JOIN b ON (cond) AND keys`` (the tokens keep their offsets,
+    so errors still point into the program; a MATCH_CONDITION without a following ON is left for the parser)."""
+    out = list(tokens)
+    i = 0
+    while i < len(out):
+        t = out[i]
+        if t.token_type == TokenType.VAR and t.text.upper() == "MATCH_CONDITION" and i + 1 < len(out) \
+                and out[i + 1].token_type == TokenType.L_PAREN:
+            depth, j = 0, i + 1
+            while j < len(out):
+                depth += {TokenType.L_PAREN: 1, TokenType.R_PAREN: -1}.get(out[j].token_type, 0)
+                if depth == 0:
+                    break
+                j += 1
+            if j + 1 < len(out) and out[j + 1].token_type == TokenType.ON:
+                on = out[j + 1]
+                and_ = Token(TokenType.AND, "AND", on.line, on.col, on.start, on.end)
+                out[i:j + 2] = [on] + out[i + 1:j + 1] + [and_]
+        if t.token_type == TokenType.ASOF and i > 0 and out[i - 1].token_type in (TokenType.LEFT, TokenType.INNER) \
+                and i + 1 < len(out) and out[i + 1].token_type == TokenType.JOIN:
+            out[i - 1], out[i] = out[i], out[i - 1]   # LEFT ASOF JOIN -> ASOF LEFT JOIN
+        i += 1
     return out
 
 

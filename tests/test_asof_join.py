@@ -151,3 +151,16 @@ def test_asof_join_plan_uses_maintained_operators():
     assert any(isinstance(n, Distinct) for n in nodes)
     assert sum(isinstance(n, Join) for n in nodes) == 3
     assert [f.name for f in prog.views["v"].plan.fields] == ["k", "t", "x", "bt", "y"]
+
+
+def test_match_condition_spelling_is_the_same_join():
+    """Snowflake's and Feldera's ``LEFT ASOF JOIN b MATCH_CONDITION (a.t >= b.t) ON keys`` plans exactly like
+    DuckDB's ``ASOF LEFT JOIN b ON keys AND a.t >= b.t`` (inner too)."""
+    from planner import compile_program
+    base = "CREATE TABLE t (k INT, ts TIMESTAMP, x INT); CREATE TABLE q (k INT, ts TIMESTAMP, p INT);\n"
+    for kind, duck in (("LEFT ASOF JOIN", "ASOF LEFT JOIN"), ("ASOF JOIN", "ASOF JOIN")):
+        a = compile_program(base + f"CREATE VIEW v AS SELECT t.x, q.p FROM t {kind} q MATCH_CONDITION (t.ts >= q.ts) "
+                                   "ON t.k = q.k WHERE t.x > 1")
+        b = compile_program(base + f"CREATE VIEW v AS SELECT t.x, q.p FROM t {duck} q ON t.k = q.k AND t.ts >= q.ts "
+                                   "WHERE t.x > 1")
+        assert a.views["v"].plan == b.views["v"].plan
