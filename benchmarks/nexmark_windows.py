@@ -287,26 +287,6 @@ def norm(x):
 
 
 # =========================================================================== the parent
-def duck_sql(select: str) -> str:
-    """HOP / TUMBLE as subqueries adding window_start and window_end (epoch-aligned), as in
-    tests/test_nexmark_event_time.py."""
-    import re
-
-    def hop(m):
-        table, slide, size = m.group(1), int(m.group(2)), int(m.group(3))
-        return (f"(SELECT t.*, ws AS window_start, ws + INTERVAL {size} SECOND AS window_end FROM {table} t, "
-                f"(SELECT unnest(range({size // slide})) AS k) r, LATERAL (SELECT time_bucket(INTERVAL {slide} "
-                f"SECOND, t.date_time) - INTERVAL {slide} SECOND * r.k AS ws) w WHERE t.date_time IS NOT NULL)")
-
-    def tumble(m):
-        table, size = m.group(1), int(m.group(2))
-        b = f"time_bucket(INTERVAL {size} SECOND, t.date_time)"
-        return (f"(SELECT t.*, {b} AS window_start, {b} + INTERVAL {size} SECOND AS window_end FROM {table} t "
-                "WHERE t.date_time IS NOT NULL)")
-    select = re.sub(r"HOP\((\w+), date_time, INTERVAL '(\d+)' SECOND, INTERVAL '(\d+)' SECOND\)", hop, select)
-    return re.sub(r"TUMBLE\((\w+), date_time, INTERVAL '(\d+)' SECOND\)", tumble, select)
-
-
 def duck_expected(df, queries: List[str]) -> Dict[str, collections.Counter]:
     import duckdb
     import workloads
@@ -314,7 +294,7 @@ def duck_expected(df, queries: List[str]) -> Dict[str, collections.Counter]:
     con.execute("SET TimeZone = 'UTC'")
     con.execute("CREATE TABLE bid AS SELECT * FROM df")
     sel = workloads.select_sql(SUITE)
-    return {q: collections.Counter(tuple(norm(x) for x in r) for r in con.execute(duck_sql(sel[q])).fetchall())
+    return {q: collections.Counter(tuple(norm(x) for x in r) for r in con.execute(workloads.duckdb_event_time(sel[q])).fetchall())
             for q in queries}
 
 

@@ -21,33 +21,7 @@ SUITE = "nexmark_event_time"
 
 
 def duck_sql(select: str) -> str:
-    """The query in DuckDB: HOP / TUMBLE as subqueries that add window_start and window_end (windows aligned
-    to the epoch, as the engine's)."""
-    def hop(m):
-        table, slide, size = m.group(1), int(m.group(2)), int(m.group(3))
-        return (f"(SELECT t.*, ws AS window_start, ws + INTERVAL {size} SECOND AS window_end FROM {table} t, "
-                f"(SELECT unnest(range({size // slide})) AS k) r, LATERAL (SELECT time_bucket(INTERVAL {slide} "
-                f"SECOND, t.date_time) - INTERVAL {slide} SECOND * r.k AS ws) w WHERE t.date_time IS NOT NULL)")
-
-    def tumble(m):
-        table, size = m.group(1), int(m.group(2))
-        b = f"time_bucket(INTERVAL {size} SECOND, t.date_time)"
-        return (f"(SELECT t.*, {b} AS window_start, {b} + INTERVAL {size} SECOND AS window_end FROM {table} t "
-                "WHERE t.date_time IS NOT NULL)")
-    def session(m):
-        table, gap, key = m.group(1), int(m.group(2)), m.group(3)
-        return (f"(SELECT s.* EXCLUDE (__new, __sid), MIN(date_time) OVER (PARTITION BY {key}, __sid) AS window_start, "
-                f"MAX(date_time) OVER (PARTITION BY {key}, __sid) + INTERVAL {gap} SECOND AS window_end FROM "
-                f"(SELECT *, SUM(__new) OVER (PARTITION BY {key} ORDER BY date_time) AS __sid FROM "
-                f"(SELECT *, CASE WHEN LAG(date_time) OVER w IS NULL OR date_time - LAG(date_time) OVER w >= "
-                f"INTERVAL {gap} SECOND THEN 1 ELSE 0 END AS __new FROM {table} WHERE date_time IS NOT NULL "
-                f"WINDOW w AS (PARTITION BY {key} ORDER BY date_time))) s)")
-    select = re.sub(r"SESSION\((\w+), date_time, INTERVAL '(\d+)' SECOND, (\w+)\)", session, select)
-    select = re.sub(r"HOP\((\w+), date_time, INTERVAL '(\d+)' SECOND, INTERVAL '(\d+)' SECOND\)", hop, select)
-    select = re.sub(r"TUMBLE\((\w+), date_time, INTERVAL '(\d+)' SECOND\)", tumble, select)
-    select = select.replace("NOW()", f"TIMESTAMP '{CLOCK}'")
-    return re.sub(r"TUMBLE\((\w+), p_time, INTERVAL '(\d+)' SECOND\)",
-                  lambda m: tumble(m).replace("date_time", "p_time"), select)
+    return workloads.duckdb_event_time(select, CLOCK)
 
 
 def us(ts) -> int:

@@ -105,3 +105,33 @@ def program(suite: str, names: Optional[Iterable[str]] = None, materialized: boo
     kw = "CREATE MATERIALIZED VIEW" if materialized else "CREATE VIEW"
     views: List[str] = [f"{kw} {n} AS\n{qs[n]};" for n in names]
     return schema(suite).rstrip() + "\n\n" + "\n\n".join(views) + "\n"
+
+
+def duckdb_event_time(select: str, clock: Optional[str] = None) -> str:
+    """A ``nexmark_event_time`` query as DuckDB runs it from scratch: ``HOP`` / ``TUMBLE`` / ``SESSION`` table
+    functions as subqueries that add ``window_start`` and ``window_end`` (windows aligned to the epoch, as the
+    engine's), and ``NOW()`` as the timestamp ``clock``."""
+    def hop(m):
+        table, t, slide, size = m.group(1), m.group(2), int(m.group(3)), int(m.group(4))
+        return (f"(SELECT t.*, ws AS window_start, ws + INTERVAL {size} SECOND AS window_end FROM {table} t, "
+                f"(SELECT unnest(range({size // slide})) AS k) r, LATERAL (SELECT time_bucket(INTERVAL {slide} "
+                f"SECOND, t.{t}) - INTERVAL {slide} SECOND * r.k AS ws) w WHERE t.{t} IS NOT NULL)")
+
+    def tumble(m):
+        table, t, size = m.group(1), m.group(2), int(m.group(3))
+        b = f"time_bucket(INTERVAL {size} SECOND, t.{t})"
+        return (f"(SELECT t.*, {b} AS window_start, {b} + INTERVAL {size} SECOND AS window_end FROM {table} t "
+                f"WHERE t.{t} IS NOT NULL)")
+
+    def session(m):
+        table, t, gap, key = m.group(1), m.group(2), int(m.group(3)), m.group(4)
+        return (f"(SELECT s.* EXCLUDE (__new, __sid), MIN({t}) OVER (PARTITION BY {key}, __sid) AS window_start, "
+                f"MAX({t}) OVER (PARTITION BY {key}, __sid) + INTERVAL {gap} SECOND AS window_end FROM "
+                f"(SELECT *, SUM(__new) OVER (PARTITION BY {key} ORDER BY {t}) AS __sid FROM "
+                f"(SELECT *, CASE WHEN LAG({t}) OVER w IS NULL OR {t} - LAG({t}) OVER w >= "
+                f"INTERVAL {gap} SECOND THEN 1 ELSE 0 END AS __new FROM {table} WHERE {t} IS NOT NULL "
+                f"WINDOW w AS (PARTITION BY {key} ORDER BY {t}))) s)")
+    select = re.sub(r"SESSION\((\w+), (\w+), INTERVAL '(\d+)' SECOND, (\w+)\)", session, select)
+    select = re.sub(r"HOP\((\w+), (\w+), INTERVAL '(\d+)' SECOND, INTERVAL '(\d+)' SECOND\)", hop, select)
+    select = re.sub(r"TUMBLE\((\w+), (\w+), INTERVAL '(\d+)' SECOND\)", tumble, select)
+    return select.replace("NOW()", f"TIMESTAMP '{clock}'") if clock is not None else select
