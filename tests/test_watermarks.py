@@ -19,7 +19,7 @@ from typing import List, Optional
 import pytest
 
 from planner import compile_program
-from planner.errors import BindError, EngineError, ParseError, UnsupportedError
+from planner.errors import BindError, ParseError, UnsupportedError
 from planner.logical import Project
 from planner.watermarks import Bound, expr_bound, format_terms, node_bounds, event_columns
 
@@ -221,22 +221,7 @@ def test_no_event_time_no_bounds():
 
 
 # ---------------------------------------------------------------------------------------- errors
-def compile_error(sql: str, error: type, fragment: str, line: int, at) -> EngineError:
-    """As tests/test_compile_errors.py: the error's type, message fragment, line and column (an int, or a text
-    that occurs once on that line)."""
-    with pytest.raises(EngineError) as info:
-        compile_program(sql)
-    err = info.value
-    assert type(err) is error, f"{type(err).__name__}: {err}"
-    assert fragment in err.message, str(err)
-    text = sql.split("\n")[line - 1]
-    if isinstance(at, str):
-        assert text.count(at) == 1, f"{at!r} is not unique on line {line}"
-        at = text.index(at) + 1
-    assert (err.line, err.column) == (line, at), str(err)
-    for internal in ("sqlglot", "<class", "<Token", "TokenType"):
-        assert internal not in str(err), str(err)
-    return err
+from tests.test_compile_errors import compile_error  # noqa: E402 - one checker of positions
 
 
 BID = "CREATE TABLE bid (auction BIGINT, price BIGINT, date_time TIMESTAMP LATENESS INTERVAL '4' SECOND);\n"
