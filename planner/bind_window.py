@@ -27,6 +27,40 @@ RANKING = (exp.RowNumber, exp.Rank, exp.DenseRank, exp.Ntile)
 DOUBLE_RESULT = (exp.PercentRank, exp.CumeDist, exp.Avg)
 VALUE_OF_ARG = (exp.Lag, exp.Lead, exp.FirstValue, exp.LastValue, exp.NthValue, exp.Min, exp.Max)
 WINDOW_FUNCTIONS = RANKING + DOUBLE_RESULT + VALUE_OF_ARG + (exp.Sum, exp.Count)
+# calls whose result depends on the order among rows that tie on ORDER BY (RANK, RANGE frames and whole-partition
+# aggregates treat peers alike and do not)
+ORDER_SENSITIVE = (exp.RowNumber, exp.Ntile, exp.Lag, exp.Lead, exp.FirstValue, exp.LastValue, exp.NthValue)
+
+
+def total_order(call: str, width: int) -> str:
+    """A window call (DuckDB SQL over c0..c<width-1>) whose result must not depend on how ties are ordered, with
+    every input column appended to its ORDER BY as a tiebreaker.
+
+    The executors compute a window's changes as its results over the touched partitions after a step minus
+    before it, each evaluated afresh: a tie ordered one way in one evaluation and the other way in the next
+    would retract rows that were never emitted.  With a total order the result is a function of the rows (rows
+    equal in every column stay peers, and any order of equal rows gives the same multiset).  Applied when the
+    window is lowered, after projection pruning, so the tiebreakers are the columns the window's input keeps.
+
+    >>> total_order("LAG(c1) OVER (PARTITION BY c0 ORDER BY c1)", 3)
+    'LAG(c1) OVER (PARTITION BY c0 ORDER BY c1, c0, c2)'
+    >>> total_order("RANK() OVER (ORDER BY c1)", 3)
+    'RANK() OVER (ORDER BY c1)'
+    """
+    import sqlglot
+    w = sqlglot.parse_one(call, read="duckdb")
+    if not isinstance(w, exp.Window):
+        return call
+    spec = w.args.get("spec")
+    rows_frame = spec is not None and str(spec.args.get("kind") or "").upper() == "ROWS"
+    if not (isinstance(w.this, ORDER_SENSITIVE) or rows_frame):
+        return call
+    order = w.args.get("order")
+    items = list(order.expressions) if order is not None else []
+    present = {o.this.sql(dialect="duckdb") for o in items}
+    items += [exp.Ordered(this=exp.column(col(i))) for i in range(width) if col(i) not in present]
+    w.set("order", exp.Order(expressions=items))
+    return w.sql(dialect="duckdb")
 
 
 def find_windows(e: exp.Expression) -> List[exp.Window]:

@@ -29,6 +29,7 @@ import sqlglot
 from sqlglot import exp
 
 from planner.bind import DIALECT
+from planner.bind_window import total_order
 from planner.circuit import Op
 from planner.errors import UnsupportedError
 from planner.logical import Aggregate, Expr, Filter, Join, Project, Window, col
@@ -452,7 +453,7 @@ class LocalLowerer:
                    f"(SELECT *, {keyed} FROM S) x SEMI JOIN (SELECT DISTINCT {keyed} FROM D) t ON {cond}")
         else:
             old = "SELECT * FROM S"
-        calls = [f"{duck(c.sql)} AS {col(n + i)}" for i, c in enumerate(node.calls)]
+        calls = [f"{duck(total_order(c.sql, n))} AS {col(n + i)}" for i, c in enumerate(node.calls)]
 
         def compute(name, sign):
             return f"SELECT {_select(cs + calls)}, {sign}::BIGINT AS {W} FROM ({self._expanded(name, cs)})"

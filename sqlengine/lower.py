@@ -20,6 +20,7 @@ from pyspark.sql import DataFrame, functions as F
 from pyspark.sql.types import DecimalType, IntegralType
 
 from planner.bind import DIALECT
+from planner.bind_window import total_order
 from planner.circuit import Op
 from planner.errors import UnsupportedError
 from planner.logical import Aggregate, Distinct, Filter, Join, Project, Window, col
@@ -268,7 +269,7 @@ class Lowerer:
             old = null_safe_semi(keyed(state), keyed(d).select(*keys), keys).select(*cols, W)
         else:
             old = state
-        calls = [sexpr(c.sql).alias(col(n + i)) for i, c in enumerate(node.calls)]
+        calls = [sexpr(total_order(c.sql, n)).alias(col(n + i)) for i, c in enumerate(node.calls)]
 
         def compute(z: DataFrame, sign: int) -> DataFrame:
             z = positive_spark(z)
