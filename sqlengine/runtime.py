@@ -16,6 +16,7 @@ import os
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Set
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 from pyspark.sql import DataFrame, functions as F
@@ -81,6 +82,7 @@ class Engine:
         self.steps_local = 0      # steps run on the driver (see local_step) and on Spark
         self.steps_spark = 0
         self.state_rows_dropped = 0   # closed rows dropped from state (event time)
+        self._run_times: Dict[str, object] = {}   # run path -> its bounded column, sorted (sorted_times)
         self.spark_fallbacks = 0  # Spark steps that failed (e.g. on a row) and were re-run on the driver
         self.last_spark_error: Optional[str] = None
 
@@ -437,29 +439,38 @@ class Engine:
         """Drop closed rows (``{op id: (state column, bound)}``, see :mod:`sqlengine.watermarks`) from the state
         runs: a run is rewritten without them when they are at least ``GC_FRACTION`` of it, or removed when
         they are all of it.  Returns a new manifest if anything changed."""
-        from .watermarks import GC_FRACTION, drop_closed
+        from .watermarks import GC_FRACTION, drop_closed, sorted_times
         m = self.store.current
         runs = {k: list(v) for k, v in m.runs.items()}
         changed = False
         for op_id, (column, bound) in closed.items():
             key = self.keys[op_id]
             schema = self.state_arrow[op_id]
+
+            def load(r: Run) -> pa.Table:
+                t = self.local.cache.load(r.path, schema)
+                return t if t is not None else pq.read_table(os.path.join(self.store.root, r.path)).cast(schema)
             kept: List[Run] = []
             for r in runs.get(key, []):
-                t = self.local.cache.load(r.path, schema)
-                if t is None:
-                    t = pq.read_table(os.path.join(self.store.root, r.path)).cast(schema)
-                rest, n = drop_closed(t, column, bound)
-                if n == 0 or (rest.num_rows and n < GC_FRACTION * t.num_rows):
+                times = self._run_times.get(r.path)
+                if times is None:
+                    times = self._run_times[r.path] = sorted_times(load(r).column(column))
+                n = int(np.searchsorted(times, bound, side="left"))
+                if n == 0 or (n < r.rows and n < GC_FRACTION * r.rows):
                     kept.append(r)
                     continue
                 changed = True
-                self.state_rows_dropped += n
+                rest, dropped = drop_closed(load(r), column, bound)
+                self.state_rows_dropped += dropped
                 if rest.num_rows:
                     run = self.store.write_run(key, rest, step, tag=f"g{len(kept)}")
                     self.local.cache.put(run.path, rest)
+                    self._run_times[run.path] = times[n:]
                     kept.append(run)
             runs[key] = kept
+        live = {r.path for rs in runs.values() for r in rs}
+        for path in [p for p in self._run_times if p not in live]:   # merged away or rewritten
+            del self._run_times[path]
         if not changed:
             return None
         return Manifest(step=m.step, log_position=m.log_position, runs=runs, meta=m.meta)
