@@ -13,6 +13,7 @@ The binder class mixes this in.
 """
 from __future__ import annotations
 
+import functools
 from typing import Dict, List, Optional, Tuple
 
 from sqlglot import exp
@@ -32,6 +33,7 @@ WINDOW_FUNCTIONS = RANKING + DOUBLE_RESULT + VALUE_OF_ARG + (exp.Sum, exp.Count)
 ORDER_SENSITIVE = (exp.RowNumber, exp.Ntile, exp.Lag, exp.Lead, exp.FirstValue, exp.LastValue, exp.NthValue)
 
 
+@functools.lru_cache(maxsize=1024)   # lowered every step: parse each call once
 def total_order(call: str, width: int) -> str:
     """A window call (DuckDB SQL over c0..c<width-1>) whose result must not depend on how ties are ordered, with
     every input column appended to its ORDER BY as a tiebreaker.

@@ -613,8 +613,8 @@ class Pipeline:
     def set_clock(self, when) -> None:
         """Stop following wall time: the clock that ``NOW()`` reads in views is ``when`` (a timestamp, naive
         UTC) from the next step on.  For tests and replays; it never moves backwards."""
-        us = int(pd.Timestamp(when).tz_localize(None).value // 1000) if pd.Timestamp(when).tzinfo is None else \
-            int(pd.Timestamp(when).tz_convert("UTC").tz_localize(None).value // 1000)
+        ts = pd.Timestamp(when)
+        us = int((ts.tz_convert("UTC").tz_localize(None) if ts.tzinfo is not None else ts).value // 1000)
         with self._cv:
             committed = self.store.current.meta.get("clock") if self.store and self.store.current else None
             self._manual_clock = max(us, committed or us)
