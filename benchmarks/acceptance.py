@@ -192,7 +192,7 @@ def main(argv=None) -> int:
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     started = time.time()
     load0 = os.getloadavg()[0]
-    from sqlengine.session import get_spark
+    from sqlengine.executor.session import get_spark
     spark = get_spark({"spark.sql.shuffle.partitions": "1", "spark.driver.memory": "4g"})
     res = []
     for suite in [s.strip() for s in args.suites.split(",") if s.strip()]:

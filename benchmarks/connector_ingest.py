@@ -150,7 +150,7 @@ def bare_consume(bootstrap: str, n: int) -> float:
 def sss(fmt: str, path: str, rows: int) -> dict:
     from pyspark.sql import functions as F
     from pyspark.sql.types import IntegerType, LongType, StructField, StructType, TimestampType
-    from sqlengine.session import get_spark
+    from sqlengine.executor.session import get_spark
     spark = get_spark({"spark.sql.shuffle.partitions": "2"})
     schema = StructType([StructField("id", LongType()), StructField("k", IntegerType()), StructField("v", LongType()),
                          StructField("ts", TimestampType())])

@@ -15,7 +15,7 @@ import random
 import tempfile
 import time
 
-from sqlengine import faults
+from sqlengine.state import faults
 from tests import crash_child
 
 

@@ -204,7 +204,7 @@ def main(argv=None) -> int:
         ap.error(f"unknown view {unknown[0]!r}; views: {', '.join(VIEWS)}")
     spark = None
     if not a.no_spark:
-        from sqlengine.session import get_spark
+        from sqlengine.executor.session import get_spark
         spark = get_spark({"spark.sql.shuffle.partitions": "2"})
     before = None
     if a.out:

@@ -4,7 +4,7 @@ Usage: python -m benchmarks.ingest [--rows 10000000] [--chunk 1000000] [--out be
 
 The DataFrame (id BIGINT, k INT, v BIGINT, x DOUBLE; 100,000 keys) is generated
 first; then one ``input_pandas`` call validates, converts and logs it in chunks
-of ``--chunk`` rows (``sqlengine.ingest.CHUNK_ROWS``) as one atomic batch, and
+of ``--chunk`` rows (``sqlengine.ingest.batches.CHUNK_ROWS``) as one atomic batch, and
 ``wait_for_idle`` processes it (steps of at most 1M rows) into a GROUP BY view.
 A background thread samples the RSS of the driver (this Python process) and of
 the JVM (its ``java`` child) every 0.1 s, so the report gives the peak of each
@@ -40,9 +40,10 @@ def main(argv=None) -> int:
     ap.add_argument("--out", default=os.path.join(ROOT, "benchmarks", "RESULTS.md"))
     ap.add_argument("--no-write", action="store_true")
     args = ap.parse_args(argv)
-    from sqlengine import Pipeline, ingest
-    from sqlengine.session import get_spark
-    ingest.CHUNK_ROWS = args.chunk
+    from sqlengine import Pipeline
+    from sqlengine.ingest import batches
+    from sqlengine.executor.session import get_spark
+    batches.CHUNK_ROWS = args.chunk
     started = dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M")
     host = machine()
     storage = tempfile.mkdtemp(prefix="sqlengine-ingest-")

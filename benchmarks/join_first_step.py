@@ -81,7 +81,7 @@ def main(argv=None) -> None:
     ap.add_argument("--path", nargs="+", default=["driver", "spark"], choices=["driver", "spark"])
     ap.add_argument("--budget", type=float, default=60.0)
     args = ap.parse_args(argv)
-    from sqlengine.session import get_spark
+    from sqlengine.executor.session import get_spark
     spark = get_spark({"spark.sql.shuffle.partitions": "1"})
     for path in args.path:
         if path == "spark":

@@ -494,7 +494,7 @@ def main(argv=None, spark=None) -> int:
     sampler = Sampler(period=0.5)
     sampler.start()
     try:
-        from sqlengine.session import get_spark
+        from sqlengine.executor.session import get_spark
         spark = spark or get_spark({"spark.driver.memory": args.spark_memory})
         log(f"generating {args.events:,} events")
         from workloads.nexmark import gen

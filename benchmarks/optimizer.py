@@ -45,7 +45,7 @@ def join_program(n: int, shape: str, seed: int = 7) -> str:
 def child_joins(n: int, shape: str) -> dict:
     import pandas as pd
     from sqlengine import Pipeline
-    from sqlengine.session import get_spark
+    from sqlengine.executor.session import get_spark
     get_spark()
     sql = join_program(n, shape)
     t0 = time.perf_counter()
@@ -79,7 +79,7 @@ def child_joins(n: int, shape: str) -> dict:
 def child_tpch(sf: float) -> dict:
     import numpy as np
     from sqlengine import Pipeline
-    from sqlengine.session import get_spark
+    from sqlengine.executor.session import get_spark
     import workloads
     from workloads.tpch import gen
     get_spark()

@@ -141,7 +141,7 @@ def main(argv=None) -> int:
     ap.add_argument("--seed", type=int, default=0)
     args = ap.parse_args(argv)
     files = args.files or test_files()
-    from sqlengine.session import get_spark
+    from sqlengine.executor.session import get_spark
     spark = get_spark({"spark.sql.shuffle.partitions": "1", "spark.driver.memory": "2g"})
     t0 = time.time()
     results = []

@@ -93,7 +93,7 @@ def mib(x: float) -> str:
 # ------------------------------------------------------------------ the soak
 def run(minutes: float, window: int, batch: int, interval: float, seed: int = 1) -> dict:
     from sqlengine import Pipeline
-    from sqlengine.session import get_spark
+    from sqlengine.executor.session import get_spark
     rng = np.random.default_rng(seed)
     storage = tempfile.mkdtemp(prefix="sqlengine-soak-")
     spark = get_spark({"spark.sql.shuffle.partitions": "2", "spark.driver.memory": "2g"})

@@ -82,7 +82,7 @@ def first_rows(prog: str, n: int = 10):
 def child(args) -> dict:
     t_import = time.perf_counter()
     from sqlengine import Pipeline
-    from sqlengine.session import get_spark
+    from sqlengine.executor.session import get_spark
     import pandas as pd
     import_s = time.perf_counter() - t_import
     if args.child in ("warm", "restart"):

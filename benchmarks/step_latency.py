@@ -409,7 +409,7 @@ def log(msg: str) -> None:
 
 def run_one(w: Workload, n: int, args, seed: int) -> Result:
     from sqlengine import Pipeline
-    from sqlengine.session import get_spark
+    from sqlengine.executor.session import get_spark
 
     res = Result(w.name, n)
     rng = np.random.default_rng([seed, n, list(WORKLOADS).index(w.name)])
@@ -790,7 +790,8 @@ def main(args, argv: List[str]) -> int:
     t_start = time.perf_counter()
     machine = machine_info()
     # import the engine now, so the commit recorded below is the code that runs
-    import sqlengine.pipeline, sqlengine.runtime, sqlengine.lower, sqlengine.state, sqlengine.query  # noqa: F401,E401
+    import sqlengine.api.pipeline, sqlengine.executor.runtime, sqlengine.executor.lower  # noqa: F401,E401
+    import sqlengine.state.store, sqlengine.api.query  # noqa: F401,E401
     code = code_version()
     log(f"step-latency benchmark: sizes {args.sizes}, change {args.change}, steps {args.steps}, "
         f"workloads {args.workloads}")

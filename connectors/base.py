@@ -113,7 +113,7 @@ class Context:
     connector: str                # the connector's name
     columns: List[Tuple[str, Any]] = field(default_factory=list)   # (name, planner SqlType)
     key: Tuple[str, ...] = ()     # a table's primary key
-    table: Any = None             # a source's table (planner.bind.TableDef), for sqlengine.inputs' converters
+    table: Any = None             # a source's table (planner.bind.TableDef), for sqlengine.ingest.inputs' converters
     materialized: bool = False    # a sink's view is a MATERIALIZED VIEW
     pipeline_id: str = ""         # set before a sink opens: sinks refuse output that another pipeline wrote
     where: Located = field(default_factory=lambda: Located(None, None))
@@ -147,7 +147,7 @@ class Connector:
 
 
 Chunk = Tuple[pa.Table, Any]   # positional rows c0.. and their weights: one int for all, or a list
-Chunks = Callable[[Any, int], Iterator[Chunk]]   # (errors policy, chunk rows) -> chunks; see sqlengine.inputs
+Chunks = Callable[[Any, int], Iterator[Chunk]]   # (errors policy, chunk rows) -> chunks; see sqlengine.ingest.inputs
 
 
 @dataclass

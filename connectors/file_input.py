@@ -146,7 +146,7 @@ class FileInput(Source):
 
     def _session(self):
         if self._spark is None:
-            from sqlengine.session import get_spark   # SparkSession.builder.getOrCreate(), process-wide
+            from sqlengine.executor.session import get_spark   # SparkSession.builder.getOrCreate(), process-wide
             self._spark = get_spark()
         return self._spark
 

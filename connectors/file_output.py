@@ -94,7 +94,7 @@ class FileOutput(Sink):
                                      f"({other}); remove it or use another path")
             return
         if me:
-            from sqlengine.state import atomic_write_bytes
+            from sqlengine.state.store import atomic_write_bytes
             atomic_write_bytes(owner, (me + "\n").encode())
 
     def write(self, step: int, changes: pa.Table) -> None:

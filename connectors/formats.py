@@ -14,9 +14,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from planner.errors import EngineError, InputError
-from sqlengine.inputs import (Chunk, Errors, _finish, _match_columns, convert_strings, convert_values, csv_header,
-                              csv_tables, json_chunks)
-from sqlengine.schema import arrow_type
+from sqlengine.ingest.inputs import (Chunk, Errors, _finish, _match_columns, convert_strings, convert_values,
+                                     csv_header, csv_tables, json_chunks)
+from sqlengine.executor.schema import arrow_type
 
 from .base import Format, opt, register_format
 
@@ -130,7 +130,7 @@ class JsonFormat(Format):
 # ====================================================================== reading (sources)
 #
 # A source hands the engine a ``Chunks`` callable per batch: ``(errs, chunk_rows) -> (rows c0.., weights)``.
-# The formats build them with the engine's converters (``sqlengine.inputs``), so that bad records get
+# The formats build them with the engine's converters (``sqlengine.ingest.inputs``), so that bad records get
 # the same checks (types, NOT NULL, primary keys) and dead letters as pushed input.
 #
 # A unit of input (a file, a message) is converted with its own ``Errors`` collector, whose dead-letter
@@ -289,7 +289,7 @@ class _Columns:
 def csv_file_chunks(t, source, config: Dict[str, Any], errs: Errors, chunk_rows: int) -> Iterator[Chunk]:
     """Chunks from one CSV file (a path or a file object): fields read as text and converted to the table's
     types (an empty field is NULL); rows with the wrong number of fields go to the dead letter.  Like
-    ``sqlengine.inputs.csv_chunks``, plus the format's delimiter, header and weight/op column."""
+    ``sqlengine.ingest.inputs.csv_chunks``, plus the format's delimiter, header and weight/op column."""
     weight, op = config.get("weight_column"), config.get("op_column")
     if config["header"]:
         names = csv_header(source, config["delimiter"])
@@ -340,7 +340,7 @@ def _debezium(records: List[Any]) -> List[Any]:
 def json_text_chunks(t, text, update_format: str, errs: Errors, chunk_rows: int) -> Iterator[Chunk]:
     """Chunks from JSON text (JSON lines, or one JSON array) in ``update_format``."""
     if update_format == "debezium":
-        from sqlengine.inputs import parse_json
+        from sqlengine.ingest.inputs import parse_json
         records, malformed = parse_json(text, errs)
         if malformed:   # already recorded by parse_json; keep the others
             records = [r for i, r in enumerate(records) if i not in malformed]

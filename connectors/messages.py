@@ -8,11 +8,11 @@ view's changes into messages.
   "after": row|null, "op": ...}``, also wrapped as ``{"payload": {...}}``: ``before`` is deleted, ``after``
   inserted).  Fast path: the batch's payloads are joined with newlines and parsed by ``pyarrow.json`` with an
   explicit schema built from the table (unknown fields are errors), then converted column by column with
-  the rules of ``sqlengine.inputs`` (timestamps with ``parse_timestamps``, NOT NULL and primary-key checks
+  the rules of ``sqlengine.ingest.inputs`` (timestamps with ``parse_timestamps``, NOT NULL and primary-key checks
   with ``_finish``).  If pyarrow rejects the batch (a malformed message, a value of the wrong JSON type, an
   unknown or differently cased column, a message holding several lines, a Debezium envelope with more
   fields than before/after/op), the batch is converted again on the exact slow path: each message parsed
-  with ``json.loads`` and converted with ``sqlengine.inputs.json_chunks``, so bad messages go to the dead
+  with ``json.loads`` and converted with ``sqlengine.ingest.inputs.json_chunks``, so bad messages go to the dead
   letter and the rest is applied.  (Known difference: the fast path takes ``{"insert": row, "delete":
   null}`` as an insert where the slow path rejects the second key.)
 * ``csv``: each message holds data line(s) without a header, the table's columns in order (then the
@@ -44,8 +44,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from planner.errors import InputError
-from sqlengine.inputs import Chunk, Errors, _finish, convert_strings, json_chunks
-from sqlengine.schema import arrow_type
+from sqlengine.ingest.inputs import Chunk, Errors, _finish, convert_strings, json_chunks
+from sqlengine.executor.schema import arrow_type
 
 from .base import Format, opt, register_format
 
@@ -134,7 +134,7 @@ def _debezium_records(recs: Sequence[Any]) -> Tuple[List[Any], List[int]]:
 def records_chunks(t, batch: Batch, records: List[Any], update_format: str, errs: Errors,
                    chunk_rows: int) -> Iterator[Chunk]:
     """The exact path: decoded records (one per message; placeholders for bad messages already recorded in
-    ``errs``) converted by ``sqlengine.inputs.json_chunks``."""
+    ``errs``) converted by ``sqlengine.ingest.inputs.json_chunks``."""
     if update_format == "debezium":
         recs, msg = _debezium_records(records)
         bad = {r: rec for r, rec in errs.bad.items()}   # message-numbered records of undecodable messages

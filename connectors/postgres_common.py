@@ -111,7 +111,7 @@ def check_columns(what: str, relation: str, fields: List[Tuple[str, Any]], pg_co
                   reading: bool) -> Dict[str, str]:
     """SQL column name -> PostgreSQL column name; a missing column or one whose type does not fit is a
     ``ConnectorError`` naming it.  ``reading``: PostgreSQL values go into the SQL columns (else the reverse)."""
-    from sqlengine.schema import arrow_type
+    from sqlengine.executor.schema import arrow_type
 
     from .formats import _COMPATIBLE, _kind
     by_lower = {c[0].lower(): c for c in pg_columns}
@@ -132,7 +132,7 @@ def check_columns(what: str, relation: str, fields: List[Tuple[str, Any]], pg_co
 
 def pg_type(ftype) -> Optional[str]:
     """The PostgreSQL column type for a SQL column type (None: no mapping)."""
-    from sqlengine.schema import arrow_type
+    from sqlengine.executor.schema import arrow_type
     t = arrow_type(ftype)
     if pa.types.is_int8(t) or pa.types.is_int16(t):
         return "smallint"

@@ -60,8 +60,8 @@ from typing import Any, Dict, List, Optional, Tuple
 import pyarrow as pa
 
 from planner.errors import ConnectorError
-from sqlengine.inputs import _finish, convert_values
-from sqlengine.schema import arrow_type
+from sqlengine.ingest.inputs import _finish, convert_values
+from sqlengine.executor.schema import arrow_type
 
 from .base import Source, SourceBatch, opt, register_source
 from .postgres_common import check_columns, check_table_name, connect, qualified, quote, redact, split_table, \
@@ -277,7 +277,7 @@ class PostgresInput(Source):
             conn.close()
 
     def _read_jdbc(self, snapshot: Optional[str], errs, chunk_rows: int):
-        from sqlengine.session import get_spark
+        from sqlengine.executor.session import get_spark
 
         from .formats import arrow_batches_chunks
         jar = self.config["jdbc_jar"]

@@ -4,9 +4,9 @@
 """
 from .errors import (BindError, ConnectorError, EngineError, InputError, InternalError, ParseError,
                      PipelineError, UnsupportedError)
-from .output import OutputHandler
-from .pipeline import Pipeline
-from .runtime_config import PipelineBuilder, PipelineStatus, RuntimeConfig
+from .api.output import OutputHandler
+from .api.pipeline import Pipeline
+from .api.runtime_config import PipelineBuilder, PipelineStatus, RuntimeConfig
 from .zset import WEIGHT
 
 try:
@@ -20,7 +20,7 @@ except _NotFound:   # not installed (run from a source tree): the version in pyp
 def connect(url: str = "http://127.0.0.1:8080", token=None, timeout: float = 60.0):
     """A client of a pipeline server (``sqlengine serve``); ``token`` defaults to ``SQLENGINE_TOKEN``.
     ``connect(url).pipeline(name)`` has the methods of :class:`Pipeline`.  Needs the ``server`` extra."""
-    from .client import connect as _connect
+    from .api.client import connect as _connect
     return _connect(url, token=token, timeout=timeout)
 
 

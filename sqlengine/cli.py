@@ -329,7 +329,7 @@ def open_storage(target: str):
 
 def _open_target(target: str):
     if target.startswith(("http://", "https://")):
-        from sqlengine.client import connect
+        from sqlengine.api.client import connect
         url, _, name = target.rstrip("/").rpartition("/pipelines/")
         if not name:
             raise click.ClickException("a server target is http(s)://HOST:PORT/pipelines/NAME")

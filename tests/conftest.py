@@ -17,7 +17,7 @@ settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 
 @pytest.fixture(scope="session")
 def spark():
-    from sqlengine.session import get_spark
+    from sqlengine.executor.session import get_spark
     s = get_spark({"spark.sql.shuffle.partitions": "1", "spark.driver.memory": "2g"})
     yield s
 

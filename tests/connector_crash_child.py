@@ -22,7 +22,7 @@ import time
 from typing import List
 
 from connectors import Source, SourceBatch, opt, register_source
-from sqlengine.inputs import json_chunks
+from sqlengine.ingest.inputs import json_chunks
 
 SEED = 11
 VIEW = "SELECT g, COUNT(*) AS n, SUM(v) AS s, MAX(v) AS mx FROM t GROUP BY g"

@@ -17,7 +17,7 @@ import pytest
 from connectors import Source, SourceBatch, opt, register_source
 from planner.errors import ConnectorError
 from sqlengine import Pipeline
-from sqlengine.inputs import json_chunks
+from sqlengine.ingest.inputs import json_chunks
 from tests.oracle import Model, bag, bag_from_changes, diff
 
 FEEDS = {}        # feed name -> list of batches of insert_delete records, appended by the tests
@@ -238,7 +238,7 @@ def test_pause_and_resume_a_source(tmp_path):
 
 
 def test_backpressure_bounds_the_backlog(tmp_path, monkeypatch):
-    from sqlengine import sources
+    from sqlengine.ingest import sources
     monkeypatch.setattr(sources, "MAX_BACKLOG_ROWS", 50_000)
     monkeypatch.setattr(sources, "BATCH_ROWS", 10_000)
     sql = ("CREATE TABLE t (k INT, v BIGINT) WITH ('connectors' = '[{\"name\": \"gen\", \"transport\": "

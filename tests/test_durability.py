@@ -6,7 +6,8 @@ import random
 import pandas as pd
 import pytest
 
-from sqlengine import InputError, Pipeline, PipelineError, faults
+from sqlengine import InputError, Pipeline, PipelineError
+from sqlengine.state import faults
 
 from . import crash_child
 
@@ -197,7 +198,7 @@ def test_full_or_read_only_storage_rejects_input_cleanly(make_pipeline, tmp_path
 @pytest.mark.parametrize("point, times", [("state_commit", None), ("state_write", 2)])
 def test_step_whose_commit_fails_is_retried_and_delivers_once(make_pipeline, monkeypatch, point, times):
     import time
-    from sqlengine import pipeline
+    from sqlengine.api import pipeline
     monkeypatch.setattr(pipeline, "STORAGE_RETRY_S", 0.2)
     p = make_pipeline(SQL)
     chunks = []
@@ -228,8 +229,8 @@ def test_a_replayed_step_does_not_read_the_failed_attempts_cache_sidecars(spark,
     """Big runs leave memory-mapped sidecars beside their parquet file.  A step that dies after writing its
     runs is replayed with more input under the same run names: the first attempt's sidecars must go, or a
     restart would read the old rows."""
-    from sqlengine import state_cache
-    monkeypatch.setattr(state_cache, "SIDECAR_ROWS", 1)
+    from sqlengine.state import cache
+    monkeypatch.setattr(cache, "SIDECAR_ROWS", 1)
     store = str(tmp_path / "s")
     p = Pipeline.from_sql(SQL, storage_dir=store, spark=spark)
     p.start()

@@ -6,9 +6,11 @@ import os
 import pandas as pd
 import pytest
 
-from sqlengine import InputError, ingest, inputlog
-from sqlengine.faults import clear_io, inject_io
-from sqlengine.inputlog import InputLog
+from sqlengine import InputError
+from sqlengine.ingest import batches
+from sqlengine.state import inputlog
+from sqlengine.state.faults import clear_io, inject_io
+from sqlengine.state.inputlog import InputLog
 
 SQL = """CREATE TABLE t (id INT NOT NULL, name VARCHAR, price DECIMAL(10,2), d DATE, ts TIMESTAMP, ok BOOLEAN);
 CREATE TABLE p (k INT PRIMARY KEY, v VARCHAR);
@@ -116,7 +118,7 @@ class Spy:
 
 
 def test_huge_batches_are_converted_and_logged_in_chunks_atomically(make_pipeline, monkeypatch):
-    monkeypatch.setattr(ingest, "CHUNK_ROWS", 10)     # 10M-row batches in miniature
+    monkeypatch.setattr(batches, "CHUNK_ROWS", 10)     # 10M-row batches in miniature
     spy = Spy(monkeypatch)
     p = make_pipeline(SQL)
     p.wait_for_idle()
@@ -192,7 +194,7 @@ def test_memory_of_an_input_call_is_bounded_by_the_chunk(tmp_path, monkeypatch):
     for chunk in (10_000, n):
         p = Pipeline.from_sql("CREATE TABLE big (id BIGINT NOT NULL, k INT, x DOUBLE)",
                               storage_dir=str(tmp_path / str(chunk)))     # not started: input is only logged
-        monkeypatch.setattr(ingest, "CHUNK_ROWS", chunk)
+        monkeypatch.setattr(batches, "CHUNK_ROWS", chunk)
         peaks.clear()
         base = pa.total_allocated_bytes()
         p.input_pandas("big", df)

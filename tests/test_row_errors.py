@@ -14,7 +14,8 @@ import pandas as pd
 import pytest
 from hypothesis import given, strategies as st
 
-from sqlengine import Pipeline, faults
+from sqlengine import Pipeline
+from sqlengine.state import faults
 
 SCHEMA = "CREATE TABLE t (id BIGINT NOT NULL, k BIGINT, s VARCHAR, x BIGINT);"
 # view -> (query, the expressions whose failure keeps a row out)

@@ -1,4 +1,4 @@
-"""The pipeline server (sqlengine.server) and its Python client (sqlengine.client), over real HTTP.
+"""The pipeline server (sqlengine.server) and its Python client (sqlengine.api.client), over real HTTP.
 
 uvicorn serves the app on a free 127.0.0.1 port in a background thread; pipelines run with lazy Spark (no
 JVM), so every step runs on the driver.
@@ -22,7 +22,7 @@ uvicorn = pytest.importorskip("uvicorn")
 pytest.importorskip("fastapi")
 
 from sqlengine import BindError, InputError, ParseError, Pipeline, PipelineError, UnsupportedError  # noqa: E402
-from sqlengine.client import connect  # noqa: E402
+from sqlengine.api.client import connect  # noqa: E402
 from sqlengine.server import create_app, serve  # noqa: E402
 from tests.net import free_port  # noqa: E402
 from tests.oracle import Model, bag, bag_from_changes, diff  # noqa: E402

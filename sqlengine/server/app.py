@@ -42,7 +42,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from planner.errors import (BindError, ConnectorError, EngineError, InputError, InternalError, ParseError,
                             PipelineError, UnsupportedError)
 
-from ..pipeline import Pipeline
+from ..api.pipeline import Pipeline
 from ..zset import WEIGHT
 
 log = logging.getLogger("sqlengine.server")

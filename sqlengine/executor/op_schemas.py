@@ -12,7 +12,7 @@ Conventions (the README's "Semantics" section):
 * every TIMESTAMP is naive and holds UTC wall time: a time-zone-aware result (``AT TIME ZONE``, Spark's
   ``date_trunc``) is converted to UTC and stored naive;
 * an integer SUM (also as a window call) is a BIGINT computed exactly: a total outside BIGINT's range is a
-  row error (see :mod:`sqlengine.row_errors`), never a wrapped value;
+  row error (see :mod:`sqlengine.executor.row_errors`), never a wrapped value;
 * accumulators of integer SUM/AVG are DECIMAL(38, 0), so partial sums never wrap.
 
 >>> from planner import compile_program
@@ -32,9 +32,9 @@ from planner.circuit import Circuit, Op
 from planner.logical import Aggregate, Project, Window, col
 from planner.types import SqlType
 
-from .local_lower import duck
-from .schema import arrow_type
-from .zset import W
+from sqlengine.executor.local_lower import duck
+from sqlengine.executor.schema import arrow_type
+from sqlengine.zset import W
 
 INTEGER_BASES = ("TINYINT", "SMALLINT", "INT", "BIGINT")
 HUGE = pa.decimal128(38, 0)

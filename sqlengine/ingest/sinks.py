@@ -18,8 +18,8 @@ from typing import Callable, Dict, List, Optional
 import pyarrow as pa
 import pyarrow.ipc as ipc
 
-from .sources import MAX_BACKOFF_S, ConnectorRunner
-from .state import atomic_write_arrow
+from sqlengine.ingest.sources import MAX_BACKOFF_S, ConnectorRunner
+from sqlengine.state.store import atomic_write_arrow
 
 
 class Outbox:

@@ -13,7 +13,7 @@ from typing import Callable, Dict, List, Optional
 
 import pandas as pd
 
-from .zset import WEIGHT
+from sqlengine.zset import WEIGHT
 
 
 class OutputHandler:

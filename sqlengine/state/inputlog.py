@@ -27,8 +27,8 @@ import pyarrow.ipc as ipc
 
 from planner.errors import InputError, PipelineError
 
-from .faults import describe
-from .state import atomic_write_arrow, atomic_write_bytes, fsync_dir
+from sqlengine.state.faults import describe
+from sqlengine.state.store import atomic_write_arrow, atomic_write_bytes, fsync_dir
 
 
 @dataclass

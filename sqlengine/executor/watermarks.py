@@ -33,7 +33,7 @@ import pyarrow.compute as pc
 
 from planner.logical import col
 
-from .zset import W
+from sqlengine.zset import W
 
 GC_FRACTION = 0.2   # rewrite a run when at least this fraction of its rows closed
 

@@ -28,7 +28,7 @@ from planner.bind import TableDef
 from planner.errors import InputError
 from planner.logical import col
 
-from .schema import arrow_type
+from sqlengine.executor.schema import arrow_type
 
 POLICIES = ("reject", "dead_letter")
 _CONVERT_ERRORS = (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError, TypeError, ValueError,

@@ -18,7 +18,7 @@ import pyarrow.compute as pc
 
 from planner.logical import Aggregate, Join, Project, col
 
-from .zset import W, consolidate_arrow
+from sqlengine.zset import W, consolidate_arrow
 
 
 def _column_index(sql: str) -> Optional[int]:

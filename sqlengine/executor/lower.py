@@ -25,7 +25,7 @@ from planner.circuit import Op
 from planner.errors import UnsupportedError
 from planner.logical import Aggregate, Distinct, Filter, Join, Project, Window, col
 
-from .zset import W, consolidate_spark, positive_spark
+from sqlengine.zset import W, consolidate_spark, positive_spark
 
 
 def _dow(x: exp.Expression) -> exp.Expression:       # Spark DAYOFWEEK: Sunday = 1 .. Saturday = 7

@@ -20,7 +20,7 @@ from sqlglot import exp
 from planner.bind import DIALECT, name_of, position_of
 from planner.errors import BindError, ParseError, UnsupportedError
 
-from .zset import W, consolidate_arrow, expand_arrow
+from sqlengine.zset import W, consolidate_arrow, expand_arrow
 
 QUERY_ROOTS = (exp.Select, exp.Union, exp.Intersect, exp.Except, exp.Subquery)
 FORBIDDEN = (exp.Insert, exp.Update, exp.Delete, exp.Create, exp.Drop, exp.Command, exp.Alter, exp.Set,

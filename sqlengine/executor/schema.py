@@ -7,7 +7,7 @@ from pyspark.sql import types as T
 from planner.logical import col
 from planner.types import SqlType
 
-from .zset import W
+from sqlengine.zset import W
 
 
 def spark_type(t: SqlType):

@@ -18,7 +18,7 @@ DEFAULTS: Dict[str, str] = {
     # Steps run many tiny jobs; adaptive re-planning costs more than it saves on them.
     "spark.sql.adaptive.enabled": "false",
     # Expressions that fail raise, as in DuckDB (bad casts, overflow): the engine then re-runs the step on the
-    # driver, which keeps the failing rows out of the views and records them (sqlengine.row_errors).
+    # driver, which keeps the failing rows out of the views and records them (sqlengine.executor.row_errors).
     "spark.sql.ansi.enabled": "true",
     "spark.sql.session.timeZone": "UTC",
     "spark.ui.enabled": "false",

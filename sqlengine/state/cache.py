@@ -1,6 +1,6 @@
 """Operator state held on the driver as Arrow, indexed by key hash, for small steps.
 
-Every state run is an immutable parquet file (``state.StateStore``); this
+Every state run is an immutable parquet file (``store.StateStore``); this
 cache keeps the same runs in driver memory as Arrow tables, so a step whose
 change is small reads only the state rows of the keys it touches instead of
 scanning the runs.  Per run and per *key spec* (the SQL expressions an

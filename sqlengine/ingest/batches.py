@@ -19,18 +19,18 @@ import pyarrow as pa
 from planner.bind import TableDef
 from planner.errors import InputError
 
-from .faults import describe, io_point
-from .inputlog import InputLog
-from .inputs import Chunk, Errors
-from .state import fsync_dir
-from .zset import W, WEIGHT_TYPE, with_weight
+from sqlengine.state.faults import describe, io_point
+from sqlengine.state.inputlog import InputLog
+from sqlengine.ingest.inputs import Chunk, Errors
+from sqlengine.state.store import fsync_dir
+from sqlengine.zset import W, WEIGHT_TYPE, with_weight
 
 CHUNK_ROWS = 1_000_000   # rows converted and logged at a time; bounds an input call's memory
 
 
 def empty_batch(t: TableDef) -> pa.Table:
     """A log entry without rows: the table's positional columns and the weight."""
-    from .schema import arrow_type
+    from sqlengine.executor.schema import arrow_type
     from planner.logical import col
     arrays = [pa.array([], arrow_type(f.type)) for f in t.fields] + [pa.array([], WEIGHT_TYPE)]
     return pa.Table.from_arrays(arrays, names=[col(i) for i in range(len(t.fields))] + [W])

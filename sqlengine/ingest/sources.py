@@ -18,7 +18,7 @@ from typing import Any, Callable, Dict, Optional
 
 from planner.errors import ConnectorError, EngineError, InputError
 
-from .inputs import Errors
+from sqlengine.ingest.inputs import Errors
 
 MAX_BACKLOG_ROWS = 2_000_000   # unprocessed logged rows at which sources wait
 BATCH_ROWS = 100_000           # rows a source is asked for at a time

@@ -1,6 +1,6 @@
 """A Python client of the pipeline server (``sqlengine serve``), with the embedded ``Pipeline``'s methods.
 
->>> from sqlengine.client import connect                      # doctest: +SKIP
+>>> from sqlengine.api.client import connect                  # doctest: +SKIP
 >>> c = connect("http://127.0.0.1:8080", token="s3cret")      # doctest: +SKIP
 >>> p = c.create_pipeline("shop", "CREATE TABLE t (x INT); CREATE MATERIALIZED VIEW v AS SELECT SUM(x) AS s FROM t;")  # doctest: +SKIP
 >>> p.start(); p.input_json("t", [{"x": 1}]); p.wait_for_idle(); list(p.query("SELECT * FROM v"))  # doctest: +SKIP
@@ -29,8 +29,8 @@ import pyarrow as pa
 from planner.errors import (BindError, ConnectorError, EngineError, InputError, InternalError, ParseError,
                             PipelineError, UnsupportedError)
 
-from .output import OutputHandler
-from .zset import WEIGHT
+from sqlengine.api.output import OutputHandler
+from sqlengine.zset import WEIGHT
 
 ERRORS = {"ParseError": ParseError, "BindError": BindError, "UnsupportedError": UnsupportedError,
           "InputError": InputError, "ConnectorError": ConnectorError, "PipelineError": PipelineError,

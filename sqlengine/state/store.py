@@ -27,8 +27,8 @@ import pyarrow.parquet as pq
 
 from planner.errors import InternalError, PipelineError
 
-from .state_cache import sidecar_of
-from .faults import describe, io_point
+from sqlengine.state.cache import sidecar_of
+from sqlengine.state.faults import describe, io_point
 
 
 class StorageError(PipelineError):

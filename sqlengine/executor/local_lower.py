@@ -1,11 +1,11 @@
 """Lowering circuit operators to DuckDB SQL over Arrow, for steps small enough to run on the driver.
 
-The same algebra as :mod:`sqlengine.lower` (which builds Spark plans), over
+The same algebra as :mod:`sqlengine.executor.lower` (which builds Spark plans), over
 the same positional frames (``c0..`` plus the weight :data:`W`), with the
 same contracts: ``ins`` are the input changes (``None`` where a join, union
 or set operation input did not change), ``reads`` the state rows the op reads
 as unconsolidated runs.  Here ``reads`` may be *pruned* to a superset of the
-rows whose key the change touches (see :mod:`sqlengine.state_cache`); every
+rows whose key the change touches (see :mod:`sqlengine.state.cache`); every
 lowering matches keys exactly itself, so the extra rows do not matter.
 
 The planner's expressions are DuckDB SQL already, so nothing is transpiled.
@@ -36,9 +36,9 @@ from planner.logical import Aggregate, Expr, Filter, Join, Project, Window, col
 from planner.rules.exprs import shift
 from planner.types import UNKNOWN
 
-from . import arrow_ops
-from .row_errors import DATA_ERRORS, MAX_MESSAGES, RowErrors, first_line, named_row, user_names
-from .zset import W
+from sqlengine.executor import arrow_ops
+from sqlengine.executor.row_errors import DATA_ERRORS, MAX_MESSAGES, RowErrors, first_line, named_row, user_names
+from sqlengine.zset import W
 
 AGG_FUNCS = {"COUNT", "SUM", "AVG", "MIN", "MAX", "STDDEV_SAMP", "STDDEV_POP", "VAR_SAMP", "VAR_POP"}
 

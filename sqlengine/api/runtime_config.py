@@ -88,7 +88,7 @@ class PipelineBuilder:
         rc = self.runtime_config
         if self.client is not None:
             return self.client.create_pipeline(self.name, self.sql, runtime_config={"spark_conf": rc.session_conf()})
-        from .pipeline import Pipeline
+        from sqlengine.api.pipeline import Pipeline
         return Pipeline.from_sql(self.sql, name=self.name, storage_dir=rc.storage, spark_conf=rc.session_conf(),
                                  runtime_config=rc)
 

@@ -19,20 +19,20 @@ from planner.clock import CLOCK
 from planner.bind import DIALECT, name_of, position_of
 from planner.errors import BindError, EngineError, InputError, PipelineError, UnsupportedError
 
-from . import inputs
-from .faults import crash_point, set_base
-from .ingest import Ingest
-from .inputlog import InputLog
-from .output import Dispatcher, OutputHandler
-from .query import Snapshot, check_query, load_relation
-from .row_errors import ERRORS_KEY, ERRORS_RELATION, read_errors
-from .session import START_OPTION, spark_master, start_spark
-from .runtime_config import PipelineStatus
-from .sinks import Outbox, SinkRunner
-from .sources import SourceRunner
-from .state import StateStore, StorageError
-from .watermarks import EventTime
-from .zset import W, WEIGHT
+from sqlengine.ingest import inputs
+from sqlengine.state.faults import crash_point, set_base
+from sqlengine.ingest.batches import Ingest
+from sqlengine.state.inputlog import InputLog
+from sqlengine.api.output import Dispatcher, OutputHandler
+from sqlengine.api.query import Snapshot, check_query, load_relation
+from sqlengine.executor.row_errors import ERRORS_KEY, ERRORS_RELATION, read_errors
+from sqlengine.executor.session import START_OPTION, spark_master, start_spark
+from sqlengine.api.runtime_config import PipelineStatus
+from sqlengine.ingest.sinks import Outbox, SinkRunner
+from sqlengine.ingest.sources import SourceRunner
+from sqlengine.state.store import StateStore, StorageError
+from sqlengine.executor.watermarks import EventTime
+from sqlengine.zset import W, WEIGHT
 
 MAX_STEP_ROWS = 1_000_000
 STORAGE_RETRY_S = 1.0   # wait before retrying a step whose commit failed (disk full, read-only storage)
@@ -106,7 +106,7 @@ class Pipeline:
         """The id of this storage, shown to sinks (they refuse output another pipeline wrote): made once, when
         the storage is new, and kept in ``<storage_dir>/pipeline_id`` (durably, before any sink opens)."""
         import uuid
-        from .state import atomic_write_bytes
+        from sqlengine.state.store import atomic_write_bytes
         path = os.path.join(self.storage_dir, "pipeline_id")
         try:
             with open(path) as f:
@@ -143,7 +143,7 @@ class Pipeline:
             return
         if self._state == "stopped":
             raise PipelineError(f"pipeline {self.name} was stopped; create a new Pipeline to start again")
-        from .runtime import Engine
+        from sqlengine.executor.runtime import Engine
         if self._spark is not None:
             source, master = self._spark, self._spark.sparkContext.master
         else:
@@ -186,7 +186,7 @@ class Pipeline:
 
     def _view_contents(self, view: str):
         """(committed step, the materialized view's consolidated rows with the weight column, SQL names)."""
-        from .zset import consolidate_arrow
+        from sqlengine.zset import consolidate_arrow
         out = self.program.circuit.outputs[view]
         with self._commit_lock:
             step = self.store.current.step
@@ -237,7 +237,7 @@ class Pipeline:
     def _open_for_queries(self) -> None:
         """Open the committed state for ad-hoc queries only (``sqlengine query`` / ``shell`` on the storage of
         a stopped pipeline): no steps, no connectors, no input; nothing in the storage changes."""
-        from .runtime import Engine
+        from sqlengine.executor.runtime import Engine
         source = self._spark if self._spark is not None else self._spark_future.result
         self.engine = Engine(self.program, source, self.store,
                              master=spark_master({k: v for k, v in self._spark_conf.items() if k != START_OPTION}))
@@ -823,7 +823,7 @@ class Pipeline:
             self._storage_error = str(e)
 
     def _drop_late(self, per_table: Dict[str, List[pa.Table]], step: int):
-        """Take late rows out of the step's batches (see :mod:`sqlengine.watermarks`); the watermarks after the
+        """Take late rows out of the step's batches (see :mod:`sqlengine.executor.watermarks`); the watermarks after the
         step and the late rows per table."""
         watermarks = dict(self.store.current.meta.get("watermarks", {}))
         late: Dict[str, int] = {}
@@ -844,8 +844,8 @@ class Pipeline:
 
     def _emit_final(self, result, before: Dict[str, int], after: Dict[str, int]) -> None:
         """An emit-final view's output in this step: the rows of its integral that the watermark closed."""
-        from .watermarks import bound_of, final_rows
-        from .zset import consolidate_arrow
+        from sqlengine.executor.watermarks import bound_of, final_rows
+        from sqlengine.zset import consolidate_arrow
         for v, b in self._event_time.final.items():
             out = self.program.circuit.outputs[v]
             hi, lo = bound_of(b.terms, after), bound_of(b.terms, before)

@@ -7,7 +7,7 @@ local master, Spark runs on the same cores as the driver, where DuckDB loads a
 million rows 5-20x faster (benchmarks/RESULTS.md).  When every state a step
 reads is in the driver's state cache, and Spark is local or the step's input
 is small (``CLUSTER_LOCAL_STEP_ROWS``), the engine runs the step here: the same operators,
-lowered to DuckDB SQL (:mod:`sqlengine.local_lower`), reading only the state
+lowered to DuckDB SQL (:mod:`sqlengine.executor.local_lower`), reading only the state
 rows of the keys the change touches.  The step writes the same runs and
 commits the same manifest as a Spark step, so the two paths interleave freely
 (a bulk load on Spark, then small steps on the driver).
@@ -24,12 +24,12 @@ import pyarrow.compute as pc
 
 from planner.logical import Aggregate, Project
 
-from .local_lower import LocalLowerer, ProbeSpec, cols, readable
-from .lower import Lowerer
-from .row_errors import RowErrors, named_row
-from .state import Manifest, Run
-from .state_cache import StateCache
-from .zset import W, consolidate_arrow
+from sqlengine.executor.local_lower import LocalLowerer, ProbeSpec, cols, readable
+from sqlengine.executor.lower import Lowerer
+from sqlengine.executor.row_errors import RowErrors, named_row
+from sqlengine.state.store import Manifest, Run
+from sqlengine.state.cache import StateCache
+from sqlengine.zset import W, consolidate_arrow
 
 # Steps with at most this many input rows run on the driver when Spark runs on a cluster; with a local master
 # (Spark on the same cores as the driver) every step whose state fits the cache does.  SQLENGINE_LOCAL_STEP_ROWS

@@ -24,13 +24,13 @@ from pyspark.sql import DataFrame, functions as F
 from planner.circuit import Op
 from planner.program import Program
 
-from .local_step import LocalExecutor
-from .row_errors import ERRORS_KEY, RowErrors, read_errors
-from .lower import Lowerer, null_safe_semi
-from .op_schemas import derive as derive_schemas
-from .schema import spark_schema_of
-from .state import Manifest, Run, StateStore, StorageError
-from .zset import W, clamp_in_order, consolidate_arrow, consolidate_spark
+from sqlengine.executor.local_step import LocalExecutor
+from sqlengine.executor.row_errors import ERRORS_KEY, RowErrors, read_errors
+from sqlengine.executor.lower import Lowerer, null_safe_semi
+from sqlengine.executor.op_schemas import derive as derive_schemas
+from sqlengine.executor.schema import spark_schema_of
+from sqlengine.state.store import Manifest, Run, StateStore, StorageError
+from sqlengine.zset import W, clamp_in_order, consolidate_arrow, consolidate_spark
 
 EMPTY = None  # an op whose change is empty in this step
 log = logging.getLogger("sqlengine")
@@ -436,10 +436,10 @@ class Engine:
         return Manifest(step=m.step, log_position=m.log_position, runs=runs, meta=m.meta)
 
     def drop_closed(self, step: int, closed: Dict[int, tuple]) -> Optional[Manifest]:
-        """Drop closed rows (``{op id: (state column, bound)}``, see :mod:`sqlengine.watermarks`) from the state
-        runs: a run is rewritten without them when they are at least ``GC_FRACTION`` of it, or removed when
-        they are all of it.  Returns a new manifest if anything changed."""
-        from .watermarks import GC_FRACTION, drop_closed, sorted_times
+        """Drop closed rows (``{op id: (state column, bound)}``, see :mod:`sqlengine.executor.watermarks`) from
+        the state runs: a run is rewritten without them when they are at least ``GC_FRACTION`` of it, or removed
+        when they are all of it.  Returns a new manifest if anything changed."""
+        from sqlengine.executor.watermarks import GC_FRACTION, drop_closed, sorted_times
         m = self.store.current
         runs = {k: list(v) for k, v in m.runs.items()}
         changed = False
