@@ -266,3 +266,19 @@ def test_status_state_is_a_pipeline_status(tmp_path):
     assert _json.loads(_json.dumps(st, default=str))["state"] == "running"
     p.stop()
     assert p.status()["state"] is PipelineStatus.STOPPED
+
+
+def test_spark_master_choice_and_a_conflicting_session(spark, monkeypatch, tmp_path):
+    from sqlengine.executor.session import resolve_conf
+    monkeypatch.setenv("SQLENGINE_SPARK_MASTER", "local[1]")
+    assert resolve_conf({}, None)["spark.master"] == "local[1]"                       # the environment
+    assert resolve_conf({"spark.master": "local[3]"}, None)["spark.master"] == "local[3]"   # spark_conf wins
+    assert resolve_conf({"spark.master": "local[3]"}, "local[2]")["spark.master"] == "local[2]"   # the argument
+    monkeypatch.delenv("SQLENGINE_SPARK_MASTER")
+    assert "spark.master" not in resolve_conf({}, None)
+    # this process runs a local session: a cluster master asked for now would be silently ignored by Spark
+    with pytest.raises(PipelineError, match=r"Spark master 'spark://10\.0\.0\.1:7077' was asked for, but this "
+                                            r"process already runs a SparkSession on 'local\[2\]'"):
+        Pipeline.from_sql("CREATE TABLE t (k INT);", storage_dir=str(tmp_path), spark_master="spark://10.0.0.1:7077")
+    with pytest.raises(PipelineError, match="either spark= .* or spark_master="):
+        Pipeline.from_sql("CREATE TABLE t (k INT);", storage_dir=str(tmp_path), spark=spark, spark_master="local[2]")

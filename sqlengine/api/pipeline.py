@@ -26,7 +26,8 @@ from sqlengine.state.inputlog import InputLog
 from sqlengine.api.output import Dispatcher, OutputHandler
 from sqlengine.api.query import Snapshot, check_query, load_relation
 from sqlengine.executor.row_errors import ERRORS_KEY, ERRORS_RELATION, read_errors
-from sqlengine.executor.session import START_OPTION, spark_master, start_spark
+from sqlengine.executor.session import (START_OPTION, check_storage_reachable, is_local, resolve_conf,
+                                        spark_master, start_spark)
 from sqlengine.api.runtime_config import PipelineStatus
 from sqlengine.ingest.sinks import Outbox, SinkRunner
 from sqlengine.ingest.sources import SourceRunner
@@ -47,11 +48,12 @@ class Pipeline:
     """
 
     def __init__(self, sql: str, name: str = "pipeline", storage_dir: Optional[str] = None,
-                 spark=None, spark_conf: Optional[Dict[str, str]] = None, runtime_config=None):
+                 spark=None, spark_conf: Optional[Dict[str, str]] = None, runtime_config=None,
+                 spark_master: Optional[str] = None):
         self.program = compile_program(sql)
         self.name = name
         self._args = dict(sql=sql, name=name, storage_dir=storage_dir, spark=spark, spark_conf=spark_conf,
-                          runtime_config=runtime_config)
+                          runtime_config=runtime_config, spark_master=spark_master)
         # (rows, seconds): how long a step waits for input to accumulate (RuntimeConfig); (0, 0): not at all
         self._batching = runtime_config.batching() if runtime_config is not None else (0, 0.0)
         # NOW() in views (planner/clock.py): the clock table, its resolution, and a manual clock (set_clock)
@@ -71,7 +73,9 @@ class Pipeline:
         # connectors declared in the program (checked now: a wrong one raises ConnectorError from from_sql)
         self._declared = declare_program(self.program, name, self.storage_dir)
         self._spark = spark
-        self._spark_conf = dict(spark_conf or {})
+        if spark is not None and spark_master:
+            raise PipelineError("give either spark= (a running session) or spark_master=, not both")
+        self._spark_conf = dict(spark_conf or {}) if spark is not None else resolve_conf(spark_conf, spark_master)
         # the SparkSession starts in the background: steps on the driver never wait for it
         self._spark_future = None if spark is not None else start_spark(self._spark_conf)
         try:
@@ -126,14 +130,20 @@ class Pipeline:
 
     @classmethod
     def from_sql(cls, sql: str, name: str = "pipeline", storage_dir: Optional[str] = None, spark=None,
-                 spark_conf: Optional[Dict[str, str]] = None, runtime_config=None) -> "Pipeline":
+                 spark_conf: Optional[Dict[str, str]] = None, runtime_config=None,
+                 spark_master: Optional[str] = None) -> "Pipeline":
         """Compile ``sql`` (CREATE TABLE / CREATE [MATERIALIZED] VIEW statements) into a pipeline.
 
         Errors in the program raise ``ParseError``, ``BindError`` or ``UnsupportedError`` here,
         with the line and column of the offending construct.
+
+        Spark: ``spark`` is a running SparkSession to use; else the pipeline starts one with ``spark_conf``,
+        on ``spark_master`` (e.g. ``spark://host:7077``; default ``$SQLENGINE_SPARK_MASTER``, else
+        ``local[2]``).  On a cluster, ``storage_dir`` must be visible to every executor at the same path;
+        :meth:`start` checks that.
         """
         return cls(sql, name=name, storage_dir=storage_dir, spark=spark, spark_conf=spark_conf,
-                   runtime_config=runtime_config)
+                   runtime_config=runtime_config, spark_master=spark_master)
 
     # ------------------------------------------------------------------ lifecycle
     def start(self) -> None:
@@ -149,6 +159,8 @@ class Pipeline:
         else:
             source = self._spark_future.result
             master = spark_master({k: v for k, v in self._spark_conf.items() if k != START_OPTION})
+        if not is_local(master):   # a cluster: its executors must see the storage (waits for the session)
+            check_storage_reachable(self._spark if self._spark is not None else source(), self.storage_dir)
         self.engine = Engine(self.program, source, self.store, master=master)
         self._outbox.recover(self.store.current.step)
         self._apply_program_change()

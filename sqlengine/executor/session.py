@@ -57,6 +57,75 @@ def get_spark(conf: Optional[Dict[str, str]] = None):
         return spark
 
 
+MASTER_ENV = "SQLENGINE_SPARK_MASTER"
+
+
+def is_local(master: str) -> bool:
+    return str(master).startswith("local")
+
+
+def resolve_conf(spark_conf: Optional[Dict[str, str]], master: Optional[str]) -> Dict[str, str]:
+    """The session settings of a pipeline: ``master`` (the ``spark_master`` argument) wins over
+    ``spark_conf["spark.master"]``, which wins over ``$SQLENGINE_SPARK_MASTER``, which wins over ``local[2]``.
+    A SparkSession already running in this process (Spark allows one) with a different master than the one
+    asked for is an error, rather than a silent run on the wrong cluster."""
+    conf = dict(spark_conf or {})
+    asked = master or conf.get("spark.master") or os.environ.get(MASTER_ENV) or None
+    if asked:
+        conf["spark.master"] = asked
+        from pyspark.sql import SparkSession
+        active = SparkSession.getActiveSession()
+        if active is not None:
+            running = active.sparkContext.master
+            if running != asked and not (is_local(running) and is_local(asked)):
+                raise PipelineError(f"Spark master {asked!r} was asked for, but this process already runs a "
+                                    f"SparkSession on {running!r} (one per process): stop it first, or pass "
+                                    "that session as spark=")
+    return conf
+
+
+def check_storage_reachable(spark, root: str) -> None:
+    """On a cluster, check that every executor sees the storage directory ``root`` (state runs and input log
+    files are read by executors by path): a probe file written here must be readable there.  Raises
+    ``PipelineError`` naming the executors' hosts that do not see it."""
+    import socket
+    import uuid
+    if "://" in root and not root.startswith("file://"):
+        return   # a distributed filesystem URI: the same for every executor
+    path = os.path.join(root, f".probe-{uuid.uuid4().hex}")
+    token = uuid.uuid4().hex
+    with open(path, "w") as f:
+        f.write(token)
+    try:
+        sc = spark.sparkContext
+        n = max(4, 2 * sc.defaultParallelism)
+
+        def probe(_):
+            try:
+                with open(path) as f:
+                    seen = f.read() == token
+            except OSError:
+                seen = False
+            return socket.gethostname(), seen
+        try:
+            found = sc.parallelize(range(n), n).map(probe).collect()
+        except Exception as e:   # noqa: BLE001 - e.g. no Python on the executors
+            raise PipelineError(f"cannot check that Spark's executors (master {sc.master}) see the storage "
+                                f"directory {root}: {type(e).__name__}: {str(e).strip().splitlines()[0][:300]}"
+                                ) from e
+        blind = sorted({host for host, seen in found if not seen})
+        if blind:
+            raise PipelineError(
+                f"the storage directory {root} is not visible to Spark's executors on {', '.join(blind)} "
+                f"(master {sc.master}); executors read state and input files by path, so storage must be on a "
+                f"filesystem every worker mounts at the same path (e.g. NFS), or run with a local master")
+    finally:
+        try:
+            os.remove(path)
+        except OSError:
+            pass
+
+
 def spark_master(conf: Optional[Dict[str, str]] = None) -> str:
     """The master the embedded session has or will have."""
     from pyspark.sql import SparkSession
