@@ -1,0 +1,217 @@
+"""Steps on the Spark path at growing state, beside Spark batch recomputation, and on a standalone cluster.
+
+For each N (rows of table ``t``; ``d`` has N/10 keys):
+
+1. load ``t`` in 1M-row steps on the driver path (the default) and report rows/s;
+2. then force every step onto Spark with the state *not* cached on the driver (the cache budget set to 0),
+   as when the state outgrows the driver: Spark reads the operators' parquet runs;
+3. time changes of ``--small`` rows (half inserts of new rows, half deletes of rows inserted before, one step
+   each: the pipeline is paused while both go in) and of ``--large`` rows, from the first input call to
+   ``wait_for_idle``; the first small change is a warm-up;
+4. time Spark batch recomputing both views from the same table contents written once as parquet (read +
+   aggregate/join + ``noop`` write), in the same Spark session;
+5. check both views against DuckDB at the end.
+
+Views: ``g`` = ``SELECT k, COUNT(*), SUM(v) FROM t GROUP BY k`` and ``j`` = ``SELECT d.name, COUNT(*), SUM(t.v)
+FROM t JOIN d ON t.k = d.k GROUP BY d.name`` (a join-aggregate).
+
+``--cluster-workers 1,2`` also runs the smallest N in a child process against a standalone cluster of that
+many one-core workers (``tests/spark_cluster.py``), for the cost model in ``docs/SCALING.md``.
+
+    python -m benchmarks.scale --n 1000000,10000000 --cluster-workers 1,2
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from typing import Dict, List, Optional
+
+import numpy as np
+import pandas as pd
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+SQL = """CREATE TABLE t (id BIGINT NOT NULL, k BIGINT NOT NULL, v BIGINT);
+CREATE TABLE d (k BIGINT NOT NULL, name VARCHAR);
+CREATE MATERIALIZED VIEW g AS SELECT k, COUNT(*) AS n, SUM(v) AS s FROM t GROUP BY k;
+CREATE MATERIALIZED VIEW j AS SELECT d.name, COUNT(*) AS n, SUM(t.v) AS s FROM t JOIN d ON t.k = d.k GROUP BY d.name;"""
+G = "SELECT k, COUNT(*) AS n, SUM(v) AS s FROM t GROUP BY k"
+J = "SELECT d.name, COUNT(*) AS n, SUM(t.v) AS s FROM t JOIN d ON t.k = d.k GROUP BY d.name"
+CHUNK = 1_000_000
+
+
+def rows(first: int, n: int, nk: int, rng) -> pd.DataFrame:
+    return pd.DataFrame({"id": np.arange(first, first + n, dtype=np.int64),
+                         "k": rng.integers(0, nk, n, dtype=np.int64), "v": rng.integers(0, 1000, n, dtype=np.int64)})
+
+
+def measure(n: int, small: int, large: int, repeats: int, master: Optional[str], log) -> Dict[str, object]:
+    from sqlengine import Pipeline
+    rng = np.random.default_rng(n)
+    nk = max(1, n // 10)
+    d = pd.DataFrame({"k": np.arange(nk, dtype=np.int64), "name": [f"n{i % 1000}" for i in range(nk)]})
+    work = tempfile.mkdtemp(prefix="sqlengine-scale-")
+    conf = {"spark.driver.memory": "8g"} if master is None else {"spark.executor.memory": "1g",
+                                                                 "spark.task.maxFailures": "8"}
+    p = Pipeline.from_sql(SQL, storage_dir=os.path.join(work, "s"), spark_conf=conf, spark_master=master)
+    p.start()
+    live: List[pd.DataFrame] = []
+    t0 = time.time()
+    p.input_pandas("d", d)
+    for s in range(0, n, CHUNK):
+        chunk = rows(s, min(CHUNK, n - s), nk, rng)
+        live.append(chunk)
+        p.input_pandas("t", chunk)
+        p.wait_for_idle(timeout_s=7200)
+    load_s = time.time() - t0
+    log(f"N={n:,}: loaded in {load_s:.1f} s ({n / load_s:,.0f} rows/s), steps {p.status()['steps_run_on']}")
+    eng = p.engine
+    spark = eng.spark
+    eng.local.max_rows = 0                    # every step on Spark ...
+    eng.local.cache.budget = 0                # ... reading state from its parquet runs, as when it outgrows
+    eng.local.cache.retain([])                # the driver's cache
+    table = pd.concat(live, ignore_index=True)
+    next_id = n
+    pos = 0
+
+    def change(size: int) -> float:
+        nonlocal next_id, pos, table
+        ins = rows(next_id, size // 2, nk, rng)
+        next_id += size // 2
+        gone = table.iloc[pos:pos + size // 2]
+        pos += size // 2
+        t = time.time()
+        p.pause()
+        p.input_pandas("t", ins)
+        p.input_pandas("t", gone, delete=True)
+        p.resume()
+        p.wait_for_idle(timeout_s=7200)
+        took = time.time() - t
+        table = pd.concat([table, ins], ignore_index=True)   # the first ``pos`` rows are the deleted ones
+        return took
+
+    before = p.status()["steps_run_on"]["spark"]
+    smalls = [change(small) for _ in range(repeats + 1)][1:]
+    larges = [change(large) for _ in range(max(1, repeats // 2))]
+    spark_steps = p.status()["steps_run_on"]["spark"] - before
+    log(f"N={n:,}: {small}-row change {[round(x, 2) for x in smalls]} s, {large:,}-row change "
+        f"{[round(x, 2) for x in larges]} s ({spark_steps} Spark steps)")
+    # the table as it is now, for the check and the recompute (deleted rows are the first ``pos`` rows)
+    table = table.iloc[pos:].reset_index(drop=True)
+    pq_dir = os.path.join(work, "pq")
+    os.makedirs(pq_dir)
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+    pq.write_table(pa.Table.from_pandas(table, preserve_index=False), os.path.join(pq_dir, "t.parquet"))
+    pq.write_table(pa.Table.from_pandas(d, preserve_index=False), os.path.join(pq_dir, "d.parquet"))
+    recompute = []
+    for _ in range(max(2, repeats // 2)):
+        t = time.time()
+        spark.read.parquet(os.path.join(pq_dir, "t.parquet")).createOrReplaceTempView("t")
+        spark.read.parquet(os.path.join(pq_dir, "d.parquet")).createOrReplaceTempView("d")
+        for q in (G, J):
+            spark.sql(q).write.format("noop").mode("overwrite").save()
+        recompute.append(time.time() - t)
+    log(f"N={n:,}: Spark batch recompute {[round(x, 2) for x in recompute]} s")
+    import duckdb
+    con = duckdb.connect()
+    con.register("t", table)
+    con.register("d", d)
+    ok = True
+    for name, q in (("g", G), ("j", J)):
+        want = sorted(con.execute(q).fetchall())
+        got = sorted(tuple(r.values()) for r in p.query(f"SELECT * FROM {name}"))
+        ok &= [tuple(map(str, r)) for r in want] == [tuple(map(str, r)) for r in got]
+    p.stop()
+    shutil.rmtree(work, ignore_errors=True)
+    return {"n": n, "load_s": load_s, "small": statistics.median(smalls), "small_all": smalls,
+            "large": statistics.median(larges), "large_all": larges, "recompute": statistics.median(recompute),
+            "spark_steps": spark_steps, "check": ok}
+
+
+def cluster_run(workers: int, n: int, small: int, large: int, repeats: int, log) -> Dict[str, object]:
+    sys.path.insert(0, ROOT)
+    from tests.spark_cluster import SparkCluster
+    out = tempfile.mktemp(suffix=".json")
+    with SparkCluster(workers=workers) as c:
+        cmd = [sys.executable, "-m", "benchmarks.scale", "--child", out, "--master", c.master_url, "--n", str(n),
+               "--small", str(small), "--large", str(large), "--repeats", str(repeats)]
+        proc = subprocess.run(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+        if proc.returncode:
+            raise RuntimeError(proc.stdout.decode(errors="replace")[-3000:])
+    with open(out) as f:
+        r = json.load(f)
+    r["workers"] = workers
+    log(f"cluster, {workers} worker(s): {r}")
+    return r
+
+
+def report(results, clusters, args, load_avg) -> str:
+    lines = ["# Scale: the Spark path at growing state, and a standalone cluster", "",
+             f"Command: `python -m benchmarks.scale --n {args.n} --small {args.small} --large {args.large} "
+             f"--repeats {args.repeats}" + (f" --cluster-workers {args.cluster_workers}" if args.cluster_workers else "")
+             + "`", "",
+             f"Machine: {os.cpu_count()} CPUs, Linux {platform.release()}; Python {platform.python_version()}; "
+             f"local Spark `local[2]`, driver memory 8g; load average at the end {load_avg}.", "",
+             "Every timed step ran on Spark with the driver's state cache emptied and its budget set to 0 (the "
+             "state read from parquet runs, as when it outgrows the driver). A change is half inserts of new rows "
+             "and half deletes of existing rows, one step. *Spark recompute*: the same Spark session reads the "
+             "final tables from parquet and computes both views (`noop` sink).", "",
+             f"| N (rows of t) | driver load rows/s | {args.small:,}-row change s | {args.large:,}-row change s | "
+             f"Spark recompute s | recompute ÷ {args.large:,}-row change | check |", "|---|---|---|---|---|---|---|"]
+    for r in results:
+        lines.append(f"| {r['n']:,} | {r['n'] / r['load_s']:,.0f} | {r['small']:.2f} | {r['large']:.2f} | "
+                     f"{r['recompute']:.2f} | {r['recompute'] / r['large']:.2f}× | {'OK' if r['check'] else 'WRONG'} |")
+    if len(results) > 1:
+        a, b = results[0], results[-1]
+        lines += ["", f"From N = {a['n']:,} to {b['n']:,} ({b['n'] / a['n']:.0f}× the state): the {args.small:,}-row change "
+                      f"took {b['small'] / a['small']:.2f}× as long, the {args.large:,}-row change {b['large'] / a['large']:.2f}×, "
+                      f"Spark's recompute {b['recompute'] / a['recompute']:.2f}×."]
+    if clusters:
+        lines += ["", "Standalone cluster (master and one-core workers on this machine, `spark.executor.memory` 1g), "
+                      f"N = {clusters[0]['n']:,}:", "",
+                  f"| workers | {args.small:,}-row change s | {args.large:,}-row change s | Spark recompute s | check |",
+                  "|---|---|---|---|---|"]
+        for r in clusters:
+            lines.append(f"| {r['workers']} | {r['small']:.2f} | {r['large']:.2f} | {r['recompute']:.2f} | "
+                         f"{'OK' if r['check'] else 'WRONG'} |")
+    return "\n".join(lines)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--n", default="1000000,10000000")
+    ap.add_argument("--small", type=int, default=100)
+    ap.add_argument("--large", type=int, default=1_000_000)
+    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--cluster-workers", default="")
+    ap.add_argument("--master")
+    ap.add_argument("--child")
+    ap.add_argument("--no-write", action="store_true")
+    args = ap.parse_args()
+    log = lambda s: print(s, flush=True)   # noqa: E731
+    ns = [int(x) for x in args.n.split(",")]
+    if args.child:
+        r = measure(ns[0], args.small, args.large, args.repeats, args.master, log)
+        with open(args.child, "w") as f:
+            json.dump(r, f)
+        return
+    results = [measure(n, args.small, args.large, args.repeats, None, log) for n in ns]
+    clusters = [cluster_run(int(w), ns[0], args.small, args.large, args.repeats, log)
+                for w in args.cluster_workers.split(",") if w]
+    text = report(results, clusters, args, " ".join(f"{x:.2f}" for x in os.getloadavg()))
+    print(text)
+    if not args.no_write:
+        from benchmarks.report import write_section
+        write_section(os.path.join(ROOT, "benchmarks", "RESULTS.md"), "scale", text)
+
+
+if __name__ == "__main__":
+    main()
