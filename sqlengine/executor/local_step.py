@@ -139,14 +139,17 @@ class LocalExecutor:
         return True
 
     # ------------------------------------------------------------ the step
-    def _finish(self, op, out, schema: pa.Schema, consolidate: bool) -> Optional[pa.Table]:
+    def _finish(self, op, out, schema: pa.Schema, consolidate: bool, unless_inserts: bool = False
+                ) -> Optional[pa.Table]:
+        """The op's change cast to its schema; consolidated when ``consolidate``, except that with
+        ``unless_inserts`` a change whose weights are all positive (nothing to cancel) keeps its duplicate rows."""
         parts = out if isinstance(out, list) else [out]
         parts = [self._in_range(op, p.rename_columns(schema.names), schema) for p in parts if p.num_rows]
         parts = [cast_to(p, schema) for p in parts if p.num_rows]
         if not parts:
             return None
         t = pa.concat_tables(parts)
-        if consolidate:
+        if consolidate and not (unless_inserts and pc.min(t.column(W)).as_py() > 0):
             t = consolidate_arrow(t)
         return t if t.num_rows else None
 
@@ -243,8 +246,11 @@ class LocalExecutor:
                                            [s for _, s in ps.sources]))
                 out = self.lowerer.lower(op, ins, reads, initial=initial)
             # linear ops pass duplicates on (still the right Z-set); what users receive is consolidated
+            # a change with only positive weights has nothing to cancel: merging its duplicate rows is left to
+            # whoever needs it (users get consolidated changes; operators accept duplicates, as from linear ops)
             deltas[op.id] = self._finish(op, out, eng.arrow_schemas[op.id],
-                                         consolidate=op.algebra != "linear" or op.id in outputs)
+                                         consolidate=op.algebra != "linear" or op.id in outputs,
+                                         unless_inserts=op.id not in outputs)
         self.lowerer.errors = None
         return deltas, new_runs, errors
 

@@ -1,0 +1,36 @@
+"""The state cache's key lookups (``sqlengine.state.cache``): the vectorized helpers against their plain
+definitions, and a lookup against a scan of the same run."""
+import numpy as np
+import pyarrow as pa
+from hypothesis import given, strategies as st
+
+from sqlengine.state.cache import StateCache, distinct_sorted, expand_ranges
+
+
+@given(st.lists(st.tuples(st.integers(0, 60), st.integers(0, 6)), max_size=30))
+def test_expand_ranges_is_the_concatenation_of_the_ranges(ranges):
+    lo = np.array([a for a, _ in ranges], dtype=np.int64)
+    hi = lo + np.array([n for _, n in ranges], dtype=np.int64)
+    want = [x for a, b in zip(lo, hi) for x in range(a, b)]
+    assert expand_ranges(lo, hi).tolist() == want
+
+
+@given(st.lists(st.integers(0, 2 ** 64 - 1), max_size=40))
+def test_distinct_sorted_is_np_unique(values):
+    a = np.array(values, dtype=np.uint64)
+    assert distinct_sorted(a).tolist() == np.unique(a).tolist()
+
+
+@given(st.lists(st.tuples(st.integers(0, 20), st.integers(-3, 3)), min_size=1, max_size=200),
+       st.lists(st.integers(0, 25), max_size=30))
+def test_lookup_returns_every_row_with_a_probed_key(tmp_path_factory, rows, probe_keys):
+    root = str(tmp_path_factory.mktemp("cache"))
+    run = pa.table({"c0": [k for k, _ in rows], "c1": [v for _, v in rows], "__w": [1] * len(rows)})
+    cache = StateCache(root)
+    assert cache.put("op/run-1.parquet", run)
+    probe = cache.hasher.hashes(pa.table({"c0": probe_keys or [0]}).slice(0, len(probe_keys)), ("c0",))
+    got = cache.lookup(["op/run-1.parquet"], run.schema, ("c0",), probe)
+    # hashes may collide, so the lookup is a superset of the matching rows; in run order
+    want = [r for r in run.to_pylist() if r["c0"] in set(probe_keys)]
+    got_rows = got.to_pylist()
+    assert [r for r in got_rows if r["c0"] in set(probe_keys)] == want
