@@ -16,8 +16,15 @@ returns a superset of the matching rows, and every consumer applies its exact
 that keys that compare equal in SQL hash equally: every number, date and
 timestamp as a DOUBLE (see ``_column_hash``).
 
-The cache is bounded (``budget_bytes``); a run that does not fit is not cached,
-and an operator whose runs are not all cached is read by Spark.
+The cache's memory is bounded (``budget_bytes``).  A run that does not fit goes to
+the **disk tier**: its rows are read from an uncompressed Arrow IPC copy of the run
+(written once, streaming from the parquet file when needed), memory-mapped, so a
+lookup reads only the pages of the rows it takes and the operating system's page
+cache keeps the hot ones; such runs count nothing against the budget.  Key indexes
+of big runs are built segment by segment (``SEGMENT_ROWS`` rows hashed and sorted at
+a time) straight into a memory-mapped file, so neither building nor searching one
+holds the whole index in memory.  With ``SQLENGINE_STATE_DISK=0`` a run that does not
+fit is not cached, and an operator whose runs are not all cached is read by Spark.
 
 Big runs (``SIDECAR_ROWS`` rows and more) leave two kinds of *sidecar* files
 beside their parquet file, so that a restarted pipeline does not decode,
@@ -44,6 +51,10 @@ Spec = Tuple[str, ...]   # key expressions (DuckDB SQL over c0..) a state is loo
 
 DEFAULT_BUDGET_BYTES = int(os.environ.get("SQLENGINE_STATE_CACHE_BYTES", str(8 << 30)))
 SIDECAR_ROWS = int(os.environ.get("SQLENGINE_SIDECAR_ROWS", "100000"))
+# Runs that do not fit the budget are read from their memory-mapped Arrow sidecar (the disk tier) unless this
+# is "0"; then they are not cached at all and steps that read them run on Spark.
+DISK_TIER = os.environ.get("SQLENGINE_STATE_DISK", "1") != "0"
+SEGMENT_ROWS = 1 << 22   # an index is built and searched in sorted segments of this many rows (bounded memory)
 
 
 def sidecar_of(name: str) -> Optional[str]:
@@ -156,32 +167,70 @@ def expand_ranges(lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
     return starts + np.arange(total, dtype=starts.dtype)
 
 
+def take_sorted(t: pa.Table, idx: np.ndarray, window: int = 1 << 16) -> pa.Table:
+    """Rows ``idx`` (ascending) of ``t``, taken from zero-copy slices of ``window`` rows: ``Table.take`` over
+    the whole of a memory-mapped run reads all of its pages (and over many chunks concatenates them first)."""
+    if t.num_rows <= window:
+        return t.take(pa.array(idx))
+    starts = np.arange(0, t.num_rows, window)
+    cuts = np.searchsorted(idx, np.append(starts, t.num_rows))
+    parts = [t.slice(int(a), window).take(pa.array(idx[cuts[i]:cuts[i + 1]] - a))
+             for i, a in enumerate(starts) if cuts[i + 1] > cuts[i]]
+    return pa.concat_tables(parts) if parts else t.schema.empty_table()
+
+
 class StateCache:
     """Runs of operator state as Arrow tables on the driver, with per-spec key-hash indexes."""
 
-    def __init__(self, root: str, budget_bytes: int = DEFAULT_BUDGET_BYTES):
+    def __init__(self, root: str, budget_bytes: int = DEFAULT_BUDGET_BYTES, disk: bool = DISK_TIER):
         self.root = root
         self.budget = budget_bytes
+        self.disk = disk
         self.hasher = KeyHasher()
-        self.tables: Dict[str, pa.Table] = {}                       # run path -> rows
+        self.tables: Dict[str, pa.Table] = {}                       # run path -> rows in memory
+        self.mapped: Dict[str, pa.Table] = {}                       # run path -> rows memory-mapped (disk tier)
         self.index: Dict[Tuple[str, Spec], Tuple[np.ndarray, np.ndarray]] = {}
         self.used = 0
         self.lock = threading.RLock()
 
     # ------------------------------------------------------------ contents
     def put(self, path: str, table: pa.Table) -> bool:
-        """Cache a run written by this process (its rows are already in memory)."""
+        """Cache a run written by this process (its rows are already in memory): in memory when it fits the
+        budget, else (disk tier) as its memory-mapped Arrow copy."""
         with self.lock:
-            if path in self.tables:
+            if path in self.tables or path in self.mapped:
                 return True
-            if self.used + table.nbytes > self.budget:
-                return False
-            table = table.combine_chunks()   # so that take() of a few rows does not concatenate the chunks
-            self.tables[path] = table
-            self.used += table.nbytes
-        if table.num_rows >= SIDECAR_ROWS and not os.path.exists(self._ipc(path)):
+            fits = self.used + table.nbytes <= self.budget
+            if fits:
+                table = table.combine_chunks()   # so that take() of a few rows does not concatenate the chunks
+                self.tables[path] = table
+                self.used += table.nbytes
+        if not fits and not self.disk:
+            return False
+        if (not fits or table.num_rows >= SIDECAR_ROWS) and not os.path.exists(self._ipc(path)):
             _atomic(self._ipc(path), lambda tmp: self._write_ipc(tmp, table))
-        return True
+        return True if fits else self._map(path, table.schema) is not None
+
+    def _map(self, path: str, schema: pa.Schema) -> Optional[pa.Table]:
+        """The run's Arrow copy, memory-mapped, in the disk tier (None if it cannot be read)."""
+        t = self._read_ipc(path, schema)
+        if t is not None:
+            with self.lock:
+                self.mapped[path] = t
+        return t
+
+    def _table(self, path: str) -> pa.Table:
+        t = self.tables.get(path)
+        return t if t is not None else self.mapped[path]
+
+    @staticmethod
+    def _copy_parquet(src: str, schema: pa.Schema):
+        """A writer of ``src``'s rows as an Arrow IPC file, batch by batch (memory: one batch)."""
+        def write(tmp: str) -> None:
+            with pa.OSFile(tmp, "wb") as sink, pa.ipc.new_file(sink, schema) as w:
+                for b in pq.ParquetFile(src).iter_batches(batch_size=1 << 16):
+                    w.write_table(pa.Table.from_batches([b]).cast(schema))
+        return write
 
     def _ipc(self, path: str) -> str:
         return os.path.join(self.root, path + ".arrow")
@@ -196,7 +245,12 @@ class StateCache:
             t = pa.ipc.open_file(pa.memory_map(self._ipc(path))).read_all()
         except (OSError, pa.ArrowInvalid):
             return None
-        return t if t.schema.equals(schema) else t.cast(schema)
+        if t.schema.equals(schema):
+            return t
+        try:
+            return t.cast(schema)   # a copy in memory: only sidecars of another schema (older runs) need it
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+            return None
 
     def drop(self, path: str) -> None:
         """Forget one run (and its indexes)."""
@@ -204,25 +258,39 @@ class StateCache:
             t = self.tables.pop(path, None)
             if t is not None:
                 self.used -= t.nbytes
+            self.mapped.pop(path, None)
             for k in [k for k in self.index if k[0] == path]:
                 self.index.pop(k)
 
     def load(self, path: str, schema: pa.Schema) -> Optional[pa.Table]:
+        """The run's rows: from memory, else read into memory when they fit the budget, else (disk tier)
+        memory-mapped from the run's Arrow copy, made now from the parquet file if there is none; None
+        when the run does not fit and the disk tier is off."""
         with self.lock:
             t = self.tables.get(path)
+            if t is None:
+                t = self.mapped.get(path)
             if t is not None:
                 return t
             t = self._read_ipc(path, schema) if os.path.exists(self._ipc(path)) else None
             if t is not None:
-                if self.used + t.nbytes > self.budget:
+                if self.used + t.nbytes <= self.budget:
+                    return t if self.put(path, t) else None
+                if not self.disk:
                     return None
-                return t if self.put(path, t) else None
-            meta = pq.read_metadata(os.path.join(self.root, path))
+                self.mapped[path] = t
+                return t
+            src = os.path.join(self.root, path)
+            meta = pq.read_metadata(src)
             size = sum(meta.row_group(i).total_byte_size for i in range(meta.num_row_groups))
-            if self.used + size > self.budget:
+            if self.used + size <= self.budget:
+                t = pq.read_table(src).cast(schema)
+                if self.put(path, t):
+                    return t
+            if not self.disk:
                 return None
-            t = pq.read_table(os.path.join(self.root, path)).cast(schema)
-            return t if self.put(path, t) else None
+            _atomic(self._ipc(path), self._copy_parquet(src, schema))
+            return self._map(path, schema)
 
     def retain(self, live: Sequence[str]) -> None:
         """Forget runs no longer listed by the current manifest (merged away or dropped)."""
@@ -230,6 +298,8 @@ class StateCache:
         with self.lock:
             for p in [p for p in self.tables if p not in live]:
                 self.used -= self.tables.pop(p).nbytes
+            for p in [p for p in self.mapped if p not in live]:
+                del self.mapped[p]
             for k in [k for k in self.index if k[0] not in live]:
                 self.index.pop(k)
 
@@ -243,29 +313,50 @@ class StateCache:
         return pa.concat_tables(parts) if parts else schema.empty_table()
 
     def _run_index(self, path: str, spec: Spec) -> Tuple[np.ndarray, np.ndarray]:
+        """(hashes, row positions) of the run's keys, sorted within each segment of ``SEGMENT_ROWS`` rows;
+        for big runs and runs in the disk tier, memory-mapped from a sidecar built segment by segment."""
         key = (path, spec)
         with self.lock:
             ix = self.index.get(key)
         if ix is None:
-            table = self.tables[path]
-            side = os.path.join(self.root, f"{path}.{hashlib.sha1(repr(spec).encode()).hexdigest()[:12]}.idx.npy")
+            table = self._table(path)
+            n = table.num_rows
+            tag = hashlib.sha1(repr(spec).encode()).hexdigest()[:12]
+            side = os.path.join(self.root, f"{path}.{tag}.s{SEGMENT_ROWS.bit_length() - 1}.idx.npy")
             if os.path.exists(side):
                 try:
                     a = np.load(side, mmap_mode="r")
-                    if a.shape == (2, table.num_rows):
+                    if a.shape == (2, n):
                         ix = (a[0], a[1].view(np.int64))
                 except (OSError, ValueError):
                     ix = None
-            if ix is None:
+            if ix is None and (n >= SIDECAR_ROWS or path in self.mapped):
+                _atomic(side, lambda tmp: self._build_index(tmp, table, spec))
+                try:
+                    a = np.load(side, mmap_mode="r")
+                    ix = (a[0], a[1].view(np.int64))
+                except (OSError, ValueError):
+                    ix = None
+            if ix is None:   # a small run (or the sidecar could not be written): in memory
                 h = self.hasher.hashes(table, spec)
                 order = np.argsort(h)     # any order of equal hashes: lookups sort the positions they take
                 ix = (h[order], order)
-                if table.num_rows >= SIDECAR_ROWS:
-                    both = np.stack([ix[0], ix[1].astype(np.int64).view(np.uint64)])
-                    _atomic(side, lambda tmp: np.save(open(tmp, "wb"), both))
             with self.lock:
                 self.index[key] = ix
         return ix
+
+    def _build_index(self, tmp: str, table: pa.Table, spec: Spec) -> None:
+        """Write the (2, n) index of ``table`` to ``tmp``: hashes, then positions, sorted per segment; one
+        segment's hashes are in memory at a time."""
+        n = table.num_rows
+        out = np.lib.format.open_memmap(tmp, mode="w+", dtype=np.uint64, shape=(2, n))
+        for a in range(0, n, SEGMENT_ROWS):
+            h = self.hasher.hashes(table.slice(a, SEGMENT_ROWS), spec)
+            order = np.argsort(h)
+            out[0, a:a + len(h)] = h[order]
+            out[1, a:a + len(h)] = (order.astype(np.int64) + a).view(np.uint64)
+        out.flush()
+        del out
 
     def lookup(self, paths: Sequence[str], schema: pa.Schema, spec: Spec, probe: np.ndarray) -> pa.Table:
         """Rows of the runs whose key hash is in ``probe`` (a superset of the rows whose key equals a probe
@@ -275,11 +366,16 @@ class StateCache:
         for p in paths:
             t = self.load(p, schema)
             hs, order = self._run_index(p, spec)
-            lo = np.searchsorted(hs, probe, side="left")
-            hi = np.searchsorted(hs, probe, side="right")
-            hit = hi > lo
-            if not hit.any():
+            found = []
+            for a in range(0, len(hs), SEGMENT_ROWS):   # each segment is sorted on its own
+                seg = hs[a:a + SEGMENT_ROWS]
+                lo = np.searchsorted(seg, probe, side="left")
+                hi = np.searchsorted(seg, probe, side="right")
+                hit = hi > lo
+                if hit.any():
+                    found.append(order[a + expand_ranges(lo[hit], hi[hit])])   # reads only those positions
+            if not found:
                 continue
-            idx = np.asarray(order)[expand_ranges(lo[hit], hi[hit])]
-            parts.append(t.take(pa.array(np.sort(idx))))
+            idx = np.concatenate(found) if len(found) > 1 else np.asarray(found[0])
+            parts.append(take_sorted(t, np.sort(idx)))
         return pa.concat_tables(parts) if parts else schema.empty_table()

@@ -1,0 +1,99 @@
+"""State larger than the driver's memory budget: the disk tier of the state cache (``sqlengine.state.cache``).
+
+With a budget of 0 bytes no run fits in memory, so every run is read from its memory-mapped Arrow copy and
+every key index is built segment by segment into a memory-mapped file (segments of 64 rows here, so that
+indexes have many).  Steps must still run on the driver, and every view must equal DuckDB's recomputation
+after every step, also after a restart from the same storage.
+"""
+import random
+
+import pandas as pd
+import pytest
+
+from sqlengine.state import cache as cache_mod
+
+from .oracle import Model, bag, diff
+
+SCHEMA = "CREATE TABLE t (id BIGINT, k INT, v INT); CREATE TABLE d (k INT, name VARCHAR);"
+COLUMNS = {"t": ["id", "k", "v"], "d": ["k", "name"]}
+VIEWS = {
+    "g": "SELECT k, COUNT(*) AS n, SUM(v) AS s, MAX(v) AS top FROM t GROUP BY k",
+    "j": "SELECT d.name, COUNT(*) AS n, SUM(t.v) AS s FROM t JOIN d ON t.k = d.k GROUP BY d.name",
+    "dv": "SELECT DISTINCT k, v % 3 AS m FROM t",
+}
+SQL = SCHEMA + "".join(f"CREATE MATERIALIZED VIEW {n} AS {q};" for n, q in VIEWS.items())
+
+
+def rounds(seed, n):
+    rnd = random.Random(seed)
+    live = {"t": [], "d": []}
+    next_id = 0
+    for i in range(n):
+        ops = []
+        d_rows = [(rnd.choice([None, *range(30)]), rnd.choice(["a", "b", "c", None])) for _ in range(5)]
+        ops.append(("d", False, d_rows))
+        live["d"] += d_rows
+        t_rows = []
+        for _ in range(rnd.choice([20, 300])):
+            next_id += 1
+            t_rows.append((next_id, rnd.choice([None, *range(30)]), rnd.choice([None, *range(50)])))
+        t_rows += rnd.sample(live["t"], min(3, len(live["t"])))   # duplicates
+        ops.append(("t", False, t_rows))
+        live["t"] += t_rows
+        for table in ("t", "d"):
+            gone = rnd.sample(live[table], min(len(live[table]) // 4, 80))
+            ops.append((table, True, gone))
+            for r in gone:
+                live[table].remove(r)
+        yield ops
+
+
+def check(p, model, step):
+    con = model.duck()
+    for name, q in VIEWS.items():
+        got = bag([tuple(r.values()) for r in p.query(f"SELECT * FROM {name}")])
+        assert not diff(got, model.view(con, q)), f"round {step}: view {name}: {diff(got, model.view(con, q))}"
+    con.close()
+
+
+def test_state_beyond_the_budget_is_read_from_disk(make_pipeline, monkeypatch, tmp_path):
+    monkeypatch.setattr(cache_mod, "SEGMENT_ROWS", 64)
+    storage = str(tmp_path / "s")
+    model = Model(SCHEMA, COLUMNS)
+
+    def open_pipeline():
+        p = make_pipeline(SQL, storage_dir=storage)
+        p.engine.local.cache.budget = 0     # nothing fits in memory
+        return p
+
+    p = open_pipeline()
+    all_rounds = list(rounds(7, 8))
+    for i, ops in enumerate(all_rounds):
+        if i == 5:                           # a restart: runs and indexes come back from their sidecars
+            p.stop()
+            p = open_pipeline()
+        for table, delete, rows in ops:
+            p.input_pandas(table, pd.DataFrame([list(r) for r in rows], columns=COLUMNS[table], dtype=object),
+                           delete=delete)
+            (model.delete if delete else model.insert)(table, rows)
+        p.wait_for_idle()
+        check(p, model, i)
+        cache = p.engine.local.cache
+        assert cache.used == 0 and not cache.tables and cache.mapped, "state was held in memory"
+    assert p.status()["steps_run_on"]["spark"] == 0
+    big = [ix for ix in p.engine.local.cache.index.values() if len(ix[0]) > 64]
+    assert big, "no index had more than one segment"
+
+
+def test_without_the_disk_tier_state_beyond_the_budget_is_not_cached(tmp_path):
+    import pyarrow as pa
+    t = pa.table({"c0": list(range(10)), "__w": [1] * 10})
+    (tmp_path / "op").mkdir()     # where the run's parquet file would be
+    assert not cache_mod.StateCache(str(tmp_path), budget_bytes=0, disk=False).put("op/run-1.parquet", t)
+    on = cache_mod.StateCache(str(tmp_path), budget_bytes=0, disk=True)
+    assert on.put("op/run-1.parquet", t) and on.used == 0 and "op/run-1.parquet" in on.mapped
+    # a run with no Arrow copy yet is copied from its parquet file, batch by batch
+    import pyarrow.parquet as pq
+    pq.write_table(t, str(tmp_path / "op" / "run-2.parquet"))
+    got = cache_mod.StateCache(str(tmp_path), budget_bytes=0).load("op/run-2.parquet", t.schema)
+    assert got.equals(t)
