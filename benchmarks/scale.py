@@ -76,7 +76,8 @@ def measure(n: int, small: int, large: int, repeats: int, master: Optional[str],
     spark = eng.spark
     eng.local.max_rows = 0                    # every step on Spark ...
     eng.local.cache.budget = 0                # ... reading state from its parquet runs, as when it outgrows
-    eng.local.cache.retain([])                # the driver's cache
+    eng.local.cache.disk = False              # the driver's cache with the disk tier off (SQLENGINE_STATE_DISK=0)
+    eng.local.cache.retain([])
     table = pd.concat(live, ignore_index=True)
     next_id = n
     pos = 0
@@ -160,8 +161,9 @@ def report(results, clusters, args, load_avg) -> str:
              + "`", "",
              f"Machine: {os.cpu_count()} CPUs, Linux {platform.release()}; Python {platform.python_version()}; "
              f"local Spark `local[2]`, driver memory 8g; load average at the end {load_avg}.", "",
-             "Every timed step ran on Spark with the driver's state cache emptied and its budget set to 0 (the "
-             "state read from parquet runs, as when it outgrows the driver). A change is half inserts of new rows "
+             "Every timed step ran on Spark with the driver's state cache emptied, its budget set to 0 and its disk "
+             "tier off (the state read by Spark from parquet runs, as when it outgrows the driver without the disk "
+             "tier; `benchmarks/state_disk.py` measures the driver path with it). A change is half inserts of new rows "
              "and half deletes of existing rows, one step. *Spark recompute*: the same Spark session reads the "
              "final tables from parquet and computes both views (`noop` sink).", "",
              f"| N (rows of t) | driver load rows/s | {args.small:,}-row change s | {args.large:,}-row change s | "

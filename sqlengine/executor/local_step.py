@@ -38,6 +38,21 @@ CLUSTER_LOCAL_STEP_ROWS = 200_000
 SQL_INTEGER = {8: "TINYINT", 16: "SMALLINT", 32: "INT", 64: "BIGINT"}
 
 
+BULK_ROWS = 100_000   # after a step or merge of at least this many rows, freed memory goes back to the OS
+
+
+def release_memory() -> None:
+    """Return the memory a big step freed to the operating system: Arrow's pool (mimalloc keeps freed pages
+    for reuse) and glibc's heap, so that the process's resident heap follows the state cache's budget rather
+    than the biggest step it ever ran."""
+    pa.default_memory_pool().release_unused()
+    try:
+        import ctypes
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
+    except (OSError, AttributeError):   # not glibc
+        pass
+
+
 def cast_to(t: pa.Table, schema: pa.Schema) -> pa.Table:
     """``t`` (columns in ``schema``'s order) cast to ``schema``; floats cast to a DECIMAL are rounded to its
     scale first (DuckDB divides decimals in DOUBLE, Spark in DECIMAL)."""

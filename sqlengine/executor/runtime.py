@@ -24,7 +24,7 @@ from pyspark.sql import DataFrame, functions as F
 from planner.circuit import Op
 from planner.program import Program
 
-from sqlengine.executor.local_step import LocalExecutor
+from sqlengine.executor.local_step import BULK_ROWS, LocalExecutor, release_memory
 from sqlengine.executor.row_errors import ERRORS_KEY, RowErrors, read_errors
 from sqlengine.executor.lower import Lowerer, null_safe_semi
 from sqlengine.executor.op_schemas import derive as derive_schemas
@@ -298,7 +298,10 @@ class Engine:
         need = self.needed_ops(listened) if need is None else need
         self.local.cache.retain([r.path for runs in old.runs.values() for r in runs])
         if self.local.usable(table_deltas, need, reads_from):
-            return self._run_local(step, table_deltas, listened, initial, need, reads_from, write_keys)
+            result = self._run_local(step, table_deltas, listened, initial, need, reads_from, write_keys)
+            if sum(d.num_rows for d in table_deltas.values() if isinstance(d, pa.Table)) >= BULK_ROWS:
+                release_memory()
+            return result
         try:
             return self._run_spark(step, table_deltas, listened, initial, need, reads_from, write_keys)
         except StorageError:
@@ -409,6 +412,7 @@ class Engine:
         """Merge runs of operators that have too many; returns a new manifest if anything changed."""
         m = self.store.current
         changed = False
+        merged_rows = 0
         runs = {k: list(v) for k, v in m.runs.items()}
         by_key = {self.keys[i]: i for i in self.keys}
         for key, rs in m.runs.items():
@@ -430,9 +434,12 @@ class Engine:
             run = self.store.write_run(key, t, step, tag=f"m{len(rs)}")
             self.local.cache.put(run.path, t)
             runs[key] = rs[:start] + [run]
+            merged_rows += run.rows
             changed = True
         if not changed:
             return None
+        if merged_rows >= BULK_ROWS:
+            release_memory()
         return Manifest(step=m.step, log_position=m.log_position, runs=runs, meta=m.meta)
 
     def drop_closed(self, step: int, closed: Dict[int, tuple]) -> Optional[Manifest]:
