@@ -52,6 +52,18 @@ def rows(first: int, n: int, nk: int, rng) -> pd.DataFrame:
                          "k": rng.integers(0, nk, n, dtype=np.int64), "v": rng.integers(0, 1000, n, dtype=np.int64)})
 
 
+def timed_change(p, ins: pd.DataFrame, gone: pd.DataFrame, timeout_s: float = 7200) -> float:
+    """Seconds from the first input call to ``wait_for_idle`` for inserting ``ins`` and deleting ``gone`` into
+    ``t`` as one step (the pipeline is paused while both go in)."""
+    t = time.time()
+    p.pause()
+    p.input_pandas("t", ins)
+    p.input_pandas("t", gone, delete=True)
+    p.resume()
+    p.wait_for_idle(timeout_s=timeout_s)
+    return time.time() - t
+
+
 def measure(n: int, small: int, large: int, repeats: int, master: Optional[str], log) -> Dict[str, object]:
     from sqlengine import Pipeline
     rng = np.random.default_rng(n)
@@ -88,13 +100,7 @@ def measure(n: int, small: int, large: int, repeats: int, master: Optional[str],
         next_id += size // 2
         gone = table.iloc[pos:pos + size // 2]
         pos += size // 2
-        t = time.time()
-        p.pause()
-        p.input_pandas("t", ins)
-        p.input_pandas("t", gone, delete=True)
-        p.resume()
-        p.wait_for_idle(timeout_s=7200)
-        took = time.time() - t
+        took = timed_change(p, ins, gone)
         table = pd.concat([table, ins], ignore_index=True)   # the first ``pos`` rows are the deleted ones
         return took
 

@@ -33,7 +33,7 @@ from typing import Dict
 import numpy as np
 import pandas as pd
 
-from benchmarks.scale import G, J, SQL, rows
+from benchmarks.scale import G, J, SQL, rows, timed_change
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -98,14 +98,7 @@ def run(n: int, budget: int, steps: int, log) -> Dict[str, object]:
         ins = rows(next_id, 50, nk, rng)
         next_id += 50
         ins.to_parquet(os.path.join(gen, f"t-ins-{i}.parquet"))
-        gone = first.iloc[50 * i:50 * (i + 1)]
-        t = time.time()
-        p.pause()
-        p.input_pandas("t", ins)
-        p.input_pandas("t", gone, delete=True)
-        p.resume()
-        p.wait_for_idle(timeout_s=600)
-        times.append(time.time() - t)
+        times.append(timed_change(p, ins, first.iloc[50 * i:50 * (i + 1)], timeout_s=600))
     peaks.done = True
     peaks.join()
     times = times[1:]
