@@ -117,6 +117,8 @@ class LocalLowerer:
         self.con = duckdb.connect(":memory:")
         self.con.execute("SET TimeZone = 'UTC'")
         self.con.execute("SET threads = 1")   # steps are small: planning dominates, not scans
+        self.con.execute("SET allocator_background_threads = true")
+        self.con.execute("SET allocator_flush_threshold = '16MiB'")
         self.lock = threading.Lock()
         self._names = itertools.count()
         self.careful = False                  # expressions under TRY: a failing row is recorded, not raised

@@ -116,6 +116,8 @@ class KeyHasher:
     def __init__(self):
         self.con = duckdb.connect(":memory:")
         self.con.execute("SET TimeZone = 'UTC'")
+        self.con.execute("SET allocator_background_threads = true")
+        self.con.execute("SET allocator_flush_threshold = '16MiB'")
         self.lock = threading.Lock()
 
     def keys(self, t: pa.Table, spec: Spec) -> pa.Table:
