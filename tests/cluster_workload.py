@@ -22,7 +22,7 @@ from typing import Dict, List, Optional
 
 import pandas as pd
 
-from .oracle import Model, bag, diff
+from .oracle import Model, bag, bag_from_changes, diff
 
 SCHEMA = """
 CREATE TABLE orders (id BIGINT, customer INT, amount DECIMAL(10,2), ts TIMESTAMP);
@@ -127,7 +127,6 @@ def run(p, all_steps, on_step=None) -> List[Dict[str, list]]:
             got = bag([tuple(r.values()) for r in p.query(f"SELECT * FROM {name}")])
             assert not diff(got, expected), f"step {i}: view {name} differs from DuckDB: {diff(got, expected)}"
             changes = handlers[name].to_pandas()
-            from .oracle import bag_from_changes
             stream = bag_from_changes(changes)
             assert not diff(stream, expected), f"step {i}: view {name} (change stream) differs: {diff(stream, expected)}"
         con.close()

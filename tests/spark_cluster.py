@@ -18,10 +18,7 @@ import time
 import urllib.request
 from typing import List, Optional
 
-try:
-    from tests.net import free_port
-except ImportError:   # run as a script from benchmarks/
-    from net import free_port   # type: ignore
+from tests.net import free_port
 
 
 def spark_home() -> str:

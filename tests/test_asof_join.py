@@ -16,6 +16,7 @@ import pytest
 from planner import compile_program
 from planner.errors import EngineError, UnsupportedError
 from tests.oracle import bag, diff
+from tests.test_compile_errors import compile_error
 
 SCHEMA = ("CREATE TABLE a (k INT, t TIMESTAMP, x INT);\n"
           "CREATE TABLE b (k INT, t TIMESTAMP, y INT);\n")
@@ -104,19 +105,6 @@ def test_asof_join_ties_on_the_right_all_match(make_pipeline):
     assert not diff(got, expected), diff(got, expected)
 
 
-def compile_error(sql: str, error: type, fragment: str, at: str) -> None:
-    """Compiling ``sql`` raises ``error`` with ``fragment`` in its message, at the first character of ``at``
-    (unique on the view's line, the last one)."""
-    with pytest.raises(EngineError) as info:
-        compile_program(sql)
-    err = info.value
-    assert type(err) is error, f"{type(err).__name__}: {err}"
-    assert fragment in err.message, str(err)
-    lines = sql.split("\n")
-    assert lines[-1].count(at) == 1, at
-    assert (err.line, err.column) == (len(lines), lines[-1].index(at) + 1), str(err)
-
-
 @pytest.mark.parametrize("view, error, fragment, at", [
     ("SELECT a.x FROM a ASOF JOIN b ON a.k <> b.k AND a.t >= b.t", UnsupportedError,
      "ASOF JOIN condition a.k <> b.k", "a.k <>"),
@@ -140,7 +128,7 @@ def test_asof_join_unsupported_forms_fail_at_compile_time(view, error, fragment,
             compile_program(sql)
         assert "INT" in info.value.message and "TIMESTAMP" in info.value.message, str(info.value)
         return
-    compile_error(sql, error, fragment, at)
+    compile_error(sql, error, fragment, sql.count("\n") + 1, at)   # the view is the last line
 
 
 def test_asof_join_plan_uses_maintained_operators():

@@ -20,6 +20,7 @@ from sqlglot import exp
 from planner.bind import DIALECT, name_of, position_of
 from planner.errors import BindError, ParseError, UnsupportedError
 
+from sqlengine import private_duckdb
 from sqlengine.zset import W, consolidate_arrow, expand_arrow
 
 QUERY_ROOTS = (exp.Select, exp.Union, exp.Intersect, exp.Except, exp.Subquery)
@@ -74,8 +75,7 @@ class Snapshot:
     one query from one committed step (see ``Pipeline._run_query``)."""
 
     def __init__(self):
-        self.con = duckdb.connect(":memory:")
-        self.con.execute("SET TimeZone = 'UTC'")
+        self.con = private_duckdb.connect()
         self.con.execute("SET enable_external_access = false")
         self.con.execute("SET lock_configuration = true")
         self.lock = threading.RLock()

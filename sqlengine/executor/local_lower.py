@@ -21,7 +21,6 @@ from contextlib import contextmanager
 from functools import lru_cache
 from typing import List, Optional, Sequence, Tuple
 
-import duckdb
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -36,6 +35,7 @@ from planner.logical import Aggregate, Expr, Filter, Join, Project, Window, col
 from planner.rules.exprs import shift
 from planner.types import UNKNOWN
 
+from sqlengine import private_duckdb
 from sqlengine.executor import arrow_ops
 from sqlengine.executor.row_errors import DATA_ERRORS, MAX_MESSAGES, RowErrors, first_line, named_row, user_names
 from sqlengine.zset import W
@@ -114,11 +114,8 @@ class LocalLowerer:
     """Runs ops on Arrow tables with a private DuckDB connection."""
 
     def __init__(self):
-        self.con = duckdb.connect(":memory:")
-        self.con.execute("SET TimeZone = 'UTC'")
+        self.con = private_duckdb.connect()
         self.con.execute("SET threads = 1")   # steps are small: planning dominates, not scans
-        self.con.execute("SET allocator_background_threads = true")
-        self.con.execute("SET allocator_flush_threshold = '16MiB'")
         self.lock = threading.Lock()
         self._names = itertools.count()
         self.careful = False                  # expressions under TRY: a failing row is recorded, not raised

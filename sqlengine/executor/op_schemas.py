@@ -25,13 +25,13 @@ from __future__ import annotations
 
 from typing import Dict, Tuple
 
-import duckdb
 import pyarrow as pa
 
 from planner.circuit import Circuit, Op
 from planner.logical import Aggregate, Project, Window, col
 from planner.types import SqlType
 
+from sqlengine import private_duckdb
 from sqlengine.executor.local_lower import duck
 from sqlengine.executor.schema import arrow_type
 from sqlengine.zset import W
@@ -72,8 +72,7 @@ def normalize(t: pa.DataType, planned: SqlType = None) -> pa.DataType:
 
 class _Typer:
     def __init__(self):
-        self.con = duckdb.connect(":memory:")
-        self.con.execute("SET TimeZone = 'UTC'")
+        self.con = private_duckdb.connect()
 
     def select_types(self, schema: pa.Schema, items) -> list:
         """DuckDB's result types of ``SELECT items FROM d`` over an empty table of ``schema``."""

@@ -41,11 +41,12 @@ import os
 import threading
 from typing import Dict, List, Optional, Sequence, Tuple
 
-import duckdb
 import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
+
+from sqlengine import private_duckdb
 
 Spec = Tuple[str, ...]   # key expressions (DuckDB SQL over c0..) a state is looked up by
 
@@ -114,10 +115,7 @@ class KeyHasher:
     evaluated by a private DuckDB connection."""
 
     def __init__(self):
-        self.con = duckdb.connect(":memory:")
-        self.con.execute("SET TimeZone = 'UTC'")
-        self.con.execute("SET allocator_background_threads = true")
-        self.con.execute("SET allocator_flush_threshold = '16MiB'")
+        self.con = private_duckdb.connect()
         self.lock = threading.Lock()
 
     def keys(self, t: pa.Table, spec: Spec) -> pa.Table:

@@ -1,0 +1,13 @@
+"""The engine's private in-memory DuckDB connections (the driver executor, the key hasher, the query snapshot,
+the type deriver): UTC session time, and an allocator that gives freed memory back to the operating system
+(background purging, and a flush after any task that peaked above 16 MiB; DuckDB's default keeps up to
+128 MiB cached per database after a bulk step, outside the state cache's budget)."""
+import duckdb
+
+
+def connect() -> duckdb.DuckDBPyConnection:
+    con = duckdb.connect(":memory:")
+    con.execute("SET TimeZone = 'UTC'")
+    con.execute("SET allocator_background_threads = true")
+    con.execute("SET allocator_flush_threshold = '16MiB'")
+    return con
