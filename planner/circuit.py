@@ -27,7 +27,9 @@ class Op:
     node:      the logical node whose change this op computes (for integrate: the node it sums)
     inputs:    ids of the ops whose changes it consumes
     reads:     ids of integrate ops whose state (as of the previous step) it reads
-    mode:      aggregates only: ``accumulate`` (own additive state) or ``recompute`` (touched groups)
+    mode:      aggregates: ``accumulate`` (own additive state) or ``recompute`` (touched groups);
+               integrals: ``derived`` (no state of its own: read through the table's integral, see
+               :mod:`planner.rules.share_table_state`), else ``""``
     """
 
     id: int
@@ -45,7 +47,8 @@ class Op:
 
     @property
     def owns_state(self) -> bool:
-        return self.kind == "integrate" or (self.kind == "aggregate" and self.mode == "accumulate")
+        return (self.kind == "integrate" and self.mode != "derived") or \
+            (self.kind == "aggregate" and self.mode == "accumulate")
 
     def describe(self) -> str:
         extra = []

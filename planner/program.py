@@ -16,6 +16,7 @@ from .circuit import Circuit
 from .errors import BindError, ParseError, UnsupportedError
 from .event_time import EventTimeClause, strip_event_time
 from .incrementalize import incrementalize
+from .rules.share_table_state import share_table_state
 from .logical import Field, format_plan
 from .rules import Context, format_trace, optimize
 from .clock import CLOCK, clock_table, rewrite_now
@@ -304,6 +305,8 @@ def compile_program(sql: str, disabled_rules: Optional[frozenset] = None) -> Pro
                                    "(only CREATE TABLE and CREATE [MATERIALIZED] VIEW)",
                                    sql=sql, offset=st.start)
     prog.circuit = incrementalize(prog.tables, prog.views)
+    if prog.rules_context().enabled(share_table_state):
+        prog.circuit = share_table_state(prog.circuit, prog.tables, frozenset(event_columns(prog.tables)))
     prog.gc, prog.final = closing_bounds(prog.circuit, prog.tables, prog.views)
     return prog
 

@@ -116,7 +116,7 @@ def disabled_by_env(value: str) -> FrozenSet[str]:
     if value.lower() in ("off", "none", "0"):
         return frozenset({"*"})
     names = [v.strip() for v in value.split(",") if v.strip()]
-    known = {r.__name__ for r in RULES}
+    known = {r.__name__ for r in RULES} | {"share_table_state"}   # the circuit's rule (planner.program)
     off = {n[1:] for n in names if n.startswith("-")}
     on = {n for n in names if not n.startswith("-")}
     unknown = (off | on) - known

@@ -110,12 +110,21 @@ class LocalExecutor:
         return [r.path for r in self.engine.store.runs(self.engine.keys[op_id], m)]
 
     def cached(self, op_id: int, m: Manifest) -> bool:
+        d = self.engine.derived.get(op_id)
+        if d is not None:
+            return self.cached(d.base, m)
         return self.cache.all_cached(self._runs(op_id, m), self.engine.state_arrow[op_id])
 
     def read(self, op_id: int, m: Manifest, spec: tuple, probe_tables: List[pa.Table],
              probe_specs: List[tuple]) -> pa.Table:
         """State rows of ``op_id`` (a superset of those) whose ``spec`` key equals the key of some probe row;
         an empty ``spec`` reads all of it."""
+        d = self.engine.derived.get(op_id)
+        if d is not None:   # the table's rows of the same key, through the chain of maps
+            rows = self.read(d.base, m, d.base_spec(spec), probe_tables, probe_specs)
+            for op in d.chain:
+                rows = cast_to(self.lowerer.lower_map(op, [rows], []), self.engine.arrow_schemas[op.id])
+            return cast_to(rows, self.engine.state_arrow[op_id])
         paths, schema = self._runs(op_id, m), self.engine.state_arrow[op_id]
         if not spec:
             return self.cache.full(paths, schema)
@@ -238,7 +247,7 @@ class LocalExecutor:
                 continue
             if op.kind == "integrate":
                 d = deltas[op.inputs[0]]
-                if d is not None and writes(op.id):
+                if d is not None and op.id not in eng.derived and writes(op.id):
                     self.write_run(op.id, d.cast(eng.state_arrow[op.id]), step, new_runs)
                 continue
             ins = [deltas[i] for i in op.inputs]

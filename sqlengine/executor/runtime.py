@@ -14,7 +14,7 @@ import hashlib
 import logging
 import os
 from dataclasses import dataclass, field
-from typing import Dict, List, Optional, Set
+from typing import Dict, List, Optional, Set, Tuple
 
 import numpy as np
 import pyarrow as pa
@@ -22,7 +22,9 @@ import pyarrow.parquet as pq
 from pyspark.sql import DataFrame, functions as F
 
 from planner.circuit import Op
+from planner.errors import InternalError
 from planner.program import Program
+from planner.rules.share_table_state import passes_through
 
 from sqlengine.executor.local_step import BULK_ROWS, LocalExecutor, release_memory
 from sqlengine.executor.row_errors import ERRORS_KEY, RowErrors, read_errors
@@ -41,6 +43,33 @@ def state_key(op: Op) -> str:
     if op.kind == "integrate" and op.node.algebra == "source":
         return f"table-{op.node.table}-{digest[:8]}"
     return f"{'acc' if op.kind == 'aggregate' else 'int'}-{digest}"
+
+
+@dataclass(frozen=True)
+class Derivation:
+    """How a derived integral (:mod:`planner.rules.share_table_state`) is read: the table's integral, the
+    map ops from the table's change to the integral's input (bottom up), and, for each of its columns the
+    chain only picks, the table column it is."""
+
+    base: int
+    chain: Tuple[Op, ...]
+    columns: Dict[int, int]
+
+    def base_spec(self, spec: Tuple[str, ...]) -> Tuple[str, ...]:
+        """A lookup key over the integral's columns (plain columns, as the planner made sure) as the same
+        key over the table's."""
+        return tuple(f"c{self.columns[int(c[1:])]}" for c in spec)
+
+
+def derivation(circuit, op: Op) -> Derivation:
+    chain = []
+    i = op.inputs[0]
+    while circuit.ops[i].kind == "map":
+        chain.append(circuit.ops[i])
+        i = circuit.ops[i].inputs[0]
+    if circuit.ops[i].kind != "input" or not chain:
+        raise InternalError(f"derived integral #{op.id} is not over a chain of maps of a table")
+    return Derivation(op.reads[0], tuple(reversed(chain)), passes_through([c.node for c in chain]))
 
 
 @dataclass
@@ -68,6 +97,8 @@ class Engine:
         self._lowerer = None
         self.ops = self.circuit.ops
         self.keys = {op.id: state_key(op) for op in self.ops if op.owns_state}
+        self.derived = {op.id: derivation(self.circuit, op) for op in self.ops
+                        if op.kind == "integrate" and op.mode == "derived"}
         self.consumers: Dict[int, List[int]] = {op.id: [] for op in self.ops}
         for op in self.ops:
             for i in op.inputs:
@@ -133,6 +164,12 @@ class Engine:
 
     # ------------------------------------------------------------ state access
     def read_state(self, op_id: int, manifest: Optional[Manifest] = None) -> DataFrame:
+        d = self.derived.get(op_id)
+        if d is not None:   # the table's state through the chain of maps
+            df = self.read_state(d.base, manifest)
+            for m in d.chain:
+                df = self.lowerer.lower_map(m, [df], [])
+            return df.select(*[F.col(f.name).cast(f.dataType) for f in self.state_schemas[op_id]])
         paths = self.store.paths(self.keys[op_id], manifest)
         schema = self.state_schemas[op_id]
         if not paths:
@@ -345,7 +382,7 @@ class Engine:
                 continue
             if op.kind == "integrate":
                 d = deltas[op.inputs[0]]
-                if d is not EMPTY and writes(op.id):
+                if d is not EMPTY and op.id not in self.derived and writes(op.id):
                     if not isinstance(d, pa.Table):  # pragma: no cover - integrate inputs are always cut
                         d = self.collect(d, self.arrow_schemas[op.inputs[0]])
                     if d is not EMPTY:

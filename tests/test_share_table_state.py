@@ -1,0 +1,124 @@
+"""Integrals of a filter or projection of a table, read through the table's state (rule ``share_table_state``).
+
+The differential test runs views whose joins, recomputed aggregates, DISTINCT, set operations and windows read
+such integrals, under inserts, deletes, duplicates and NULLs, on the driver and on Spark, against DuckDB after
+every round, and checks that those integrals store nothing.  The other tests pin when the rule applies.
+"""
+import random
+
+import pandas as pd
+import pytest
+
+from planner import compile_program
+
+from .oracle import Model, bag, diff
+
+SCHEMA = "CREATE TABLE t (id BIGINT, k INT, v INT, s VARCHAR); CREATE TABLE u (k INT, w INT);"
+COLUMNS = {"t": ["id", "k", "v", "s"], "u": ["k", "w"]}
+VIEWS = {
+    # joins reading a filtered, projected table on either side, a self-join and a LEFT JOIN
+    "j": "SELECT t.id, t.v, u.w FROM t JOIN u ON t.k = u.k WHERE t.v > 10 AND u.w < 40",
+    "self": "SELECT a.id, b.id AS id2 FROM t a JOIN t b ON a.k = b.k WHERE a.v > 40 AND b.s = 'x'",
+    "lj": "SELECT u.k, u.w, t.v FROM u LEFT JOIN (SELECT k, v FROM t WHERE s IS NOT NULL) t ON u.k = t.k",
+    # MIN/MAX recompute the touched groups from their input's integral
+    "mm": "SELECT k, MIN(v) AS lo, MAX(v) AS hi FROM t WHERE s <> 'z' GROUP BY k",
+    "dv": "SELECT DISTINCT k, s FROM t WHERE v < 30",
+    "ex": "SELECT k FROM t WHERE v > 20 EXCEPT SELECT k FROM u WHERE w > 20",
+    "win": "SELECT id, k, ROW_NUMBER() OVER (PARTITION BY k ORDER BY id) AS rn FROM t WHERE v >= 5",
+}
+SQL = SCHEMA + "".join(f"CREATE MATERIALIZED VIEW {n} AS {q};" for n, q in VIEWS.items())
+
+
+def rounds(seed, n):
+    rnd = random.Random(seed)
+    live = {"t": [], "u": []}
+    next_id = 0
+    for _ in range(n):
+        ops = []
+        u_rows = [(rnd.choice([None, *range(12)]), rnd.choice([None, *range(60)])) for _ in range(4)]
+        ops.append(("u", False, u_rows))
+        live["u"] += u_rows
+        t_rows = []
+        for _ in range(rnd.choice([6, 25])):
+            next_id += 1
+            t_rows.append((next_id, rnd.choice([None, *range(12)]), rnd.choice([None, *range(60)]),
+                           rnd.choice([None, "x", "y", "z"])))
+        t_rows += rnd.sample(live["t"], min(2, len(live["t"])))   # duplicates
+        ops.append(("t", False, t_rows))
+        live["t"] += t_rows
+        for table in ("t", "u"):
+            gone = rnd.sample(live[table], min(len(live[table]) // 4, 10))
+            ops.append((table, True, gone))
+            for r in gone:
+                live[table].remove(r)
+        yield ops
+
+
+def derived_ops(program):
+    return [op for op in program.circuit.ops if op.kind == "integrate" and op.mode == "derived"]
+
+
+@pytest.mark.parametrize("where", ["driver", "spark"])
+def test_views_over_shared_table_state_match_duckdb(make_pipeline, monkeypatch, where):
+    if where == "spark":
+        monkeypatch.setenv("SQLENGINE_LOCAL_STEP_ROWS", "0")
+    p = make_pipeline(SQL)
+    derived = derived_ops(p.program)
+    kinds = {op.kind for op in p.program.circuit.ops if set(op.reads) & {d.id for d in derived}}
+    assert kinds >= {"join", "aggregate", "distinct", "setop", "window"}, kinds
+    assert not any(d.id in p.engine.keys for d in derived)   # they own no state
+    model = Model(SCHEMA, COLUMNS)
+    for i, ops in enumerate(rounds(11, 5)):
+        for table, delete, rows in ops:
+            p.input_pandas(table, pd.DataFrame([list(r) for r in rows], columns=COLUMNS[table], dtype=object),
+                           delete=delete)
+            (model.delete if delete else model.insert)(table, rows)
+        p.wait_for_idle()
+        con = model.duck()
+        for name, q in VIEWS.items():
+            got = bag([tuple(r.values()) for r in p.query(f"SELECT * FROM {name}")])
+            assert not diff(got, model.view(con, q)), f"round {i}: view {name}: {diff(got, model.view(con, q))}"
+        con.close()
+    on = p.status()["steps_run_on"]
+    assert on["spark" if where == "spark" else "driver"] > 0 and on["driver" if where == "spark" else "spark"] == 0
+    keys = set(p.status()["state_size"])
+    assert keys == {p.engine.keys[i] for i in p.engine.keys}
+    assert p.engine.spark_fallbacks == 0, p.engine.last_spark_error
+
+
+def derived_nodes(sql, **kw):
+    return [op.node.describe() for op in derived_ops(compile_program(sql, **kw))]
+
+
+T = "CREATE TABLE t (a INT, b INT, c VARCHAR); CREATE TABLE u (a INT, d INT);"
+
+
+def test_a_filtered_projected_table_under_a_join_is_derived():
+    assert derived_nodes(T + "CREATE VIEW v AS SELECT t.b, u.d FROM t JOIN u ON t.a = u.a WHERE t.b > 1") == \
+        ["Project c0 AS a, c1 AS b"]
+
+
+@pytest.mark.parametrize("title, view", [
+    ("an expression that may fail on a row", "SELECT t.b, u.d FROM t JOIN u ON t.a = u.a WHERE CAST(t.c AS INT) > 1"),
+    ("a join key computed by the projection", "SELECT s.x, u.d FROM (SELECT a + 1 AS x FROM t WHERE b > 0) s "
+                                              "JOIN u ON s.x = u.a"),
+    ("a join key that is an expression", "SELECT t.b, u.d FROM t JOIN u ON t.a + 1 = u.a WHERE t.b > 1"),
+])
+def test_what_cannot_be_read_through_the_table_is_stored(title, view):
+    assert derived_nodes(T + f"CREATE VIEW v AS {view}") == [], title
+
+
+def test_a_views_contents_and_event_time_tables_are_stored():
+    assert derived_nodes(T + "CREATE MATERIALIZED VIEW v AS SELECT a, b FROM t WHERE b > 1") == []
+    ev = ("CREATE TABLE e (ts TIMESTAMP LATENESS INTERVAL 1 MINUTE, a INT, b INT);"
+          "CREATE TABLE u (a INT, d INT);"
+          "CREATE VIEW v AS SELECT e.b, u.d FROM e JOIN u ON e.a = u.a WHERE e.b > 1")
+    assert derived_nodes(ev) == []
+
+
+def test_the_rule_can_be_switched_off(monkeypatch):
+    view = T + "CREATE VIEW v AS SELECT t.b, u.d FROM t JOIN u ON t.a = u.a WHERE t.b > 1"
+    assert derived_nodes(view, disabled_rules=frozenset({"share_table_state"})) == []
+    assert derived_nodes(view, disabled_rules=frozenset({"*"})) == []
+    monkeypatch.setenv("SQLENGINE_RULES", "-share_table_state")
+    assert derived_nodes(view) == []
