@@ -122,3 +122,11 @@ def test_the_rule_can_be_switched_off(monkeypatch):
     assert derived_nodes(view, disabled_rules=frozenset({"*"})) == []
     monkeypatch.setenv("SQLENGINE_RULES", "-share_table_state")
     assert derived_nodes(view) == []
+
+
+def test_a_date_literal_cannot_fail_a_row_but_a_bad_one_can():
+    d = "CREATE TABLE o (k INT, dt DATE); CREATE TABLE u (k INT, w INT);"
+    good = d + "CREATE VIEW v AS SELECT o.dt, u.w FROM o JOIN u ON o.k = u.k WHERE o.dt < CAST('1995-03-15' AS DATE)"
+    assert derived_nodes(good) == ["Filter c1 < CAST('1995-03-15' AS DATE)"]
+    bad = d + "CREATE VIEW v AS SELECT o.dt, u.w FROM o JOIN u ON o.k = u.k WHERE o.dt < CAST('1995-02-30' AS DATE)"
+    assert derived_nodes(bad) == []

@@ -263,7 +263,29 @@ def equality_sides(sql: str) -> Optional[tuple]:
 _SAFE = (exp.Column, exp.Identifier, exp.Literal, exp.Null, exp.Boolean, exp.Paren, exp.And, exp.Or, exp.Not,
          exp.Is, exp.EQ, exp.NEQ, exp.LT, exp.LTE, exp.GT, exp.GTE, exp.NullSafeEQ, exp.NullSafeNEQ, exp.Between,
          exp.In, exp.Like, exp.ILike, exp.Coalesce, exp.Case, exp.If, exp.Upper, exp.Lower, exp.Length, exp.DPipe,
-         exp.Concat, exp.Tuple, exp.DataType)
+         exp.Concat, exp.Tuple, exp.DataType, exp.Substring)
+
+_DATE = re.compile(r"\d{4}-\d{2}-\d{2}")
+_TIMESTAMP = re.compile(r"\d{4}-\d{2}-\d{2}([ T]\d{2}:\d{2}(:\d{2}(\.\d{1,6})?)?)?")
+
+
+def _valid_time_literal(n: exp.Cast) -> bool:
+    """Whether ``n`` is a CAST of a string literal to DATE or TIMESTAMP that succeeds (a constant: it fails on
+    every row or on none)."""
+    import datetime
+    if not isinstance(n.this, exp.Literal) or not n.this.is_string:
+        return False
+    text = n.this.this
+    try:
+        if n.to.this == exp.DataType.Type.DATE and _DATE.fullmatch(text):
+            datetime.date.fromisoformat(text)
+            return True
+        if n.to.this in (exp.DataType.Type.TIMESTAMP, exp.DataType.Type.TIMESTAMPNTZ) and _TIMESTAMP.fullmatch(text):
+            datetime.datetime.fromisoformat(text)
+            return True
+    except ValueError:
+        return False
+    return False
 
 
 @lru_cache(maxsize=1 << 16)
@@ -272,7 +294,8 @@ def cannot_fail(sql: str) -> bool:
     if column_index(sql) is not None:
         return True
     for n in _tree(sql).walk():
-        if isinstance(n, exp.Cast) and n.to.this in (exp.DataType.Type.VARCHAR, exp.DataType.Type.TEXT):
+        if isinstance(n, exp.Cast) and (n.to.this in (exp.DataType.Type.VARCHAR, exp.DataType.Type.TEXT)
+                                        or _valid_time_literal(n)):
             continue
         if isinstance(n, exp.Neg) and isinstance(n.this, exp.Literal):
             continue
