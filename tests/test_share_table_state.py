@@ -1,4 +1,5 @@
-"""Integrals of a filter or projection of a table, read through the table's state (rule ``share_table_state``).
+"""Integrals of a filter or projection of a table or of an inner join, read through the states of the table or the
+join's inputs (rule ``share_table_state``).
 
 The differential test runs views whose joins, recomputed aggregates, DISTINCT, set operations and windows read
 such integrals, under inserts, deletes, duplicates and NULLs, on the driver and on Spark, against DuckDB after
@@ -25,6 +26,9 @@ VIEWS = {
     "dv": "SELECT DISTINCT k, s FROM t WHERE v < 30",
     "ex": "SELECT k FROM t WHERE v > 20 EXCEPT SELECT k FROM u WHERE w > 20",
     "win": "SELECT id, k, ROW_NUMBER() OVER (PARTITION BY k ORDER BY id) AS rn FROM t WHERE v >= 5",
+    # the first join's integral is read by the second join through the two tables' states
+    "j3": "SELECT u.w, COUNT(*) AS n, SUM(t2.v) AS s FROM t JOIN u ON t.k = u.k JOIN t t2 ON u.k = t2.k "
+          "WHERE t.s <> 'y' GROUP BY u.w",
 }
 SQL = SCHEMA + "".join(f"CREATE MATERIALIZED VIEW {n} AS {q};" for n, q in VIEWS.items())
 
@@ -35,7 +39,7 @@ def rounds(seed, n):
     next_id = 0
     for _ in range(n):
         ops = []
-        u_rows = [(rnd.choice([None, *range(12)]), rnd.choice([None, *range(60)])) for _ in range(4)]
+        u_rows = [(rnd.choice([None, *range(12)]), rnd.choice([None, *range(60)])) for _ in range(8)]
         ops.append(("u", False, u_rows))
         live["u"] += u_rows
         t_rows = []
@@ -67,6 +71,7 @@ def test_views_over_shared_table_state_match_duckdb(make_pipeline, monkeypatch, 
     kinds = {op.kind for op in p.program.circuit.ops if set(op.reads) & {d.id for d in derived}}
     assert kinds >= {"join", "aggregate", "distinct", "setop", "window"}, kinds
     assert not any(d.id in p.engine.keys for d in derived)   # they own no state
+    assert any(len(d.reads) == 2 for d in derived)             # one of them is read through a join
     model = Model(SCHEMA, COLUMNS)
     for i, ops in enumerate(rounds(11, 5)):
         for table, delete, rows in ops:

@@ -1,23 +1,33 @@
-"""Rule ``share_table_state``: an integral of a filter or projection of a table is read through the table's
-own state instead of being stored as a copy.
+"""Rule ``share_table_state``: an integral of a filter or projection of a table, or of an inner join, is read
+through the states it is made of instead of being stored as a copy.
 
-An incremental join keeps the integral of each input, and an input is often ``Project(Filter(Scan t))``:
-pushdown and pruning put the filters and narrowing projections right above the table.  Stored, that integral
-repeats rows the table's integral already holds (TPC-H at SF 0.1: 1.8M of 5.5M state rows).  Since the map
-is linear, its integral equals the map applied to the table's integral, so the readers can look the table's
-state up by the same key and apply the map to the rows found.  Such an integral is marked ``mode="derived"``:
-it owns no state, reads the table's integral, and both executors read it through that
-(``sqlengine.executor``).
+An incremental join keeps the integral of each input.  An input is often ``Project(Filter(Scan t))``
+(pushdown and pruning put filters and narrowing projections right above the table), and in a tree of joins
+the output of one join is an input of the next.  Stored, those integrals repeat what other state already
+holds (TPC-H, 22 views at SF 0.1: 3.6M of 5.5M state rows).  Maps and joins are linear in each input, so:
+
+* the integral of a map over a table is the map applied to the table's integral: read the table's rows of
+  the key and apply the map;
+* the integral of an inner join is the join of its inputs' integrals (the ones the join op reads anyway):
+  read the rows of the key from the input that holds the key, look the other input up by the join key
+  with the rows found, join them, and apply the maps above.
+
+Such an integral is marked ``mode="derived"``: it owns no state, ``reads`` names the integrals it is read
+from, and both executors read it through those (:mod:`sqlengine.executor.derived`).  A lookup stays
+proportional to the rows of the key (times the rows they join), not to the state.
 
 It applies to an integral when:
 
-* its node is a chain of ``Filter``/``Project`` down to a ``Scan`` (whose integral every table has);
-* no expression of the chain can fail on a row (a failing row is recorded once, when its change passes; a
-  read must not fail or record it again);
-* every reader looks it up by plain columns that the chain passes through unchanged (then the table's key
-  index answers the lookup), or reads all of it;
-* it is not a view's contents (ad-hoc queries read those) and the table has no event time (closed rows may
-  be dropped from the table's state and not from the copy's, or the other way round).
+* its node is a chain of ``Filter``/``Project`` down to a ``Scan`` (whose integral every table has), or a
+  (possibly empty) chain down to an inner equi-join;
+* no expression of the chain, and no key or condition of the join, can fail on a row (a failing row is
+  recorded once, when its change passes; a read must not fail or record it again);
+* every reader looks it up by plain columns that the chain passes through unchanged (over a join: all from
+  the same input, and each input can in turn be looked up as needed), or reads all of it;
+* it is not a view's contents (ad-hoc queries read those) and no table under it has event time (closed
+  rows may be dropped from one state and not from another).
+
+Integrals are decided in circuit order, so the inputs of a join are decided before the join's own integral.
 
 >>> from planner import compile_program
 >>> p = compile_program("CREATE TABLE t (a INT, b INT, c INT); CREATE TABLE u (a INT, d INT);"
@@ -28,25 +38,32 @@ It applies to an integral when:
 from __future__ import annotations
 
 import dataclasses
-from typing import Dict, List, Mapping, Optional
+from typing import Dict, List, Mapping, Optional, Sequence, Set, Tuple
 
 from ..circuit import Circuit, Op
-from ..logical import Filter, Node, Project, Scan, Window
+from ..logical import Filter, Join, Node, Project, Scan, Window
 from .exprs import cannot_fail, column_index, shift
 
 
 def chain_of(node: Node) -> Optional[List[Node]]:
     """The ``Filter``/``Project`` nodes from ``node`` down to the ``Scan`` below them (top first), or None."""
+    out, below = maps_above(node)
+    return out if out and isinstance(below, Scan) else None
+
+
+def maps_above(node: Node) -> Tuple[List[Node], Node]:
+    """The ``Filter``/``Project`` nodes from ``node`` down (top first), and the node below them."""
     out = []
     while isinstance(node, (Filter, Project)):
         out.append(node)
         node = node.input
-    return out if out and isinstance(node, Scan) else None
+    return out, node
 
 
-def passes_through(chain: List[Node]) -> Dict[int, int]:
-    """Column i of the chain's output -> the table column it is, for the columns the chain only picks."""
-    mapping = {i: i for i in range(len(chain[0].fields))}
+def passes_through(chain: Sequence[Node], width: Optional[int] = None) -> Dict[int, int]:
+    """Column i of the chain's output -> the column of the node below the chain it is, for the columns the
+    chain only picks (``width``: the output's width when the chain is empty)."""
+    mapping = {i: i for i in range(len(chain[0].fields) if chain else width)}
     for n in chain:   # top down: a Project maps its output columns to its input's
         if isinstance(n, Project):
             mapping = {i: j for i, j in ((i, column_index(n.exprs[src].sql)) for i, src in mapping.items())
@@ -54,7 +71,7 @@ def passes_through(chain: List[Node]) -> Dict[int, int]:
     return mapping
 
 
-def _safe(chain: List[Node]) -> bool:
+def _safe(chain: Sequence[Node]) -> bool:
     for n in chain:
         exprs = [n.predicate] if isinstance(n, Filter) else list(n.exprs)
         if not all(cannot_fail(e.sql) for e in exprs):
@@ -62,21 +79,18 @@ def _safe(chain: List[Node]) -> bool:
     return True
 
 
-def _read_columns(reader: Op, integral: int, circuit: Circuit) -> Optional[List[Optional[int]]]:
+def _read_columns(reader: Op, integral: int, circuit: Circuit) -> Optional[List[int]]:
     """The columns of ``integral`` that ``reader`` looks its rows up by (``[]``: it reads all rows), or None
     when a key is not a plain column."""
     node = reader.node
     if reader.kind == "join":
         side = [k for k, r in enumerate(reader.reads) if r == integral]
-        nl = len(node.left.fields)
-        out: List[Optional[int]] = []
+        out: List[int] = []
         for s in side:
-            keys = node.left_keys if s == 0 else node.right_keys
-            for k in keys:
-                i = column_index(k.sql if s == 0 else shift(k, -nl).sql)
-                if i is None:
-                    return None
-                out.append(i)
+            keys = join_keys(node, s)
+            if keys is None:
+                return None
+            out += keys
         return out
     if reader.kind in ("distinct", "setop"):
         return list(range(len(circuit.ops[integral].node.fields)))
@@ -89,6 +103,59 @@ def _read_columns(reader: Op, integral: int, circuit: Circuit) -> Optional[List[
     return None
 
 
+def join_keys(node: Join, side: int) -> Optional[List[int]]:
+    """The columns of one side's rows (0: left, 1: right) that a join's keys on that side are, or None when
+    a key is an expression."""
+    nl = len(node.left.fields)
+    keys = node.left_keys if side == 0 else [shift(k, -nl) for k in node.right_keys]
+    idx = [column_index(k.sql) for k in keys]
+    return None if any(i is None for i in idx) else idx
+
+
+def _tables_under(node: Node) -> Set[str]:
+    if isinstance(node, Scan):
+        return {node.table}
+    return set().union(*(_tables_under(x) for x in node.inputs)) if node.inputs else set()
+
+
+class _Sharing:
+    """The decisions so far: derived integral id -> (chain, the op below it: an input or an inner join)."""
+
+    def __init__(self, circuit: Circuit):
+        self.circuit = circuit
+        self.derived: Dict[int, Tuple[List[Node], Op]] = {}
+
+    def below(self, integral: Op) -> Op:
+        i = integral.inputs[0]
+        while self.circuit.ops[i].kind == "map":
+            i = self.circuit.ops[i].inputs[0]
+        return self.circuit.ops[i]
+
+    def accepts(self, integral: int, cols: Sequence[int]) -> bool:
+        """Can integral ``integral`` (as decided so far) be looked up by its columns ``cols`` ([]: read whole)?"""
+        if integral not in self.derived:
+            return True
+        chain, bottom = self.derived[integral]
+        through = passes_through(chain, len(self.circuit.ops[integral].node.fields))
+        if any(c not in through for c in cols):
+            return False
+        if bottom.kind == "input" or not cols:
+            return True
+        # a join: the lookup columns must all be on one side; that side is looked up by them, and the other
+        # side by its join keys, with the rows found
+        node: Join = bottom.node
+        nl = len(node.left.fields)
+        mapped = [through[c] for c in cols]
+        sides = {0 if j < nl else 1 for j in mapped}
+        if len(sides) != 1:
+            return False
+        side = sides.pop()
+        other = join_keys(node, 1 - side)
+        return other is not None and \
+            self.accepts(bottom.reads[side], [j - nl * side for j in mapped]) and \
+            self.accepts(bottom.reads[1 - side], other)
+
+
 def share_table_state(circuit: Circuit, tables: Mapping[str, object], event_tables=frozenset()) -> Circuit:
     """The circuit with every eligible integral marked ``mode="derived"`` (see the module docstring)."""
     contents = {o.integral for o in circuit.outputs.values() if o.integral is not None}
@@ -97,23 +164,27 @@ def share_table_state(circuit: Circuit, tables: Mapping[str, object], event_tabl
     for op in circuit.ops:
         for r in dict.fromkeys(op.reads):
             readers.setdefault(r, []).append(op)
+    sharing = _Sharing(circuit)
     ops = list(circuit.ops)
-    for op in circuit.ops:
+    for op in circuit.ops:   # in id order: the integrals a join reads come before the integral of the join
         if op.kind != "integrate" or op.id in contents or op.id in table_integrals or op.id not in readers:
             continue
-        chain = chain_of(op.node)
-        if chain is None or not _safe(chain):
+        chain, below = maps_above(op.node)
+        bottom = sharing.below(op)
+        if not _safe(chain) or _tables_under(below) & set(event_tables):
             continue
-        scan = chain[-1].input
-        if scan.table in event_tables or scan.table not in tables:
+        if isinstance(below, Scan) and chain and below.table in tables:
+            reads = (circuit.tables[below.table][1],)
+        elif isinstance(below, Join) and bottom.kind == "join" and below.kind == "inner" and below.left_keys \
+                and all(cannot_fail(k.sql) for k in below.left_keys + below.right_keys) \
+                and (below.residual is None or cannot_fail(below.residual.sql)):
+            reads = bottom.reads
+        else:
             continue
-        through = passes_through(chain)
-        ok = True
-        for reader in readers[op.id]:
-            cols = _read_columns(reader, op.id, circuit)
-            if cols is None or any(c not in through for c in cols):
-                ok = False
-                break
-        if ok:
-            ops[op.id] = dataclasses.replace(op, mode="derived", reads=(circuit.tables[scan.table][1],))
+        sharing.derived[op.id] = (chain, bottom)
+        if all(_read_columns(r, op.id, circuit) is not None and sharing.accepts(op.id, _read_columns(r, op.id, circuit))
+               for r in readers[op.id]):
+            ops[op.id] = dataclasses.replace(op, mode="derived", reads=reads)
+        else:
+            del sharing.derived[op.id]
     return Circuit(ops=ops, tables=dict(circuit.tables), outputs=dict(circuit.outputs))

@@ -112,7 +112,7 @@ class LocalExecutor:
     def cached(self, op_id: int, m: Manifest) -> bool:
         d = self.engine.derived.get(op_id)
         if d is not None:
-            return self.cached(d.base, m)
+            return all(self.cached(b, m) for b in d.base)
         return self.cache.all_cached(self._runs(op_id, m), self.engine.state_arrow[op_id])
 
     def read(self, op_id: int, m: Manifest, spec: tuple, probe_tables: List[pa.Table],
@@ -120,8 +120,8 @@ class LocalExecutor:
         """State rows of ``op_id`` (a superset of those) whose ``spec`` key equals the key of some probe row;
         an empty ``spec`` reads all of it."""
         d = self.engine.derived.get(op_id)
-        if d is not None:   # the table's rows of the same key, through the chain of maps
-            rows = self.read(d.base, m, d.base_spec(spec), probe_tables, probe_specs)
+        if d is not None:   # the table's rows of the key (or the join's), through the chain of maps
+            rows = self._read_below(d, m, spec, probe_tables, probe_specs)
             for op in d.chain:
                 rows = cast_to(self.lowerer.lower_map(op, [rows], []), self.engine.arrow_schemas[op.id])
             return cast_to(rows, self.engine.state_arrow[op_id])
@@ -131,6 +131,23 @@ class LocalExecutor:
         hashes = [self.cache.hasher.hashes(t, s) for t, s in zip(probe_tables, probe_specs) if t is not None]
         probe = np.concatenate(hashes) if hashes else np.zeros(0, np.uint64)
         return self.cache.lookup(paths, schema, spec, probe)
+
+    def _read_below(self, d, m: Manifest, spec: tuple, probe_tables, probe_specs) -> pa.Table:
+        """The rows under a derived integral's maps whose key is ``spec``'s: the table's; or, over a join, the
+        rows of the side that holds the key joined with the other side's rows that match them."""
+        if d.join is None:
+            return self.read(d.base[0], m, tuple(f"c{j}" for j in d.below(spec)), probe_tables, probe_specs)
+        node = d.join.node
+        sides = [LocalLowerer.probe_specs(d.join)[k].spec for k in (0, 1)]   # each side's join key
+        if not spec:
+            left, right = (self.read(b, m, (), [], []) for b in d.base)
+        else:
+            side, key = d.side_of(spec)
+            found = self.read(d.base[side], m, key, probe_tables, probe_specs)
+            other = self.read(d.base[1 - side], m, sides[1 - side], [found], [sides[side]])
+            left, right = (found, other) if side == 0 else (other, found)
+        return cast_to(self.lowerer._join(d.join, left, right), self.engine.arrow_schemas[d.join.id]) \
+            if left.num_rows and right.num_rows else self.engine.arrow_schemas[d.join.id].empty_table()
 
     def stored_rows(self, op_id: int, probe: pa.Table, key_cols: List[str]) -> pa.Table:
         """Committed rows of integral ``op_id`` whose ``key_cols`` hash like those of a row of ``probe``,

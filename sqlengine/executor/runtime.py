@@ -14,7 +14,7 @@ import hashlib
 import logging
 import os
 from dataclasses import dataclass, field
-from typing import Dict, List, Optional, Set, Tuple
+from typing import Dict, List, Optional, Set
 
 import numpy as np
 import pyarrow as pa
@@ -22,10 +22,9 @@ import pyarrow.parquet as pq
 from pyspark.sql import DataFrame, functions as F
 
 from planner.circuit import Op
-from planner.errors import InternalError
 from planner.program import Program
-from planner.rules.share_table_state import passes_through
 
+from sqlengine.executor.derived import derivation
 from sqlengine.executor.local_step import BULK_ROWS, LocalExecutor, release_memory
 from sqlengine.executor.row_errors import ERRORS_KEY, RowErrors, read_errors
 from sqlengine.executor.lower import Lowerer, null_safe_semi
@@ -43,33 +42,6 @@ def state_key(op: Op) -> str:
     if op.kind == "integrate" and op.node.algebra == "source":
         return f"table-{op.node.table}-{digest[:8]}"
     return f"{'acc' if op.kind == 'aggregate' else 'int'}-{digest}"
-
-
-@dataclass(frozen=True)
-class Derivation:
-    """How a derived integral (:mod:`planner.rules.share_table_state`) is read: the table's integral, the
-    map ops from the table's change to the integral's input (bottom up), and, for each of its columns the
-    chain only picks, the table column it is."""
-
-    base: int
-    chain: Tuple[Op, ...]
-    columns: Dict[int, int]
-
-    def base_spec(self, spec: Tuple[str, ...]) -> Tuple[str, ...]:
-        """A lookup key over the integral's columns (plain columns, as the planner made sure) as the same
-        key over the table's."""
-        return tuple(f"c{self.columns[int(c[1:])]}" for c in spec)
-
-
-def derivation(circuit, op: Op) -> Derivation:
-    chain = []
-    i = op.inputs[0]
-    while circuit.ops[i].kind == "map":
-        chain.append(circuit.ops[i])
-        i = circuit.ops[i].inputs[0]
-    if circuit.ops[i].kind != "input" or not chain:
-        raise InternalError(f"derived integral #{op.id} is not over a chain of maps of a table")
-    return Derivation(op.reads[0], tuple(reversed(chain)), passes_through([c.node for c in chain]))
 
 
 @dataclass
@@ -165,8 +137,10 @@ class Engine:
     # ------------------------------------------------------------ state access
     def read_state(self, op_id: int, manifest: Optional[Manifest] = None) -> DataFrame:
         d = self.derived.get(op_id)
-        if d is not None:   # the table's state through the chain of maps
-            df = self.read_state(d.base, manifest)
+        if d is not None:   # through the table's state, or the join of its inputs' states, and the maps
+            df = self.read_state(d.base[0], manifest)
+            if d.join is not None:
+                df = self.lowerer._join(d.join.node, df, self.read_state(d.base[1], manifest))
             for m in d.chain:
                 df = self.lowerer.lower_map(m, [df], [])
             return df.select(*[F.col(f.name).cast(f.dataType) for f in self.state_schemas[op_id]])
