@@ -20,9 +20,11 @@ import json
 import os
 import platform
 import random
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -126,7 +128,14 @@ def child_compile() -> dict:
 
 
 def run_child(args_list, rules: bool, limit: float):
-    env = {**os.environ, "PYSPARK_PYTHON": sys.executable}
+    work = tempfile.mkdtemp(prefix="sqlengine-optimizer-")
+    try:   # a child killed by the limit or the kernel leaves its storage behind: removed with this directory
+        return _run_child(args_list, rules, limit, {**os.environ, "PYSPARK_PYTHON": sys.executable, "TMPDIR": work})
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def _run_child(args_list, rules: bool, limit: float, env):
     if not rules:
         env["SQLENGINE_RULES"] = "off"
     proc = subprocess.Popen([sys.executable, "-m", "benchmarks.optimizer", "--child"] + args_list, env=env,
