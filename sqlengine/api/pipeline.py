@@ -31,7 +31,7 @@ from sqlengine.executor.session import (START_OPTION, check_storage_reachable, i
 from sqlengine.api.runtime_config import PipelineStatus
 from sqlengine.ingest.sinks import Outbox, SinkRunner
 from sqlengine.ingest.sources import SourceRunner
-from sqlengine.state.store import StateStore, StorageError
+from sqlengine.state.store import Manifest, StateStore, StorageError
 from sqlengine.executor.watermarks import EventTime
 from sqlengine.zset import W, WEIGHT
 
@@ -265,6 +265,7 @@ class Pipeline:
         old, new = m.meta.get("objects", {}), self._objects()
         changed = sorted(k for k in set(old) | set(new) if old.get(k) != new.get(k))
         if not changed:
+            self._drop_unowned_state(m)
             return
         tables = [k for k in changed if k.startswith("table ") and k in old]
         if tables:
@@ -280,6 +281,17 @@ class Pipeline:
         result = self.engine.backfill(step, new_keys, listened)
         result.manifest.log_position = list(m.log_position)
         self._commit_step(step, result, {}, list(m.log_position))
+
+    def _drop_unowned_state(self, m) -> None:
+        """Runs of operators that this engine does not store (an earlier version stored an integral that is now
+        read through other state, see ``planner.rules.share_table_state``) are dropped from the manifest, and
+        their files with them."""
+        live = set(self.engine.keys.values()) | {ERRORS_KEY}
+        if all(k in live for k in m.runs):
+            return
+        with self._commit_lock:
+            self.store.commit(Manifest(step=m.step, log_position=list(m.log_position),
+                                       runs={k: v for k, v in m.runs.items() if k in live}, meta=dict(m.meta)))
 
     def _objects(self) -> Dict[str, str]:
         out = {f"table {t}": repr(d.fields) for t, d in self.program.tables.items()}
