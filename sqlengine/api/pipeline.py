@@ -284,8 +284,8 @@ class Pipeline:
 
     def _drop_unowned_state(self, m) -> None:
         """Runs of operators that this engine does not store (an earlier version stored an integral that is now
-        read through other state, see ``planner.rules.share_table_state``) are dropped from the manifest, and
-        their files with them."""
+        read through other state, see ``planner.rules.share_table_state``) are dropped from the manifest; their
+        files go when no kept manifest lists them any more."""
         live = set(self.engine.keys.values()) | {ERRORS_KEY}
         if all(k in live for k in m.runs):
             return
