@@ -100,3 +100,52 @@ class Model:
 
     def view(self, con, select_sql: str) -> Counter:
         return bag(con.execute(select_sql).fetchall())
+
+
+def churn_rounds(seed: int, n: int, inserts, duplicates: Tuple[str, int], deletes: Sequence[str], max_gone: int):
+    """``n`` rounds of random changes, each a list of ``(table, delete, rows)`` batches: per table of
+    ``inserts`` (name -> (row counts to choose from, ``row(rnd, serial)``)), new rows; ``duplicates`` =
+    (table, k): k copies of rows already there, added to that table's batch; then, per table of ``deletes``,
+    a delete of a quarter of its rows (at most ``max_gone``)."""
+    import random
+    rnd = random.Random(seed)
+    live: Dict[str, list] = {t: [] for t in inserts}
+    serial = 0
+    for _ in range(n):
+        ops = []
+        for table, (counts, row) in inserts.items():
+            rows = []
+            for _ in range(rnd.choice(counts)):
+                serial += 1
+                rows.append(row(rnd, serial))
+            if table == duplicates[0]:
+                rows += rnd.sample(live[table], min(duplicates[1], len(live[table])))
+            ops.append((table, False, rows))
+            live[table] += rows
+        for table in deletes:
+            gone = rnd.sample(live[table], min(len(live[table]) // 4, max_gone))
+            ops.append((table, True, gone))
+            for r in gone:
+                live[table].remove(r)
+        yield ops
+
+
+def check_views(p, model: "Model", views: Dict[str, str], label: str) -> None:
+    """Every view of ``views`` (name -> query) read from pipeline ``p`` equals DuckDB's recomputation."""
+    con = model.duck()
+    try:
+        for name, q in views.items():
+            got = bag([tuple(r.values()) for r in p.query(f"SELECT * FROM {name}")])
+            assert not diff(got, model.view(con, q)), f"{label}: view {name}: {diff(got, model.view(con, q))}"
+    finally:
+        con.close()
+
+
+def feed(p, model: "Model", ops, columns: Dict[str, List[str]]) -> None:
+    """Apply one round of ``(table, delete, rows)`` batches to pipeline ``p`` and to ``model``, then wait
+    until ``p`` has processed them."""
+    for table, delete, rows in ops:
+        p.input_pandas(table, pd.DataFrame([list(r) for r in rows], columns=columns[table], dtype=object),
+                       delete=delete)
+        (model.delete if delete else model.insert)(table, rows)
+    p.wait_for_idle()

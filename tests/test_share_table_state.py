@@ -5,14 +5,11 @@ The differential test runs views whose joins, recomputed aggregates, DISTINCT, s
 such integrals, under inserts, deletes, duplicates and NULLs, on the driver and on Spark, against DuckDB after
 every round, and checks that those integrals store nothing.  The other tests pin when the rule applies.
 """
-import random
-
-import pandas as pd
 import pytest
 
 from planner import compile_program
 
-from .oracle import Model, bag, diff
+from .oracle import Model, check_views, churn_rounds, feed
 
 SCHEMA = "CREATE TABLE t (id BIGINT, k INT, v INT, s VARCHAR); CREATE TABLE u (k INT, w INT);"
 COLUMNS = {"t": ["id", "k", "v", "s"], "u": ["k", "w"]}
@@ -34,28 +31,11 @@ SQL = SCHEMA + "".join(f"CREATE MATERIALIZED VIEW {n} AS {q};" for n, q in VIEWS
 
 
 def rounds(seed, n):
-    rnd = random.Random(seed)
-    live = {"t": [], "u": []}
-    next_id = 0
-    for _ in range(n):
-        ops = []
-        u_rows = [(rnd.choice([None, *range(12)]), rnd.choice([None, *range(60)])) for _ in range(8)]
-        ops.append(("u", False, u_rows))
-        live["u"] += u_rows
-        t_rows = []
-        for _ in range(rnd.choice([6, 25])):
-            next_id += 1
-            t_rows.append((next_id, rnd.choice([None, *range(12)]), rnd.choice([None, *range(60)]),
-                           rnd.choice([None, "x", "y", "z"])))
-        t_rows += rnd.sample(live["t"], min(2, len(live["t"])))   # duplicates
-        ops.append(("t", False, t_rows))
-        live["t"] += t_rows
-        for table in ("t", "u"):
-            gone = rnd.sample(live[table], min(len(live[table]) // 4, 10))
-            ops.append((table, True, gone))
-            for r in gone:
-                live[table].remove(r)
-        yield ops
+    return churn_rounds(seed, n, {
+        "u": ([8], lambda rnd, i: (rnd.choice([None, *range(12)]), rnd.choice([None, *range(60)]))),
+        "t": ([6, 25], lambda rnd, i: (i, rnd.choice([None, *range(12)]), rnd.choice([None, *range(60)]),
+                                       rnd.choice([None, "x", "y", "z"]))),
+    }, duplicates=("t", 2), deletes=("t", "u"), max_gone=10)
 
 
 def derived_ops(program):
@@ -74,16 +54,8 @@ def test_views_over_shared_table_state_match_duckdb(make_pipeline, monkeypatch, 
     assert any(len(d.reads) == 2 for d in derived)             # one of them is read through a join
     model = Model(SCHEMA, COLUMNS)
     for i, ops in enumerate(rounds(11, 5)):
-        for table, delete, rows in ops:
-            p.input_pandas(table, pd.DataFrame([list(r) for r in rows], columns=COLUMNS[table], dtype=object),
-                           delete=delete)
-            (model.delete if delete else model.insert)(table, rows)
-        p.wait_for_idle()
-        con = model.duck()
-        for name, q in VIEWS.items():
-            got = bag([tuple(r.values()) for r in p.query(f"SELECT * FROM {name}")])
-            assert not diff(got, model.view(con, q)), f"round {i}: view {name}: {diff(got, model.view(con, q))}"
-        con.close()
+        feed(p, model, ops, COLUMNS)
+        check_views(p, model, VIEWS, f"round {i}")
     on = p.status()["steps_run_on"]
     assert on["spark" if where == "spark" else "driver"] > 0 and on["driver" if where == "spark" else "spark"] == 0
     keys = set(p.status()["state_size"])
@@ -148,14 +120,7 @@ def test_state_an_earlier_version_stored_is_dropped_on_restart(make_pipeline, mo
     model = Model(SCHEMA, COLUMNS)
     batches = list(rounds(5, 3))
 
-    def feed(p, ops):
-        for table, delete, rows in ops:
-            p.input_pandas(table, pd.DataFrame([list(r) for r in rows], columns=COLUMNS[table], dtype=object),
-                           delete=delete)
-            (model.delete if delete else model.insert)(table, rows)
-        p.wait_for_idle()
-
-    feed(p, batches[0])
+    feed(p, model, batches[0], COLUMNS)
     before = set(p.store.current.runs)
     p.stop()
     monkeypatch.delenv("SQLENGINE_RULES")
@@ -165,9 +130,7 @@ def test_state_an_earlier_version_stored_is_dropped_on_restart(make_pipeline, mo
     assert dropped and derived_ops(p.program)
     assert set(p.store.current.runs) <= live
     for ops in batches[1:]:
-        feed(p, ops)
+        feed(p, model, ops, COLUMNS)
     # their files go once no kept manifest lists them (the store keeps the last two)
     assert not [f for f in (tmp_path / "s").rglob("*") if any(k in f.name for k in dropped)]
-    con = model.duck()
-    got = bag([tuple(r.values()) for r in p.query("SELECT * FROM j3")])
-    assert not diff(got, model.view(con, VIEWS["j3"]))
+    check_views(p, model, {"j3": VIEWS["j3"]}, "after the restart")

@@ -5,14 +5,12 @@ every key index is built segment by segment into a memory-mapped file (segments 
 indexes have many).  Steps must still run on the driver, and every view must equal DuckDB's recomputation
 after every step, also after a restart from the same storage.
 """
-import random
 
-import pandas as pd
 import pytest
 
 from sqlengine.state import cache as cache_mod
 
-from .oracle import Model, bag, diff
+from .oracle import Model, check_views, churn_rounds, feed
 
 SCHEMA = "CREATE TABLE t (id BIGINT, k INT, v INT); CREATE TABLE d (k INT, name VARCHAR);"
 COLUMNS = {"t": ["id", "k", "v"], "d": ["k", "name"]}
@@ -25,35 +23,10 @@ SQL = SCHEMA + "".join(f"CREATE MATERIALIZED VIEW {n} AS {q};" for n, q in VIEWS
 
 
 def rounds(seed, n):
-    rnd = random.Random(seed)
-    live = {"t": [], "d": []}
-    next_id = 0
-    for i in range(n):
-        ops = []
-        d_rows = [(rnd.choice([None, *range(30)]), rnd.choice(["a", "b", "c", None])) for _ in range(5)]
-        ops.append(("d", False, d_rows))
-        live["d"] += d_rows
-        t_rows = []
-        for _ in range(rnd.choice([20, 300])):
-            next_id += 1
-            t_rows.append((next_id, rnd.choice([None, *range(30)]), rnd.choice([None, *range(50)])))
-        t_rows += rnd.sample(live["t"], min(3, len(live["t"])))   # duplicates
-        ops.append(("t", False, t_rows))
-        live["t"] += t_rows
-        for table in ("t", "d"):
-            gone = rnd.sample(live[table], min(len(live[table]) // 4, 80))
-            ops.append((table, True, gone))
-            for r in gone:
-                live[table].remove(r)
-        yield ops
-
-
-def check(p, model, step):
-    con = model.duck()
-    for name, q in VIEWS.items():
-        got = bag([tuple(r.values()) for r in p.query(f"SELECT * FROM {name}")])
-        assert not diff(got, model.view(con, q)), f"round {step}: view {name}: {diff(got, model.view(con, q))}"
-    con.close()
+    return churn_rounds(seed, n, {
+        "d": ([5], lambda rnd, i: (rnd.choice([None, *range(30)]), rnd.choice(["a", "b", "c", None]))),
+        "t": ([20, 300], lambda rnd, i: (i, rnd.choice([None, *range(30)]), rnd.choice([None, *range(50)]))),
+    }, duplicates=("t", 3), deletes=("t", "d"), max_gone=80)
 
 
 def test_state_beyond_the_budget_is_read_from_disk(make_pipeline, monkeypatch, tmp_path):
@@ -72,12 +45,8 @@ def test_state_beyond_the_budget_is_read_from_disk(make_pipeline, monkeypatch, t
         if i == 5:                           # a restart: runs and indexes come back from their sidecars
             p.stop()
             p = open_pipeline()
-        for table, delete, rows in ops:
-            p.input_pandas(table, pd.DataFrame([list(r) for r in rows], columns=COLUMNS[table], dtype=object),
-                           delete=delete)
-            (model.delete if delete else model.insert)(table, rows)
-        p.wait_for_idle()
-        check(p, model, i)
+        feed(p, model, ops, COLUMNS)
+        check_views(p, model, VIEWS, f"round {i}")
         cache = p.engine.local.cache
         assert cache.used == 0 and not cache.tables and cache.mapped, "state was held in memory"
     assert p.status()["steps_run_on"]["spark"] == 0
