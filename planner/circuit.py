@@ -28,8 +28,8 @@ class Op:
     inputs:    ids of the ops whose changes it consumes
     reads:     ids of integrate ops whose state (as of the previous step) it reads
     mode:      aggregates: ``accumulate`` (own additive state) or ``recompute`` (touched groups);
-               integrals: ``derived`` (no state of its own: read through the table's integral, see
-               :mod:`planner.rules.share_table_state`), else ``""``
+               integrals: ``derived`` (no state of its own: read through the integrals in ``reads``, a
+               table's or a join's inputs', see :mod:`planner.rules.share_table_state`), else ``""``
     """
 
     id: int

@@ -306,7 +306,7 @@ def compile_program(sql: str, disabled_rules: Optional[frozenset] = None) -> Pro
                                    sql=sql, offset=st.start)
     prog.circuit = incrementalize(prog.tables, prog.views)
     if prog.rules_context().enabled(share_table_state):
-        prog.circuit = share_table_state(prog.circuit, prog.tables, frozenset(event_columns(prog.tables)))
+        prog.circuit = share_table_state(prog.circuit, frozenset(event_columns(prog.tables)))
     prog.gc, prog.final = closing_bounds(prog.circuit, prog.tables, prog.views)
     return prog
 

@@ -38,26 +38,21 @@ Integrals are decided in circuit order, so the inputs of a join are decided befo
 from __future__ import annotations
 
 import dataclasses
-from typing import Dict, List, Mapping, Optional, Sequence, Set, Tuple
+from typing import Dict, List, Optional, Sequence, Set, Tuple
 
 from ..circuit import Circuit, Op
 from ..logical import Filter, Join, Node, Project, Scan, Window
 from .exprs import cannot_fail, column_index, shift
 
 
-def chain_of(node: Node) -> Optional[List[Node]]:
-    """The ``Filter``/``Project`` nodes from ``node`` down to the ``Scan`` below them (top first), or None."""
-    out, below = maps_above(node)
-    return out if out and isinstance(below, Scan) else None
-
-
-def maps_above(node: Node) -> Tuple[List[Node], Node]:
-    """The ``Filter``/``Project`` nodes from ``node`` down (top first), and the node below them."""
-    out = []
-    while isinstance(node, (Filter, Project)):
-        out.append(node)
-        node = node.input
-    return out, node
+def maps_below(circuit: Circuit, integral: Op) -> Tuple[List[Op], Op]:
+    """The map ops from the integral's input down (top first), and the op below them."""
+    chain = []
+    i = integral.inputs[0]
+    while circuit.ops[i].kind == "map":
+        chain.append(circuit.ops[i])
+        i = circuit.ops[i].inputs[0]
+    return chain, circuit.ops[i]
 
 
 def passes_through(chain: Sequence[Node], width: Optional[int] = None) -> Dict[int, int]:
@@ -125,12 +120,6 @@ class _Sharing:
         self.circuit = circuit
         self.derived: Dict[int, Tuple[List[Node], Op]] = {}
 
-    def below(self, integral: Op) -> Op:
-        i = integral.inputs[0]
-        while self.circuit.ops[i].kind == "map":
-            i = self.circuit.ops[i].inputs[0]
-        return self.circuit.ops[i]
-
     def accepts(self, integral: int, cols: Sequence[int]) -> bool:
         """Can integral ``integral`` (as decided so far) be looked up by its columns ``cols`` ([]: read whole)?"""
         if integral not in self.derived:
@@ -156,7 +145,7 @@ class _Sharing:
             self.accepts(bottom.reads[1 - side], other)
 
 
-def share_table_state(circuit: Circuit, tables: Mapping[str, object], event_tables=frozenset()) -> Circuit:
+def share_table_state(circuit: Circuit, event_tables=frozenset()) -> Circuit:
     """The circuit with every eligible integral marked ``mode="derived"`` (see the module docstring)."""
     contents = {o.integral for o in circuit.outputs.values() if o.integral is not None}
     table_integrals = {i for _, i in circuit.tables.values()}
@@ -169,11 +158,11 @@ def share_table_state(circuit: Circuit, tables: Mapping[str, object], event_tabl
     for op in circuit.ops:   # in id order: the integrals a join reads come before the integral of the join
         if op.kind != "integrate" or op.id in contents or op.id in table_integrals or op.id not in readers:
             continue
-        chain, below = maps_above(op.node)
-        bottom = sharing.below(op)
+        chain_ops, bottom = maps_below(circuit, op)
+        chain, below = [m.node for m in chain_ops], bottom.node
         if not _safe(chain) or _tables_under(below) & set(event_tables):
             continue
-        if isinstance(below, Scan) and chain and below.table in tables:
+        if bottom.kind == "input" and chain:
             reads = (circuit.tables[below.table][1],)
         elif isinstance(below, Join) and bottom.kind == "join" and below.kind == "inner" and below.left_keys \
                 and all(cannot_fail(k.sql) for k in below.left_keys + below.right_keys) \
@@ -182,8 +171,8 @@ def share_table_state(circuit: Circuit, tables: Mapping[str, object], event_tabl
         else:
             continue
         sharing.derived[op.id] = (chain, bottom)
-        if all(_read_columns(r, op.id, circuit) is not None and sharing.accepts(op.id, _read_columns(r, op.id, circuit))
-               for r in readers[op.id]):
+        lookups = [_read_columns(r, op.id, circuit) for r in readers[op.id]]
+        if all(cols is not None and sharing.accepts(op.id, cols) for cols in lookups):
             ops[op.id] = dataclasses.replace(op, mode="derived", reads=reads)
         else:
             del sharing.derived[op.id]

@@ -13,7 +13,7 @@ from typing import Dict, Optional, Tuple
 
 from planner.circuit import Op
 from planner.errors import InternalError
-from planner.rules.share_table_state import passes_through
+from planner.rules.share_table_state import maps_below, passes_through
 
 
 @dataclass(frozen=True)
@@ -42,12 +42,7 @@ class Derivation:
 
 
 def derivation(circuit, op: Op) -> Derivation:
-    chain = []
-    i = op.inputs[0]
-    while circuit.ops[i].kind == "map":
-        chain.append(circuit.ops[i])
-        i = circuit.ops[i].inputs[0]
-    bottom = circuit.ops[i]
+    chain, bottom = maps_below(circuit, op)
     width = len(op.node.fields)
     columns = passes_through([c.node for c in chain], width)
     if bottom.kind == "input" and chain:

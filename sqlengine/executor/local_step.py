@@ -137,7 +137,6 @@ class LocalExecutor:
         rows of the side that holds the key joined with the other side's rows that match them."""
         if d.join is None:
             return self.read(d.base[0], m, tuple(f"c{j}" for j in d.below(spec)), probe_tables, probe_specs)
-        node = d.join.node
         sides = [LocalLowerer.probe_specs(d.join)[k].spec for k in (0, 1)]   # each side's join key
         if not spec:
             left, right = (self.read(b, m, (), [], []) for b in d.base)
