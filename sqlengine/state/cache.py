@@ -179,6 +179,16 @@ def take_sorted(t: pa.Table, idx: np.ndarray, window: int = 1 << 16) -> pa.Table
     return pa.concat_tables(parts) if parts else t.schema.empty_table()
 
 
+def _load_index(side: str, n: int) -> Optional[Tuple[np.ndarray, np.ndarray]]:
+    """A run's index sidecar of ``n`` rows, memory-mapped: (hashes, positions); None if unreadable or of
+    another length."""
+    try:
+        a = np.load(side, mmap_mode="r")
+    except (OSError, ValueError):
+        return None
+    return (a[0], a[1].view(np.int64)) if a.shape == (2, n) else None
+
+
 class StateCache:
     """Runs of operator state as Arrow tables on the driver, with per-spec key-hash indexes."""
 
@@ -323,20 +333,10 @@ class StateCache:
             n = table.num_rows
             tag = hashlib.sha1(repr(spec).encode()).hexdigest()[:12]
             side = os.path.join(self.root, f"{path}.{tag}.s{SEGMENT_ROWS.bit_length() - 1}.idx.npy")
-            if os.path.exists(side):
-                try:
-                    a = np.load(side, mmap_mode="r")
-                    if a.shape == (2, n):
-                        ix = (a[0], a[1].view(np.int64))
-                except (OSError, ValueError):
-                    ix = None
+            ix = _load_index(side, n) if os.path.exists(side) else None
             if ix is None and (n >= SIDECAR_ROWS or path in self.mapped):
                 _atomic(side, lambda tmp: self._build_index(tmp, table, spec))
-                try:
-                    a = np.load(side, mmap_mode="r")
-                    ix = (a[0], a[1].view(np.int64))
-                except (OSError, ValueError):
-                    ix = None
+                ix = _load_index(side, n)
             if ix is None:   # a small run (or the sidecar could not be written): in memory
                 h = self.hasher.hashes(table, spec)
                 order = np.argsort(h)     # any order of equal hashes: lookups sort the positions they take
