@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import threading
 import time
-from typing import Dict
+from typing import Callable, Dict
 
 
 def rss() -> Dict[str, int]:
@@ -20,27 +20,40 @@ def rss() -> Dict[str, int]:
     return {"driver_rss": me.memory_info().rss, "jvm_rss": jvm}
 
 
-class Sampler(threading.Thread):
-    """Samples :func:`rss` every ``period`` seconds; ``peaks[phase]`` holds the peaks (bytes) per phase, the
-    phase being whatever the caller last set ``phase`` to."""
+def proc_status() -> Dict[str, int]:
+    """This process's resident memory split as the kernel reports it, in bytes: ``RssAnon`` (heap),
+    ``RssFile`` (file pages, e.g. memory-mapped files) and ``VmRSS`` (both)."""
+    out = {}
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith(("RssAnon:", "RssFile:", "VmRSS:")):
+                k, v = line.split(":")
+                out[k] = int(v.split()[0]) * 1024
+    return out
 
-    def __init__(self, period: float = 0.1):
+
+class Sampler(threading.Thread):
+    """Samples ``measure`` (default :func:`rss`) every ``period`` seconds; ``peaks[phase]`` holds the peaks
+    (bytes) per phase, the phase being whatever the caller last set ``phase`` to."""
+
+    def __init__(self, period: float = 0.1, measure: Callable[[], Dict[str, int]] = rss):
         super().__init__(daemon=True)
         self.period = period
+        self.measure = measure
         self.phase = "setup"
         self.peaks = {}
         self.stop_flag = False
 
     def run(self):
         while not self.stop_flag:
-            r = rss()
-            pk = self.peaks.setdefault(self.phase, {"driver_rss": 0, "jvm_rss": 0})
-            for k, v in r.items():
-                pk[k] = max(pk[k], v)
+            pk = self.peaks.setdefault(self.phase, {})
+            for k, v in self.measure().items():
+                pk[k] = max(pk.get(k, 0), v)
             time.sleep(self.period)
 
     def finish(self) -> Dict[str, int]:
-        """Stop sampling; the peaks over all phases."""
+        """Stop sampling; the peaks over all phases (0 for a quantity never sampled)."""
         self.stop_flag = True
         self.join()
-        return {k: max((p[k] for p in self.peaks.values()), default=0) for k in ("driver_rss", "jvm_rss")}
+        keys = set(self.measure()) | {k for p in self.peaks.values() for k in p}
+        return {k: max((p.get(k, 0) for p in self.peaks.values()), default=0) for k in keys}

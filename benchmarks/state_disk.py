@@ -26,39 +26,16 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from typing import Dict
 
 import numpy as np
 import pandas as pd
 
+from benchmarks.memory import Sampler, proc_status
 from benchmarks.scale import G, J, SQL, rows, timed_change
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-
-
-def proc_rss() -> Dict[str, int]:
-    out = {}
-    with open("/proc/self/status") as f:
-        for line in f:
-            if line.startswith(("RssAnon:", "RssFile:", "VmRSS:")):
-                k, v = line.split(":")
-                out[k] = int(v.split()[0]) * 1024
-    return out
-
-
-class Peaks(threading.Thread):
-    def __init__(self):
-        super().__init__(daemon=True)
-        self.peak = {"RssAnon": 0, "RssFile": 0, "VmRSS": 0}
-        self.done = False
-
-    def run(self):
-        while not self.done:
-            for k, v in proc_rss().items():
-                self.peak[k] = max(self.peak[k], v)
-            time.sleep(0.05)
 
 
 def run(n: int, budget: int, steps: int, log) -> Dict[str, object]:
@@ -87,10 +64,10 @@ def run(n: int, budget: int, steps: int, log) -> Dict[str, object]:
         del chunk
     load_s = time.time() - t0
     cache = p.engine.local.cache
-    after_load = proc_rss()
+    after_load = proc_status()
     log(f"N={n:,}: loaded in {load_s:.1f} s; cache in memory {cache.used / 2**20:,.0f} MiB, "
-        f"{len(cache.tables)} runs in memory, {len(cache.mapped)} memory-mapped; rss {proc_rss()}")
-    peaks = Peaks()
+        f"{len(cache.tables)} runs in memory, {len(cache.mapped)} memory-mapped; rss {proc_status()}")
+    peaks = Sampler(0.05, measure=proc_status)
     peaks.start()
     times = []
     next_id = n
@@ -99,11 +76,10 @@ def run(n: int, budget: int, steps: int, log) -> Dict[str, object]:
         next_id += 50
         ins.to_parquet(os.path.join(gen, f"t-ins-{i}.parquet"))
         times.append(timed_change(p, ins, first.iloc[50 * i:50 * (i + 1)], timeout_s=600))
-    peaks.done = True
-    peaks.join()
+    peak = peaks.finish()
     times = times[1:]
     steps_on = p.status()["steps_run_on"]
-    log(f"N={n:,}: 100-row changes {[round(x * 1000) for x in times]} ms; peaks {peaks.peak}; steps {steps_on}")
+    log(f"N={n:,}: 100-row changes {[round(x * 1000) for x in times]} ms; peaks {peak}; steps {steps_on}")
     import duckdb
     con = duckdb.connect()
     con.execute(f"CREATE VIEW t AS SELECT * FROM read_parquet('{gen}/t-*.parquet') WHERE id >= {50 * (steps + 1)}")
@@ -119,7 +95,7 @@ def run(n: int, budget: int, steps: int, log) -> Dict[str, object]:
     p.stop()
     shutil.rmtree(work, ignore_errors=True)
     return {"n": n, "load_s": load_s, "step_ms": statistics.median(times) * 1000, "steps_ms": times,
-            "peak": peaks.peak, "after_load": after_load, "check": ok, "cache_used": cache.used, "spark_steps": steps_on["spark"],
+            "peak": peak, "after_load": after_load, "check": ok, "cache_used": cache.used, "spark_steps": steps_on["spark"],
             "mapped_runs": len(cache.mapped)}
 
 
