@@ -109,7 +109,7 @@ def _args(node: Aggregate, t: pa.Table) -> Optional[List[Optional[str]]]:
 
 
 def aggregate_partial(node: Aggregate, d: pa.Table) -> Optional[pa.Table]:
-    """Per-group sums of a change (see ``Lowerer.acc_columns``): weight, sum(x*w), sum(w where x not null)."""
+    """Per-group sums of a change (see ``delta_rules.acc_columns``): weight, sum(x*w), sum(w where x not null)."""
     k = len(node.keys)
     args = _args(node, d)
     if not k or args is None:

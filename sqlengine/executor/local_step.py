@@ -24,8 +24,8 @@ import pyarrow.compute as pc
 
 from planner.logical import Aggregate, Project
 
+from sqlengine.executor import delta_rules as rules
 from sqlengine.executor.local_lower import LocalLowerer, ProbeSpec, cols, readable
-from sqlengine.executor.lower import Lowerer
 from sqlengine.executor.row_errors import RowErrors, named_row
 from sqlengine.state.store import Manifest, Run
 from sqlengine.state.cache import StateCache
@@ -305,7 +305,7 @@ class LocalExecutor:
             self.write_run(op.id, partial, step, new_runs)
         if not partial.num_rows and not initial:
             return None
-        return self.lowerer.aggregate_output(op, partial, own, Lowerer.acc_columns(op.node), initial=initial)
+        return self.lowerer.aggregate_output(op, partial, own, rules.acc_columns(op.node), initial=initial)
 
     # ------------------------------------------------------------ compaction
     def merge(self, op, paths: List[str]) -> Optional[pa.Table]:

@@ -125,7 +125,7 @@ def aggregate_types(node: Aggregate, ins: pa.Schema) -> list:
 
 def accumulator_schema(node: Aggregate, ins: pa.Schema) -> pa.Schema:
     """State of an accumulating aggregate: keys, ``__cnt``, and per call ``__s<i>`` (sum of x*w) and
-    ``__n<i>`` (sum of w where x is not NULL), as in ``Lowerer.acc_columns``."""
+    ``__n<i>`` (sum of w where x is not NULL), as in ``delta_rules.acc_columns``."""
     types = data_types(ins)
     fields = [pa.field(col(i), types[i]) for i in range(len(node.keys))] + [pa.field("__cnt", pa.int64())]
     for i, a in enumerate(node.aggs):

@@ -27,7 +27,8 @@ from planner.program import Program
 from sqlengine.executor.derived import derivation
 from sqlengine.executor.local_step import BULK_ROWS, LocalExecutor, release_memory
 from sqlengine.executor.row_errors import ERRORS_KEY, RowErrors, read_errors
-from sqlengine.executor.lower import Lowerer, null_safe_semi
+from sqlengine.executor import delta_rules as rules
+from sqlengine.executor.lower import Lowerer
 from sqlengine.executor.op_schemas import derive as derive_schemas
 from sqlengine.executor.schema import spark_schema_of
 from sqlengine.state.store import Manifest, Run, StateStore, StorageError
@@ -197,7 +198,9 @@ class Engine:
         keys = probe.select(cols).group_by(cols).aggregate([])
         schema = StructType([self.state_schemas[op][c] for c in cols])
         probe_df = self.spark.createDataFrame(keys, schema=schema)
-        return consolidate_spark(null_safe_semi(self.read_state(op), probe_df, cols)).toArrow()
+        rows = self.lowerer.rule(rules.semi("S", cols, "K", [c for c in self.state_arrow[op].names]),
+                                 S=self.read_state(op), K=probe_df)
+        return consolidate_spark(rows).toArrow()
 
     def clamp_deletes(self, table: str, parts: List[pa.Table]) -> pa.Table:
         """Apply a step's input batches for ``table`` in order, with bag semantics: a delete removes at

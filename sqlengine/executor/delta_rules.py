@@ -1,0 +1,378 @@
+"""Each operator's delta rule, written once: SQL over named relations, in the planner's dialect (DuckDB's).
+
+An op's change in a step is the union (all) of the :class:`Term` s its rule gives.  A term reads named
+relations: the op's input changes and the state it reads, each a Z-set of positional columns
+``c0..c(n-1)`` plus the weight :data:`W`.  The names, per op kind:
+
+* map: ``D``;
+* join: ``DL``, ``DR`` (changes; a side that did not change has none) and ``LOLD``, ``ROLD`` (integrals as
+  of the previous step);
+* set operation: ``D0``, ``D1``, ``LOLD``, ``ROLD``;
+* distinct, window, aggregate: ``D`` and ``S``; accumulating aggregate: ``D`` (partial sums), then ``P``
+  (the partial sums) and ``S`` (its state).
+
+Both executors run the same text: the driver through DuckDB over Arrow tables
+(:mod:`sqlengine.executor.local_lower`), Spark through sqlglot's transpiler over DataFrames registered as
+views (:mod:`sqlengine.executor.lower`).  Each adds only a compiler for its dialect and, on the driver,
+Arrow fast paths for the shapes where they pay (:mod:`sqlengine.executor.arrow_ops`).
+
+The rules use what both engines accept: ``SEMI``/``ANTI JOIN``, ``IS NOT DISTINCT FROM``, explicit column
+lists (no ``BY NAME``, ``EXCLUDE`` or ``GROUP BY ALL``), ``UNNEST(range(n))`` (Spark: ``explode``).  State
+reads may hold more rows than the change's keys touch (the driver prunes them by key hash, see
+:mod:`sqlengine.state.cache`): every rule matches keys exactly itself.
+
+``x`` renders a planner expression inside a rule: as is, or under ``TRY`` where the driver records the
+rows on which it fails instead of failing the step (:mod:`sqlengine.executor.row_errors`).
+
+>>> from planner import compile_program
+>>> p = compile_program("CREATE TABLE t (k INT, v INT); CREATE VIEW v AS SELECT DISTINCT k FROM t")
+>>> op = next(o for o in p.circuit.ops if o.kind == "distinct")
+>>> print(distinct_sql(op.node))   # doctest: +NORMALIZE_WHITESPACE
+WITH g AS (SELECT c0, SUM(o) AS o, SUM(__w) AS n FROM (SELECT x.c0, x.__w, x.__w AS o FROM S x SEMI JOIN
+ (SELECT DISTINCT c0 FROM D q) t ON x.c0 IS NOT DISTINCT FROM t.c0 UNION ALL SELECT c0, __w, 0::BIGINT AS o
+ FROM D) u GROUP BY c0) SELECT c0, ((CASE WHEN n > 0 THEN 1 ELSE 0 END) - (CASE WHEN o > 0 THEN 1 ELSE 0
+ END))::BIGINT AS __w FROM g WHERE ((CASE WHEN n > 0 THEN 1 ELSE 0 END) - (CASE WHEN o > 0 THEN 1 ELSE 0
+ END))::BIGINT != 0
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable, List, Optional, Sequence, Tuple
+
+import sqlglot
+from sqlglot import exp
+
+from planner.bind import DIALECT
+from planner.bind_window import total_order
+from planner.errors import UnsupportedError
+from planner.logical import Aggregate, Filter, Join, Project, Window, col
+
+from sqlengine.zset import W
+
+AGG_FUNCS = {"COUNT", "SUM", "AVG", "MIN", "MAX", "STDDEV_SAMP", "STDDEV_POP", "VAR_SAMP", "VAR_POP"}
+INTEGER_BASES = ("TINYINT", "SMALLINT", "INT", "BIGINT")
+
+
+def as_is(sql: str) -> str:
+    return sql
+
+
+def under_try(sql: str) -> str:
+    return f"TRY({sql})"
+
+
+Render = Callable[[str], str]
+
+
+@dataclass(frozen=True)
+class Term:
+    """One term of a rule: ``sql`` over named relations.  ``join``: the term is the inner join (keys and
+    residual) of relations ``(left, right)``, which the driver may run on Arrow instead."""
+
+    sql: str
+    join: Optional[Tuple[str, str]] = None
+
+
+# ---------------------------------------------------------------- pieces
+def cols(n: int, start: int = 0) -> List[str]:
+    return [col(i) for i in range(start, start + n)]
+
+
+def listed(items: Sequence[str]) -> str:
+    return ", ".join(items)
+
+
+def null_safe_eq(a: str, b: str) -> str:
+    return f"{a} IS NOT DISTINCT FROM {b}"
+
+
+def _matching(x: str, t: str, names: Sequence[str]) -> str:
+    return " AND ".join(null_safe_eq(f"{x}.{c}", f"{t}.{c}") for c in names)
+
+
+def semi(rows: str, keys: Sequence[str], probe: str, columns: Sequence[str]) -> str:
+    """``columns`` of the rows of ``rows`` (a relation or a subquery) whose ``keys`` equal, NULL-safely, those
+    of a row of ``probe``; all of them without keys."""
+    if not keys:
+        return f"SELECT {listed(columns)} FROM {rows} x"
+    return (f"SELECT {listed('x.' + c for c in columns)} FROM {rows} x SEMI JOIN "
+            f"(SELECT DISTINCT {listed(keys)} FROM {probe} q) t ON {_matching('x', 't', keys)}")
+
+
+def typed_null(t) -> str:
+    return "NULL" if t.base == "UNKNOWN" else f"CAST(NULL AS {t.sql})"
+
+
+def prefix_columns(sql: str, names: Sequence[str], prefix: str) -> str:
+    """``sql`` with its columns among ``names`` renamed ``prefix + name``."""
+    e = sqlglot.parse_one(sql, read=DIALECT)
+    names = set(names)
+    for c in e.find_all(exp.Column):
+        if c.name in names:
+            c.set("this", exp.to_identifier(prefix + c.name))
+    return e.sql(dialect=DIALECT)
+
+
+def expanded(rows: str, columns: List[str]) -> str:
+    """``columns`` of the rows of ``rows`` with positive consolidated weight, each repeated weight times."""
+    if columns:
+        pos = (f"SELECT {listed(columns)}, SUM({W})::BIGINT AS __n FROM {rows} GROUP BY {listed(columns)} "
+               f"HAVING SUM({W}) > 0")
+    else:
+        pos = f"SELECT SUM({W})::BIGINT AS __n FROM {rows} HAVING SUM({W}) > 0"
+    return f"SELECT {listed(columns) if columns else '1 AS __one'} FROM " \
+           f"(SELECT *, UNNEST(range(__n)) AS __rep FROM ({pos}) p) e"
+
+
+def old_and_new(state: str, change: str, keys: List[str], every: List[str]) -> str:
+    """CTEs ``s_old`` (the rows of ``state`` whose ``keys`` a row of ``change`` has) and ``s_new``
+    (``s_old`` plus ``change``), over columns ``every``."""
+    return (f"WITH s_old AS ({semi(state, keys, change, every)}), "
+            f"s_new AS (SELECT {listed(every)} FROM s_old UNION ALL SELECT {listed(every)} FROM {change})")
+
+
+# ---------------------------------------------------------------- linear
+def map_sql(node, x: Render = as_is) -> str:
+    if isinstance(node, Filter):
+        return f"SELECT * FROM D WHERE ({x(node.predicate.sql)})"
+    if isinstance(node, Project):
+        return f"SELECT {listed([f'({x(e.sql)}) AS {col(i)}' for i, e in enumerate(node.exprs)] + [W])} FROM D"
+    raise UnsupportedError(f"linear node {type(node).__name__} has no delta rule")
+
+
+# ---------------------------------------------------------------- bilinear
+def join_sql(node: Join, left: str, right: str, x: Render = as_is, residual: bool = True) -> str:
+    """The inner join of Z-sets ``left`` and ``right`` (weights multiply); ``residual=False`` leaves the
+    residual condition out."""
+    nl, nr = len(node.left.fields), len(node.right.fields)
+    r = f"SELECT {listed([f'{col(j)} AS {col(nl + j)}' for j in range(nr)] + [f'{W} AS __w2'])} FROM {right}"
+    if node.left_keys:
+        lk = [f"({x(k.sql)}) AS __lk{i}" for i, k in enumerate(node.left_keys)]
+        rk = [f"({x(k.sql)}) AS __rk{i}" for i, k in enumerate(node.right_keys)]
+        eq = null_safe_eq if node.null_safe else (lambda a, b: f"{a} = {b}")
+        cond = " AND ".join(eq(f"l.__lk{i}", f"r.__rk{i}") for i in range(len(lk)))
+        frm = f"(SELECT *, {listed(lk)} FROM {left}) l JOIN (SELECT *, {listed(rk)} FROM ({r}) r0) r ON {cond}"
+    else:
+        frm = f"{left} l CROSS JOIN ({r}) r"
+    where = f" WHERE ({x(node.residual.sql)})" if node.residual is not None and residual else ""
+    return f"SELECT {listed(cols(nl + nr))}, l.{W} * r.__w2 AS {W} FROM {frm}{where}"
+
+
+def join_rule(node: Join, dl: bool, dr: bool, x: Render = as_is) -> List[Term]:
+    """d(A join B) = dA join B_old + dA join dB + A_old join dB (a side that did not change drops its terms),
+    plus for outer, semi and anti joins the change of the rows without (or with) a match."""
+    if node.kind in ("semi", "anti"):
+        return [Term(padded_sql(node, dl, dr, True, "SEMI" if node.kind == "semi" else "ANTI", x))]
+    out = []
+    if dl:
+        out.append(Term(join_sql(node, "DL", "ROLD", x), ("DL", "ROLD")))
+        if dr:
+            out.append(Term(join_sql(node, "DL", "DR", x), ("DL", "DR")))
+    if dr:
+        out.append(Term(join_sql(node, "LOLD", "DR", x), ("LOLD", "DR")))
+    if node.kind in ("left", "full"):
+        out.append(Term(padded_sql(node, dl, dr, True, "ANTI", x)))
+    if node.kind in ("right", "full"):
+        out.append(Term(padded_sql(node, dl, dr, False, "ANTI", x)))
+    return out
+
+
+def padded_sql(node: Join, dl: bool, dr: bool, left: bool, how: str, x: Render = as_is) -> str:
+    """The change of one side's rows without (ANTI) or with (SEMI) a match in the other, recomputed (new
+    minus old) for the join keys present in either change.  For outer joins the unmatched rows are padded
+    with NULLs; semi and anti joins output the left columns only."""
+    nl, nr = len(node.left.fields), len(node.right.fields)
+    nk = len(node.left_keys)
+    keys = [f"__k{i}" for i in range(nk)]
+    lcols, rcols = cols(nl), cols(nr, nl)
+
+    def lside(name):   # left rows with their key columns
+        ks = [f"({x(k.sql)}) AS __k{i}" for i, k in enumerate(node.left_keys)]
+        return f"SELECT {listed(lcols + [W] + ks)} FROM {name}"
+
+    def rside(name):   # right rows renamed to joined positions, with their key columns
+        ren = f"SELECT {listed([f'{col(j)} AS {col(nl + j)}' for j in range(nr)] + [W])} FROM {name}"
+        ks = [f"({x(k.sql)}) AS __k{i}" for i, k in enumerate(node.right_keys)]
+        return f"SELECT {listed(rcols + [W] + ks)} FROM ({ren}) r0"
+
+    changes = ([f"SELECT {listed(keys)} FROM ({lside('DL')}) c" ] if dl else []) + \
+              ([f"SELECT {listed(keys)} FROM ({rside('DR')}) c"] if dr else [])
+    ctes = []
+    if nk:
+        ctes.append(f"touched AS (SELECT DISTINCT * FROM ({' UNION ALL '.join(changes)}) u)")
+
+    def restrict(sql, columns):
+        return semi(f"({sql})", keys, "touched", columns)
+
+    a_cols, b_cols = (lcols, rcols) if left else (rcols, lcols)
+    a_side, b_side = (lside, rside) if left else (rside, lside)
+    a_old_src, b_old_src = ("LOLD", "ROLD") if left else ("ROLD", "LOLD")
+    da, db = (dl, dr) if left else (dr, dl)
+    a_all, b_all = a_cols + [W] + keys, b_cols + [W] + keys
+    ctes += [f"a_old AS ({restrict(a_side(a_old_src), a_all)})", f"b_old AS ({restrict(b_side(b_old_src), b_all)})"]
+    a_change, b_change = ("DL", "DR") if left else ("DR", "DL")
+    a_new = f"SELECT {listed(a_all)} FROM a_old" + (f" UNION ALL {a_side(a_change)}" if da else "")
+    b_new = f"SELECT {listed(b_all)} FROM b_old" + (f" UNION ALL {b_side(b_change)}" if db else "")
+    ctes += [f"a_new AS ({a_new})", f"b_new AS ({b_new})"]
+    b_data = b_cols + keys
+
+    def unmatched(a, b):
+        pos = (f"SELECT {listed(f'{c} AS __b{c}' for c in b_data)} FROM {b} GROUP BY {listed(b_data)} "
+               f"HAVING SUM({W}) > 0")
+        conds = [f"a.{k} = b.__b{k}" for k in keys]
+        if node.residual is not None:
+            conds.append(f"({prefix_columns(x(node.residual.sql), b_cols, '__b')})")
+        return f"SELECT a.* FROM {a} a {how} JOIN ({pos}) b ON {' AND '.join(conds) or 'TRUE'}"
+
+    def pad(sql, sign):
+        if node.kind in ("semi", "anti"):
+            items = lcols
+        elif left:
+            items = lcols + [f"{typed_null(f.type)} AS {c}" for f, c in zip(node.right.fields, rcols)]
+        else:
+            items = [f"{typed_null(f.type)} AS {c}" for f, c in zip(node.left.fields, lcols)] + rcols
+        return f"SELECT {listed(items)}, {W} * {sign} AS {W} FROM ({sql}) m"
+
+    return (f"WITH {listed(ctes)} {pad(unmatched('a_new', 'b_new'), 1)} "
+            f"UNION ALL {pad(unmatched('a_old', 'b_old'), -1)}")
+
+
+# ---------------------------------------------------------------- stateful
+def setop_sql(node, d0: bool, d1: bool) -> str:
+    """Multiplicities of the touched rows before and after, from both integrals; emits the difference."""
+    cs = cols(len(node.fields))
+    changes = [f"SELECT {listed(cs)} FROM D{i}" for i, d in enumerate((d0, d1)) if d]
+
+    def tagged(rows, slot):
+        return f"SELECT {listed(cs)}, " + listed([f"{W if i == slot else '0'}::BIGINT AS m{i}" for i in range(4)]) \
+               + f" FROM {rows}"
+
+    parts = [tagged(f"({semi(name, cs, 'touched', cs + [W])}) s{slot}", slot)
+             for slot, name in ((0, "LOLD"), (1, "ROLD"))]
+    parts += [tagged(f"D{i}", 2 + i) for i, d in enumerate((d0, d1)) if d]
+
+    def mult(a, b):
+        if node.op == "intersect":
+            return f"LEAST({a}, {b})" if node.all else f"(CASE WHEN {a} > 0 AND {b} > 0 THEN 1 ELSE 0 END)"
+        return f"GREATEST({a} - {b}, 0)" if node.all else f"(CASE WHEN {a} > 0 AND {b} <= 0 THEN 1 ELSE 0 END)"
+
+    w = f"(GREATEST({mult('(m0 + m2)', '(m1 + m3)')}, 0) - GREATEST({mult('m0', 'm1')}, 0))::BIGINT"
+    return (f"WITH touched AS (SELECT DISTINCT * FROM ({' UNION ALL '.join(changes)}) u), "
+            f"g AS (SELECT {listed(cs)}, " + listed([f"SUM(m{i}) AS m{i}" for i in range(4)])
+            + f" FROM ({' UNION ALL '.join(parts)}) v GROUP BY {listed(cs)}) "
+            f"SELECT {listed(cs)}, {w} AS {W} FROM g WHERE {w} != 0")
+
+
+def distinct_sql(node) -> str:
+    """+1 for rows whose weight turns positive, -1 for rows whose weight stops being positive."""
+    cs = cols(len(node.fields))
+    w = "((CASE WHEN n > 0 THEN 1 ELSE 0 END) - (CASE WHEN o > 0 THEN 1 ELSE 0 END))::BIGINT"
+    old = semi("S", cs, "D", cs + [W, f"{W} AS o"])
+    return (f"WITH g AS (SELECT {listed(cs)}, SUM(o) AS o, SUM({W}) AS n FROM ({old} UNION ALL "
+            f"SELECT {listed(cs)}, {W}, 0::BIGINT AS o FROM D) u GROUP BY {listed(cs)}) "
+            f"SELECT {listed(cs)}, {w} AS {W} FROM g WHERE {w} != 0")
+
+
+def window_sql(node: Window) -> str:
+    """Recompute the window calls over the touched partitions: calls(old + d) - calls(old)."""
+    n = len(node.input.fields)
+    cs = cols(n)
+    if node.partition:
+        pk = [f"({p.sql}) AS __p{i}" for i, p in enumerate(node.partition)]
+        keys = [f"__p{i}" for i in range(len(pk))]
+        old = semi(f"(SELECT *, {listed(pk)} FROM S)", keys, f"(SELECT {listed(pk)} FROM D)", cs + [W])
+    else:
+        old = f"SELECT {listed(cs + [W])} FROM S"
+    calls = [f"{total_order(c.sql, n)} AS {col(n + i)}" for i, c in enumerate(node.calls)]
+
+    def compute(name, sign):
+        return f"SELECT {listed(cs + calls)}, {sign}::BIGINT AS {W} FROM ({expanded(name, cs)}) x"
+
+    return (f"WITH s_old AS ({old}), s_new AS (SELECT {listed(cs + [W])} FROM s_old UNION ALL "
+            f"SELECT {listed(cs + [W])} FROM D) {compute('s_new', 1)} UNION ALL {compute('s_old', -1)}")
+
+
+def _agg_call(a, k: int, i: int) -> str:
+    if a.func == "COUNT_STAR":
+        return f"COUNT(*) AS {col(k + i)}"
+    if a.func not in AGG_FUNCS:
+        raise UnsupportedError(f"aggregate {a.func} has no delta rule")
+    return f"{a.func}({'DISTINCT ' if a.distinct else ''}{a.args[0].sql}) AS {col(k + i)}"
+
+
+def aggregate_sql(node: Aggregate, initial: bool = False) -> str:
+    """Recompute the touched groups from the integrated input: -agg(old) + agg(old + d); ``initial`` (the
+    pipeline's first step, where a global aggregate emits its row for the empty input): agg(d)."""
+    k = len(node.keys)
+    keys = cols(k)
+    aggs = [_agg_call(a, k, i) for i, a in enumerate(node.aggs)]
+    group = f" GROUP BY {listed(keys)}" if k else ""
+    n_in = len(node.input.fields)
+
+    def agg(name, weight):
+        return f"SELECT {listed(keys + aggs)}, {weight}::BIGINT AS {W} FROM ({expanded(name, cols(n_in))}) x{group}"
+
+    if initial:
+        return agg("D", 1)
+    return f"{old_and_new('S', 'D', keys, cols(n_in) + [W])} {agg('s_new', 1)} UNION ALL {agg('s_old', -1)}"
+
+
+# accumulate mode: state rows are (keys, __cnt, per-aggregate sums), added up on read
+def acc_columns(node: Aggregate) -> List[str]:
+    out = ["__cnt"]
+    for i, a in enumerate(node.aggs):
+        if a.func == "COUNT":
+            out.append(f"__n{i}")
+        elif a.func in ("SUM", "AVG"):
+            out += [f"__s{i}", f"__n{i}"]
+    return out
+
+
+def _integer_column(node: Aggregate, sql: str) -> bool:
+    fields = node.input.fields
+    return (sql.startswith("c") and sql[1:].isdigit() and int(sql[1:]) < len(fields)
+            and fields[int(sql[1:])].type.base in INTEGER_BASES)
+
+
+def partial_sql(node: Aggregate) -> str:
+    """Per-group additive summary of a change ``D``: weight sum, and per aggregate sum(x*w) and sum(w if x
+    is not NULL).  Integer sums are DECIMAL(38, 0): exact, never wrapped."""
+    k = len(node.keys)
+    parts = [f"SUM({W}) AS __cnt"]
+    for i, a in enumerate(node.aggs):
+        if a.func == "COUNT_STAR":
+            continue
+        x = a.args[0].sql
+        nn = f"SUM(CASE WHEN ({x}) IS NOT NULL THEN {W} ELSE 0 END) AS __n{i}"
+        if _integer_column(node, x):
+            x = f"CAST({x} AS DECIMAL(38, 0))"
+        parts += [nn] if a.func == "COUNT" else [f"SUM(({x}) * {W}) AS __s{i}", nn]
+    group = f" GROUP BY {listed(cols(k))}" if k else ""
+    return f"SELECT {listed(cols(k) + parts)} FROM D{group}"
+
+
+def output_sql(node: Aggregate, accs: List[str], initial: bool = False) -> str:
+    """-final(old) + final(old + partial) for the groups of partial sums ``P``, from state ``S``."""
+    k = len(node.keys)
+    keys = cols(k)
+    sums = [f"COALESCE(SUM({c}), 0) AS {c}" if c.startswith(("__cnt", "__n")) else f"SUM({c}) AS {c}" for c in accs]
+    outs = []
+    for i, a in enumerate(node.aggs):
+        if a.func == "COUNT_STAR":
+            e = "__cnt"
+        elif a.func == "COUNT":
+            e = f"__n{i}"
+        elif a.func == "SUM":
+            e = f"CASE WHEN __n{i} > 0 THEN __s{i} END"
+        else:
+            e = f"CASE WHEN __n{i} > 0 THEN __s{i} / __n{i} END"
+        outs.append(f"{e} AS {col(k + i)}")
+
+    def total(name, weight):
+        g = f"SELECT {listed(keys + sums)} FROM {name}" + \
+            (f" GROUP BY {listed(keys)} HAVING SUM(__cnt) != 0" if k else "")
+        return f"SELECT {listed(keys + outs)}, {weight}::BIGINT AS {W} FROM ({g}) g"
+
+    if initial:
+        return total("P", 1)
+    return f"{old_and_new('S', 'P', keys, keys + accs)} {total('s_new', 1)} UNION ALL {total('s_old', -1)}"
