@@ -3,7 +3,7 @@
 Steps whose input is small run on the driver (``sqlengine.executor.local_step``); the
 other differential tests therefore exercise that path.  Here the same tests
 run with ``SQLENGINE_LOCAL_STEP_ROWS=4``: a step with more than 4 input rows
-(most of them) goes through the Spark lowering (``sqlengine.executor.lower``), smaller
+(most of them) runs the delta rules on Spark (``sqlengine.executor.lower``), smaller
 ones run on the driver, so the two paths also interleave over the same state,
 and both are held to DuckDB's answers after every step.
 """

@@ -37,6 +37,7 @@ WITH g AS (SELECT c0, SUM(o) AS o, SUM(__w) AS n FROM (SELECT x.c0, x.__w, x.__w
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Callable, List, Optional, Sequence, Tuple
 
 import sqlglot
@@ -103,7 +104,8 @@ def typed_null(t) -> str:
     return "NULL" if t.base == "UNKNOWN" else f"CAST(NULL AS {t.sql})"
 
 
-def prefix_columns(sql: str, names: Sequence[str], prefix: str) -> str:
+@lru_cache(maxsize=4096)   # built every step: parse each once
+def prefix_columns(sql: str, names: Tuple[str, ...], prefix: str) -> str:
     """``sql`` with its columns among ``names`` renamed ``prefix + name``."""
     e = sqlglot.parse_one(sql, read=DIALECT)
     names = set(names)
@@ -221,7 +223,7 @@ def padded_sql(node: Join, dl: bool, dr: bool, left: bool, how: str, x: Render =
                f"HAVING SUM({W}) > 0")
         conds = [f"a.{k} = b.__b{k}" for k in keys]
         if node.residual is not None:
-            conds.append(f"({prefix_columns(x(node.residual.sql), b_cols, '__b')})")
+            conds.append(f"({prefix_columns(x(node.residual.sql), tuple(b_cols), '__b')})")
         return f"SELECT a.* FROM {a} a {how} JOIN ({pos}) b ON {' AND '.join(conds) or 'TRUE'}"
 
     def pad(sql, sign):
@@ -376,3 +378,14 @@ def output_sql(node: Aggregate, accs: List[str], initial: bool = False) -> str:
     if initial:
         return total("P", 1)
     return f"{old_and_new('S', 'P', keys, keys + accs)} {total('s_new', 1)} UNION ALL {total('s_old', -1)}"
+
+
+def merge_sql(node: Aggregate, accs: List[str]) -> str:
+    """Runs ``R`` of an accumulating aggregate's state merged into one: per group, the sums of its
+    accumulators.  A merge of some of the runs may hold a group whose partial count is 0 while its sums are
+    not (over an outer join, a padded row turned into a matched one): only a group with every accumulator 0
+    goes."""
+    k = len(node.keys)
+    group = f" GROUP BY {listed(cols(k))}" if k else ""
+    keep = " OR ".join(f"COALESCE(SUM({c}), 0) != 0" for c in accs)
+    return f"SELECT {listed(cols(k) + [f'SUM({c}) AS {c}' for c in accs])} FROM R{group} HAVING {keep}"

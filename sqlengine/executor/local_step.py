@@ -318,11 +318,6 @@ class LocalExecutor:
             if t.num_rows and pc.min(t.column(W)).as_py() > 0:
                 return t     # insert-only runs: nothing cancels (a Z-set need not be consolidated)
             return consolidate_arrow(t)
-        k = len(op.node.keys)
         accs = [c for c in schema.names if c.startswith("__")]
-        sums = ", ".join(f"SUM({c}) AS {c}" for c in accs)
-        # a merge of some of the runs may hold a group whose partial count is 0 while its sums are not (over an
-        # outer join, a padded row turned into a matched one): only a group with every accumulator 0 goes
-        group = (" GROUP BY ALL" if k else "") + " HAVING " + " OR ".join(f"COALESCE(SUM({c}), 0) != 0" for c in accs)
-        out = self.lowerer.run(f"SELECT {', '.join(cols(k) + [sums])} FROM T{group}", T=t)
+        out = self.lowerer.rule(rules.merge_sql(op.node, accs), R=t)
         return cast_to(out, schema)

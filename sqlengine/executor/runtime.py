@@ -500,17 +500,7 @@ class Engine:
         schema = self.state_schemas[op.id]
         df = self.spark.read.schema(schema).parquet(*[f"{self.store.root}/{r.path}" for r in part])
         if op.kind == "aggregate":
-            k = len(op.node.keys)
-            accs = [c for c in df.columns if c.startswith("__")]
-            keys = [c for c in df.columns if not c.startswith("__")]
-            merged = (df.groupBy(*keys).agg(*[F.sum(c).alias(c) for c in accs]) if k
-                      else df.agg(*[F.sum(c).alias(c) for c in accs]))
-            # only groups whose accumulators are all 0 go (see LocalExecutor.merge: runs merged may be a subset)
-            nonzero = [F.coalesce(F.col(c), F.lit(0)) != 0 for c in accs]
-            keep = nonzero[0]
-            for cond in nonzero[1:]:
-                keep = keep | cond
-            merged = merged.filter(keep)
+            merged = self.lowerer.rule(rules.merge_sql(op.node, [c for c in df.columns if c.startswith("__")]), R=df)
         else:
             merged = consolidate_spark(df)
         return merged.toArrow().cast(self.state_arrow[op.id])
