@@ -13,6 +13,7 @@ from __future__ import annotations
 from decimal import Decimal
 from typing import List, Optional
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -132,20 +133,31 @@ def aggregate_partial(node: Aggregate, d: pa.Table) -> Optional[pa.Table]:
     return g.rename_columns([c[:-4] if c.endswith("_sum") else c for c in g.column_names]).select(keys + accs)
 
 
+class Consolidated(list):
+    """A change's parts whose union is consolidated already (no two rows equal): nothing to merge."""
+
+
+def _same(a: pa.ChunkedArray, b: pa.ChunkedArray) -> pa.ChunkedArray:
+    """Row by row: equal values, or both NULL."""
+    return pc.or_(pc.fill_null(pc.equal(a, b), False), pc.and_(pc.is_null(a), pc.is_null(b)))
+
+
 def aggregate_output(node: Aggregate, partial: pa.Table, state: pa.Table, accs: List[str],
-                     initial: bool) -> Optional[pa.Table]:
+                     initial: bool) -> Optional[Consolidated]:
     """-final(old) + final(old + partial) per group, for the groups of ``state`` (a superset of the touched
-    groups' rows: untouched groups give equal + and - rows, which cancel when the change is consolidated)."""
+    groups' rows), in one pass: a group by key of the state's and the partial's rows gives each group's old
+    and new sums side by side, and a group whose final row does not change emits nothing (so untouched
+    groups, and touched ones whose results stay the same, cost no output rows).  The change is consolidated."""
     k = len(node.keys)
     if not k or any(not _summable(partial.schema.field(c).type) for c in accs):
         return None
     keys = [col(i) for i in range(k)]
+    names = keys + [col(k + i) for i in range(len(node.aggs))]
 
-    def total(z: pa.Table, weight: int) -> pa.Table:
-        g = z.group_by(keys, use_threads=False).aggregate([(c, "sum") for c in accs])
-        g = g.rename_columns([c[:-4] if c.endswith("_sum") else c for c in g.column_names])
-        sums = {c: pc.fill_null(g.column(c), 0) if c.startswith(("__cnt", "__n")) else g.column(c) for c in accs}
-        keep = pc.not_equal(sums["__cnt"], 0)
+    def finals(g: pa.Table, suffix: str):
+        """The output columns of the groups from their sums (``<acc><suffix>_sum``), and which groups exist."""
+        sums = {c: g.column(f"{c}{suffix}_sum") for c in accs}
+        sums = {c: pc.fill_null(v, 0) if c.startswith(("__cnt", "__n")) else v for c, v in sums.items()}
         out = [g.column(c) for c in keys]
         for i, a in enumerate(node.aggs):
             if a.func == "COUNT_STAR":
@@ -158,14 +170,31 @@ def aggregate_output(node: Aggregate, partial: pa.Table, state: pa.Table, accs: 
                     s = pc.divide(s.cast(pa.float64()), n.cast(pa.float64()))
                 e = pc.if_else(pc.greater(n, 0), s, pa.nulls(len(n), s.type))
             out.append(e)
-        names = keys + [col(k + i) for i in range(len(node.aggs))]
-        t = pa.table(out + [pa.array([weight] * g.num_rows, pa.int64())], names=names + [W])
+        return out, pc.not_equal(sums["__cnt"], 0)
+
+    def weighted(out, keep, weight: int) -> pa.Table:
+        t = pa.table(out + [pa.array(np.full(len(out[0]), weight, np.int64))], names=names + [W])
         return t.filter(keep)
 
     if initial:
-        return total(partial, 1)
+        g = partial.group_by(keys, use_threads=False).aggregate([(c, "sum") for c in accs])
+        return Consolidated([weighted(*finals(g, ""), 1)])
     old = state.select(partial.column_names).cast(partial.schema)
-    return pa.concat_tables([total(pa.concat_tables([old, partial]), 1), total(old, -1)])
+    both = pa.concat_tables([old, partial])
+    from_old = pa.array(np.arange(both.num_rows) < old.num_rows)
+    cols = {c: both.column(c) for c in keys + accs}
+    for c in accs:   # the old rows' sums beside the sums of all rows
+        cols[f"{c}__old"] = pc.if_else(from_old, both.column(c), pa.nulls(both.num_rows, both.schema.field(c).type))
+    g = pa.table(cols).group_by(keys, use_threads=False).aggregate(
+        [(c, "sum") for c in accs] + [(f"{c}__old", "sum") for c in accs])
+    new_out, new_keep = finals(g, "")
+    old_out, old_keep = finals(g, "__old")
+    same = pc.and_(new_keep, old_keep)
+    for a, b in zip(new_out[k:], old_out[k:]):
+        same = pc.and_(same, _same(a, b))
+    changed = pc.invert(same)
+    return Consolidated([weighted(new_out, pc.and_(new_keep, changed), 1),
+                         weighted(old_out, pc.and_(old_keep, changed), -1)])
 
 
 RECOMPUTABLE = {"MIN", "MAX", "COUNT_STAR", "COUNT", "SUM", "AVG"}

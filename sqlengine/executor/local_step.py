@@ -24,6 +24,7 @@ import pyarrow.compute as pc
 
 from planner.logical import Aggregate, Project
 
+from sqlengine.executor import arrow_ops
 from sqlengine.executor import delta_rules as rules
 from sqlengine.executor.local_lower import LocalLowerer, ProbeSpec, cols, readable
 from sqlengine.executor.row_errors import RowErrors, named_row
@@ -184,6 +185,7 @@ class LocalExecutor:
         """The op's change cast to its schema; consolidated when ``consolidate``, except that with
         ``unless_inserts`` a change whose weights are all positive (nothing to cancel) keeps its duplicate rows."""
         parts = out if isinstance(out, list) else [out]
+        consolidate = consolidate and not isinstance(out, arrow_ops.Consolidated)
         parts = [self._in_range(op, p.rename_columns(schema.names), schema) for p in parts if p.num_rows]
         parts = [cast_to(p, schema) for p in parts if p.num_rows]
         if not parts:

@@ -1,0 +1,61 @@
+"""The driver's Arrow fast paths against the delta rules they stand in for (``delta_rules``, run on DuckDB).
+
+An accumulating aggregate's output (``arrow_ops.aggregate_output``) must be the consolidated difference of the
+rule's ``final(old + partial) - final(old)``: the same rows with the same weights, and no row twice (users
+receive it as is), over random keys with NULLs, NULL arguments, groups that appear, vanish or keep their
+results, and state holding more groups than the change touches."""
+import random
+from collections import Counter
+
+import pyarrow as pa
+import pytest
+
+from planner import compile_program
+from sqlengine.executor import arrow_ops, delta_rules as rules
+from sqlengine.executor.local_lower import LocalLowerer
+from sqlengine.zset import W, consolidate_arrow
+
+SQL = ("CREATE TABLE t (k INT, v INT, x DOUBLE); CREATE VIEW a AS "
+       "SELECT k, COUNT(*) AS n, SUM(v) AS s, AVG(x) AS m, COUNT(v) AS c FROM t GROUP BY k")
+
+
+def rows_of(t: pa.Table) -> Counter:
+    return Counter(tuple(r.values()) for r in t.to_pylist())
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_aggregate_output_is_the_rules_consolidated_change(seed):
+    rng = random.Random(seed)
+    op = next(o for o in compile_program(SQL).circuit.ops if o.kind == "aggregate")
+    assert op.mode == "accumulate"
+    accs = rules.acc_columns(op.node)
+    duck = LocalLowerer()
+    live = []          # the table's rows
+    state = None       # the partial sums of every step so far, unmerged (as runs are)
+    for step in range(12):
+        change = []
+        for _ in range(rng.randrange(1, 12)):
+            if live and rng.random() < 0.4:
+                change.append((live.pop(rng.randrange(len(live))), -1))
+            else:
+                r = (rng.choice([None, 1, 2, 3, 4]), rng.choice([None, 5, 7]), rng.choice([None, 0.5, 2.0]))
+                live.append(r)
+                change.append((r, 1))
+        d = pa.table({"c0": pa.array([r[0] for r, _ in change], pa.int32()),
+                      "c1": pa.array([r[1] for r, _ in change], pa.int32()),
+                      "c2": pa.array([r[2] for r, _ in change], pa.float64()),
+                      W: pa.array([w for _, w in change], pa.int64())})
+        partial = arrow_ops.aggregate_partial(op.node, d)
+        assert partial is not None
+        if state is None:
+            got = arrow_ops.aggregate_output(op.node, partial, partial.slice(0, 0), accs, initial=True)
+            want = duck.rule(rules.output_sql(op.node, accs, initial=True), P=partial)
+        else:
+            got = arrow_ops.aggregate_output(op.node, partial, state, accs, initial=False)
+            want = duck.rule(rules.output_sql(op.node, accs), S=state, P=partial)
+        assert isinstance(got, arrow_ops.Consolidated)
+        got = pa.concat_tables(got)
+        want = consolidate_arrow(want.cast(got.schema)) if want.num_rows else want.cast(got.schema)
+        assert rows_of(got) == rows_of(want), f"step {step}"
+        assert max(rows_of(got).values(), default=1) == 1, f"step {step}: a row twice in {got.to_pylist()}"
+        state = partial if state is None else pa.concat_tables([state, partial])
