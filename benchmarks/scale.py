@@ -7,7 +7,9 @@ For each N (rows of table ``t``; ``d`` has N/10 keys):
    as when the state outgrows the driver: Spark reads the operators' parquet runs;
 3. time changes of ``--small`` rows (half inserts of new rows, half deletes of rows inserted before, one step
    each: the pipeline is paused while both go in) and of ``--large`` rows, from the first input call to
-   ``wait_for_idle``; the first small change is a warm-up;
+   ``wait_for_idle``; the first small change is a warm-up; nobody listens to the views' changes, so a step
+   only adds the change to the aggregates' state (the views are read by queries); then ``listen()`` on both
+   views and time ``--small`` changes again, which also compute and deliver the views' changes;
 4. time Spark batch recomputing both views from the same table contents written once as parquet (read +
    aggregate/join + ``noop`` write), in the same Spark session;
 5. check both views against DuckDB at the end.
@@ -107,9 +109,14 @@ def measure(n: int, small: int, large: int, repeats: int, master: Optional[str],
     before = p.status()["steps_run_on"]["spark"]
     smalls = [change(small) for _ in range(repeats + 1)][1:]
     larges = [change(large) for _ in range(max(1, repeats // 2))]
+    # with a listener on both views, a step also computes (and delivers) the views' changes
+    handlers = [p.listen("g"), p.listen("j")]
+    listened = [change(small) for _ in range(repeats)]
     spark_steps = p.status()["steps_run_on"]["spark"] - before
     log(f"N={n:,}: {small}-row change {[round(x, 2) for x in smalls]} s, {large:,}-row change "
-        f"{[round(x, 2) for x in larges]} s ({spark_steps} Spark steps)")
+        f"{[round(x, 2) for x in larges]} s, {small}-row change with both views listened "
+        f"{[round(x, 2) for x in listened]} s ({spark_steps} Spark steps; {sum(len(h.to_pandas()) for h in handlers)} "
+        f"change rows delivered)")
     # the table as it is now, for the check and the recompute (deleted rows are the first ``pos`` rows)
     table = table.iloc[pos:].reset_index(drop=True)
     pq_dir = os.path.join(work, "pq")
@@ -139,6 +146,7 @@ def measure(n: int, small: int, large: int, repeats: int, master: Optional[str],
     p.stop()
     shutil.rmtree(work, ignore_errors=True)
     return {"n": n, "load_s": load_s, "small": statistics.median(smalls), "small_all": smalls,
+            "listened": statistics.median(listened), "listened_all": listened,
             "large": statistics.median(larges), "large_all": larges, "recompute": statistics.median(recompute),
             "spark_steps": spark_steps, "check": ok}
 
@@ -170,26 +178,33 @@ def report(results, clusters, args, load_avg) -> str:
              "Every timed step ran on Spark with the driver's state cache emptied, its budget set to 0 and its disk "
              "tier off (the state read by Spark from parquet runs, as when it outgrows the driver without the disk "
              "tier; `benchmarks/state_disk.py` measures the driver path with it). A change is half inserts of new rows "
-             "and half deletes of existing rows, one step. *Spark recompute*: the same Spark session reads the "
-             "final tables from parquet and computes both views (`noop` sink).", "",
-             f"| N (rows of t) | driver load rows/s | {args.small:,}-row change s | {args.large:,}-row change s | "
-             f"Spark recompute s | recompute ÷ {args.large:,}-row change | check |", "|---|---|---|---|---|---|---|"]
+             "and half deletes of existing rows, one step. Nobody listens to the views' changes (the views are "
+             "queried), so a step only adds to the aggregates' state (`aggregate_contents`); *listened*: the same "
+             "change after `listen()` on both views, so the step also computes and delivers their changes. "
+             "*Spark recompute*: the same Spark session reads the final tables from parquet and computes both "
+             "views (`noop` sink).", "",
+             f"| N (rows of t) | driver load s | driver load rows/s | {args.small:,}-row change s | "
+             f"{args.small:,}-row change, listened s | {args.large:,}-row change s | Spark recompute s | "
+             f"recompute ÷ {args.large:,}-row change | check |", "|---|---|---|---|---|---|---|---|---|"]
     for r in results:
-        lines.append(f"| {r['n']:,} | {r['n'] / r['load_s']:,.0f} | {r['small']:.2f} | {r['large']:.2f} | "
+        lines.append(f"| {r['n']:,} | {r['load_s']:.2f} | {r['n'] / r['load_s']:,.0f} | {r['small']:.2f} | "
+                     f"{r.get('listened', float('nan')):.2f} | {r['large']:.2f} | "
                      f"{r['recompute']:.2f} | {r['recompute'] / r['large']:.2f}× | {'OK' if r['check'] else 'WRONG'} |")
-    if len(results) > 1:
-        a, b = results[0], results[-1]
-        lines += ["", f"From N = {a['n']:,} to {b['n']:,} ({b['n'] / a['n']:.0f}× the state): the {args.small:,}-row change "
-                      f"took {b['small'] / a['small']:.2f}× as long, the {args.large:,}-row change {b['large'] / a['large']:.2f}×, "
-                      f"Spark's recompute {b['recompute'] / a['recompute']:.2f}×."]
+    for a, b in zip(results, results[1:]):
+        lines += ["", f"From N = {a['n']:,} to {b['n']:,} ({b['n'] / a['n']:.0f}× the state): the load took "
+                      f"{b['load_s'] / a['load_s']:.2f}× as long, the {args.small:,}-row change "
+                      f"{b['small'] / a['small']:.2f}× (listened {b['listened'] / a['listened']:.2f}×), the "
+                      f"{args.large:,}-row change {b['large'] / a['large']:.2f}×, Spark's recompute "
+                      f"{b['recompute'] / a['recompute']:.2f}×."]
     if clusters:
         lines += ["", "Standalone cluster (master and one-core workers on this machine, `spark.executor.memory` 1g), "
                       f"N = {clusters[0]['n']:,}:", "",
-                  f"| workers | {args.small:,}-row change s | {args.large:,}-row change s | Spark recompute s | check |",
-                  "|---|---|---|---|---|"]
+                  f"| workers | {args.small:,}-row change s | {args.small:,}-row change, listened s | "
+                  f"{args.large:,}-row change s | Spark recompute s | check |",
+                  "|---|---|---|---|---|---|"]
         for r in clusters:
-            lines.append(f"| {r['workers']} | {r['small']:.2f} | {r['large']:.2f} | {r['recompute']:.2f} | "
-                         f"{'OK' if r['check'] else 'WRONG'} |")
+            lines.append(f"| {r['workers']} | {r['small']:.2f} | {r['listened']:.2f} | {r['large']:.2f} | "
+                         f"{r['recompute']:.2f} | {'OK' if r['check'] else 'WRONG'} |")
     return "\n".join(lines)
 
 

@@ -16,6 +16,7 @@ from .circuit import Circuit
 from .errors import BindError, ParseError, UnsupportedError
 from .event_time import EventTimeClause, strip_event_time
 from .incrementalize import incrementalize
+from .rules.aggregate_contents import aggregate_contents
 from .rules.share_table_state import share_table_state
 from .logical import Field, format_plan
 from .rules import Context, format_trace, optimize
@@ -305,8 +306,9 @@ def compile_program(sql: str, disabled_rules: Optional[frozenset] = None) -> Pro
                                    "(only CREATE TABLE and CREATE [MATERIALIZED] VIEW)",
                                    sql=sql, offset=st.start)
     prog.circuit = incrementalize(prog.tables, prog.views)
-    if prog.rules_context().enabled(share_table_state):
-        prog.circuit = share_table_state(prog.circuit, frozenset(event_columns(prog.tables)))
+    for rule in (share_table_state, aggregate_contents):   # the rules on the circuit
+        if prog.rules_context().enabled(rule):
+            prog.circuit = rule(prog.circuit, frozenset(event_columns(prog.tables)))
     prog.gc, prog.final = closing_bounds(prog.circuit, prog.tables, prog.views)
     return prog
 

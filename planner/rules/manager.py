@@ -41,6 +41,7 @@ from .order_joins import order_joins
 from .prune_columns import prune_columns
 from .push_down_filters import push_down_filters
 from .remove_noop_projects import remove_noop_projects
+from .aggregate_contents import aggregate_contents
 from .share_table_state import share_table_state
 
 Rule = Callable[[Node, "Context"], Node]
@@ -108,7 +109,7 @@ def disabled_by_env(value: str) -> FrozenSet[str]:
 
     >>> sorted(disabled_by_env("off")), sorted(disabled_by_env("-prune_columns")), sorted(disabled_by_env(""))
     (['*'], ['prune_columns'], [])
-    >>> sorted(disabled_by_env("push_down_filters"))[:2]
+    >>> sorted(disabled_by_env("push_down_filters"))[1:3]
     ['fold_constants', 'merge_filters']
     """
     value = value.strip()
@@ -117,7 +118,7 @@ def disabled_by_env(value: str) -> FrozenSet[str]:
     if value.lower() in ("off", "none", "0"):
         return frozenset({"*"})
     names = [v.strip() for v in value.split(",") if v.strip()]
-    known = {r.__name__ for r in RULES} | {share_table_state.__name__}   # the circuit's rule (planner.program)
+    known = {r.__name__ for r in RULES} | {share_table_state.__name__, aggregate_contents.__name__}   # the circuit's
     off = {n[1:] for n in names if n.startswith("-")}
     on = {n for n in names if not n.startswith("-")}
     unknown = (off | on) - known

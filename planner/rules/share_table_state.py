@@ -66,7 +66,7 @@ def passes_through(chain: Sequence[Node], width: Optional[int] = None) -> Dict[i
     return mapping
 
 
-def _safe(chain: Sequence[Node]) -> bool:
+def safe_maps(chain: Sequence[Node]) -> bool:
     for n in chain:
         exprs = [n.predicate] if isinstance(n, Filter) else list(n.exprs)
         if not all(cannot_fail(e.sql) for e in exprs):
@@ -107,10 +107,10 @@ def join_keys(node: Join, side: int) -> Optional[List[int]]:
     return None if any(i is None for i in idx) else idx
 
 
-def _tables_under(node: Node) -> Set[str]:
+def tables_under(node: Node) -> Set[str]:
     if isinstance(node, Scan):
         return {node.table}
-    return set().union(*(_tables_under(x) for x in node.inputs)) if node.inputs else set()
+    return set().union(*(tables_under(x) for x in node.inputs)) if node.inputs else set()
 
 
 class _Sharing:
@@ -160,7 +160,7 @@ def share_table_state(circuit: Circuit, event_tables=frozenset()) -> Circuit:
             continue
         chain_ops, bottom = maps_below(circuit, op)
         chain, below = [m.node for m in chain_ops], bottom.node
-        if not _safe(chain) or _tables_under(below) & set(event_tables):
+        if not safe_maps(chain) or tables_under(below) & set(event_tables):
             continue
         if bottom.kind == "input" and chain:
             reads = (circuit.tables[below.table][1],)

@@ -944,7 +944,7 @@ class Pipeline:
                         continue
                     op = (eng.table_integral(name) if name in self.program.tables
                           else self.program.circuit.outputs[name].integral)
-                    signature = tuple(self.store.paths(eng.keys[op]))
+                    signature = tuple(eng.state_paths(op))
                     if self._snapshot.needs(name, signature):
                         names = ([f.name for f in self.program.tables[name].fields] if name in self.program.tables
                                  else list(self.program.circuit.outputs[name].names))

@@ -330,10 +330,16 @@ def acc_columns(node: Aggregate) -> List[str]:
     return out
 
 
-def _integer_column(node: Aggregate, sql: str) -> bool:
+def integer_column(node: Aggregate, sql: str) -> bool:
+    """Is aggregate argument ``sql`` an integer column of the input (its SUM is an exact BIGINT)?"""
     fields = node.input.fields
     return (sql.startswith("c") and sql[1:].isdigit() and int(sql[1:]) < len(fields)
             and fields[int(sql[1:])].type.base in INTEGER_BASES)
+
+
+def integer_sums(node: Aggregate) -> List[str]:
+    """The accumulators of the integer SUMs: a group's total may not fit the BIGINT result."""
+    return [f"__s{i}" for i, a in enumerate(node.aggs) if a.func == "SUM" and integer_column(node, a.args[0].sql)]
 
 
 def partial_sql(node: Aggregate) -> str:
@@ -346,7 +352,7 @@ def partial_sql(node: Aggregate) -> str:
             continue
         x = a.args[0].sql
         nn = f"SUM(CASE WHEN ({x}) IS NOT NULL THEN {W} ELSE 0 END) AS __n{i}"
-        if _integer_column(node, x):
+        if integer_column(node, x):
             x = f"CAST({x} AS DECIMAL(38, 0))"
         parts += [nn] if a.func == "COUNT" else [f"SUM(({x}) * {W}) AS __s{i}", nn]
     group = f" GROUP BY {listed(cols(k))}" if k else ""

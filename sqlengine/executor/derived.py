@@ -1,9 +1,10 @@
-"""Derived integrals (:mod:`planner.rules.share_table_state`): how the executors read an integral that stores
-nothing.
+"""Derived integrals (:mod:`planner.rules.share_table_state`, :mod:`planner.rules.aggregate_contents`): how the
+executors read an integral that stores nothing.
 
 A derived integral is the integral of a chain of maps over either a table (read: the table's rows of the
 same key, through the maps) or an inner join (read: one side's rows of the key, the other side's rows that
-join them, joined, through the maps).  Both executors read them with their own operators; this module says
+join them, joined, through the maps) or an accumulating aggregate (read whole: the final rows of its summed
+state, through the maps).  Both executors read them with their own operators; this module says
 which state is read by which key.
 """
 from __future__ import annotations
@@ -26,6 +27,7 @@ class Derivation:
     join: Optional[Op]
     chain: Tuple[Op, ...]
     columns: Dict[int, int]
+    aggregate: Optional[Op] = None   # a view's contents: the final rows of this accumulating aggregate's state
 
     def below(self, spec: Tuple[str, ...]) -> Tuple[int, ...]:
         """A lookup key over the integral's columns (plain columns, as the planner made sure) as columns of
@@ -47,6 +49,8 @@ def derivation(circuit, op: Op) -> Derivation:
     columns = passes_through([c.node for c in chain], width)
     if bottom.kind == "input" and chain:
         return Derivation(op.reads, None, tuple(reversed(chain)), columns)
+    if bottom.kind == "aggregate" and op.reads == (bottom.id,):   # planner.rules.aggregate_contents
+        return Derivation(op.reads, None, tuple(reversed(chain)), columns, aggregate=bottom)
     if bottom.kind == "join" and bottom.reads == op.reads:
         return Derivation(op.reads, bottom, tuple(reversed(chain)), columns)
     raise InternalError(f"derived integral #{op.id} is not a chain of maps over a table or an inner join")

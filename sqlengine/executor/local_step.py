@@ -184,7 +184,7 @@ class LocalExecutor:
                 ) -> Optional[pa.Table]:
         """The op's change cast to its schema; consolidated when ``consolidate``, except that with
         ``unless_inserts`` a change whose weights are all positive (nothing to cancel) keeps its duplicate rows."""
-        parts = out if isinstance(out, list) else [out]
+        parts = [p for p in (out if isinstance(out, list) else [out]) if p is not None]
         consolidate = consolidate and not isinstance(out, arrow_ops.Consolidated)
         parts = [self._in_range(op, p.rename_columns(schema.names), schema) for p in parts if p.num_rows]
         parts = [cast_to(p, schema) for p in parts if p.num_rows]
@@ -195,9 +195,9 @@ class LocalExecutor:
             t = consolidate_arrow(t)
         return t if t.num_rows else None
 
-    def _in_range(self, op, t: pa.Table, schema: pa.Schema) -> pa.Table:
+    def _in_range(self, op, t: pa.Table, schema: pa.Schema, record: bool = True) -> pa.Table:
         """``t`` without the rows whose value does not fit its column's integer type (an integer SUM beyond
-        BIGINT): those are row errors, recorded where they are new (positive weight)."""
+        BIGINT): those are row errors, recorded where they are new (positive weight) when ``record``."""
         over = {}   # column -> rows out of its type's range
         for f in schema:
             c = t.column(f.name)
@@ -214,7 +214,7 @@ class LocalExecutor:
         if not pc.any(bad).as_py():
             return t
         new = pc.and_(bad, pc.greater(t.column(W), 0))
-        if self.lowerer.errors is not None and pc.any(new).as_py():
+        if record and self.lowerer.errors is not None and pc.any(new).as_py():
             names = field_labels(op.node)
             rows = t.filter(new).to_pylist()
             cols_over = {c: m.filter(new).to_pylist() for c, m in over.items()}
@@ -238,10 +238,11 @@ class LocalExecutor:
         new_runs.setdefault(key, []).append(run)
 
     def run_step(self, step: int, table_deltas: Dict[str, pa.Table], need: Set[int], initial: bool,
-                 reads_from: Optional[Manifest] = None, write_keys: Optional[Set[str]] = None) -> tuple:
+                 listened: Set[int], reads_from: Optional[Manifest] = None,
+                 write_keys: Optional[Set[str]] = None) -> tuple:
         """The changes of every op in ``need`` as Arrow (``None``: empty), the step's new runs, and its row
-        errors.  For a backfill, ``reads_from`` is an empty manifest and only the state of ops whose key is
-        in ``write_keys`` is written."""
+        errors (``listened``: the ops whose changes are delivered).  For a backfill, ``reads_from`` is an
+        empty manifest and only the state of ops whose key is in ``write_keys`` is written."""
         eng = self.engine
         cur = eng.store.current
         old = cur if reads_from is None else reads_from
@@ -276,7 +277,8 @@ class LocalExecutor:
             if op.kind not in ("join", "union", "setop"):
                 ins = [eng.arrow_schemas[i].empty_table() if x is None else x for x, i in zip(ins, op.inputs)]
             if op.kind == "aggregate" and op.mode == "accumulate":
-                out = self._accumulate(op, ins[0], old, step, initial, new_runs, writes(op.id))
+                out = self._accumulate(op, ins[0], old, step, initial, new_runs, writes(op.id),
+                                       emit=eng.emits(op, need, listened))
             else:
                 reads = []
                 for j, (r, ps) in enumerate(zip(op.reads, LocalLowerer.probe_specs(op))):
@@ -297,17 +299,32 @@ class LocalExecutor:
         return deltas, new_runs, errors
 
     def _accumulate(self, op, d: pa.Table, old: Manifest, step: int, initial: bool,
-                    new_runs: Dict[str, List[Run]], write: bool = True) -> Optional[pa.Table]:
+                    new_runs: Dict[str, List[Run]], write: bool = True, emit: bool = True) -> Optional[pa.Table]:
+        """Add the change's partial sums to the aggregate's state; its change, when ``emit``."""
         eng = self.engine
         schema = eng.state_arrow[op.id]
         partial = cast_to(self.lowerer.aggregate_partial(op, d), schema)
-        keys = tuple(cols(len(op.node.keys)))
-        own = self.read(op.id, old, keys, [partial], [keys])
         if partial.num_rows and write:
             self.write_run(op.id, partial, step, new_runs)
-        if not partial.num_rows and not initial:
+        emit = not eng.sums_fit(op, partial, write) or emit
+        if not emit or (not partial.num_rows and not initial):
             return None
+        keys = tuple(cols(len(op.node.keys)))
+        own = self.read(op.id, old, keys, [partial], [keys])
         return self.lowerer.aggregate_output(op, partial, own, rules.acc_columns(op.node), initial=initial)
+
+    def aggregate_contents(self, d, op_id: int, acc: pa.Table) -> pa.Table:
+        """A view's contents derived from its accumulating aggregate (``d.aggregate``) whose runs are ``acc``:
+        the final rows of the summed state, through the maps above it, with weight 1."""
+        eng, agg = self.engine, d.aggregate
+        out = self.lowerer.aggregate_output(agg, acc, acc.slice(0, 0), rules.acc_columns(agg.node), initial=True)
+        parts = [p for p in (out if isinstance(out, list) else [out]) if p.num_rows]
+        schema = eng.arrow_schemas[agg.id]
+        parts = [self._in_range(agg, p.rename_columns(schema.names), schema, record=False) for p in parts]
+        rows = pa.concat_tables([cast_to(p, schema) for p in parts]) if parts else schema.empty_table()
+        for m in d.chain:
+            rows = cast_to(self.lowerer.lower_map(m, [rows], []), eng.arrow_schemas[m.id])
+        return cast_to(rows, eng.state_arrow[op_id])
 
     # ------------------------------------------------------------ compaction
     def merge(self, op, paths: List[str]) -> Optional[pa.Table]:

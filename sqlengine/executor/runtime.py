@@ -18,10 +18,12 @@ from typing import Dict, List, Optional, Set
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from pyspark.sql import DataFrame, functions as F
 
 from planner.circuit import Op
+from planner.errors import InternalError
 from planner.program import Program
 
 from sqlengine.executor.derived import derivation
@@ -35,6 +37,7 @@ from sqlengine.state.store import Manifest, Run, StateStore, StorageError
 from sqlengine.zset import W, clamp_in_order, consolidate_arrow, consolidate_spark
 
 EMPTY = None  # an op whose change is empty in this step
+BIGINT_MAX = (1 << 63) - 1
 log = logging.getLogger("sqlengine")
 
 
@@ -87,6 +90,7 @@ class Engine:
         self.steps_spark = 0
         self.state_rows_dropped = 0   # closed rows dropped from state (event time)
         self._run_times: Dict[str, object] = {}   # run path -> its bounded column, sorted (sorted_times)
+        self._sum_bounds: Dict[str, int] = {}   # this step's bounds on integer SUMs (sums_fit)
         self.spark_fallbacks = 0  # Spark steps that failed (e.g. on a row) and were re-run on the driver
         self.last_spark_error: Optional[str] = None
 
@@ -139,6 +143,8 @@ class Engine:
     def read_state(self, op_id: int, manifest: Optional[Manifest] = None) -> DataFrame:
         d = self.derived.get(op_id)
         if d is not None:   # through the table's state, or the join of its inputs' states, and the maps
+            if d.aggregate is not None:   # pragma: no cover - planner.rules.aggregate_contents: no op reads it
+                raise InternalError(f"integral #{op_id} (a view's contents) is read whole, by state_rows")
             df = self.read_state(d.base[0], manifest)
             if d.join is not None:
                 df = self.lowerer._join(d.join.node, df, self.read_state(d.base[1], manifest))
@@ -151,10 +157,20 @@ class Engine:
             return self._cached_empty(op_id, schema)
         return self.spark.read.schema(schema).parquet(*paths)
 
+    def state_paths(self, op_id: int) -> List[str]:
+        """The committed runs an integral is read from: its own, or those of the state it is derived from."""
+        d = self.derived.get(op_id)
+        if d is not None:
+            return [p for b in d.base for p in self.state_paths(b)]
+        return self.store.paths(self.keys[op_id])
+
     def state_rows(self, op_id: int) -> pa.Table:
         """The committed runs of a state-owning op, concatenated (unconsolidated), from the driver's state
-        cache where they are cached, else from their files."""
-        import pyarrow.parquet as pq
+        cache where they are cached, else from their files.  A view's contents derived from its aggregate
+        (``planner.rules.aggregate_contents``) are computed from the aggregate's runs."""
+        d = self.derived.get(op_id)
+        if d is not None and d.aggregate is not None:
+            return self.local.aggregate_contents(d, op_id, self.state_rows(d.aggregate.id))
         schema = self.state_arrow[op_id]
         parts = []
         for r in self.store.runs(self.keys[op_id]):
@@ -256,6 +272,35 @@ class Engine:
         return consolidate_arrow(pa.Table.from_arrays(arrays + [pa.array(out_w, pa.int64())], schema=schema))
 
     # ------------------------------------------------------------ the step
+    def sums_fit(self, op: Op, partial: Optional[pa.Table], write: bool) -> bool:
+        """Can no group of accumulating aggregate ``op`` hold an integer SUM outside BIGINT's range after this
+        step?  Kept per aggregate, durably with the step (``meta["sum_bounds"]``): B = the sum over steps and
+        groups of |partial sum|, which bounds every group's |SUM| (a group's SUM is the sum of its partials).
+        While B fits, a step need not compute the aggregate's change to find the groups whose SUM does not fit
+        (row errors, see ``LocalExecutor._in_range``); past it, or for state from before B was kept, it does."""
+        cols = rules.integer_sums(op.node)
+        if not cols:
+            return True
+        if not write:
+            return False
+        key = self.keys[op.id]
+        b = self._sum_bounds.get(key)
+        if b is None:
+            if self.store.current.runs.get(key):   # state written before the bound was kept
+                return False
+            b = 0
+        if partial is not None and partial.num_rows:
+            try:
+                b += sum(int(pc.sum(pc.abs(partial.column(c))).as_py() or 0) for c in cols)
+            except (pa.ArrowInvalid, OverflowError):   # beyond DECIMAL(38): no bound
+                b = 1 << 127
+        self._sum_bounds[key] = b
+        return b <= BIGINT_MAX
+
+    def emits(self, op: Op, need: Set[int], out_ids: Set[int]) -> bool:
+        """Is the change of ``op`` wanted in this step: listened to, or read by an op that runs."""
+        return op.id in out_ids or any(c in need for c in self.consumers[op.id])
+
     def needed_ops(self, listened: Set[str]) -> Set[int]:
         roots = [op.id for op in self.ops if op.owns_state]
         roots += [self.circuit.outputs[v].delta for v in listened]
@@ -332,7 +377,9 @@ class Engine:
 
     def _run_local(self, step, table_deltas, listened, initial, need, reads_from, write_keys) -> StepResult:
         self.steps_local += 1
-        deltas, new_runs, errors = self.local.run_step(step, table_deltas, need, initial,
+        self._sum_bounds = dict(self.store.current.meta.get("sum_bounds", {}))
+        out_ids = {self.circuit.outputs[v].delta for v in listened}
+        deltas, new_runs, errors = self.local.run_step(step, table_deltas, need, initial, out_ids,
                                                        reads_from=None if write_keys is None else reads_from,
                                                        write_keys=write_keys)
         return self._result(step, self.store.current, new_runs, deltas, listened, errors)
@@ -340,6 +387,7 @@ class Engine:
     def _run_spark(self, step, table_deltas, listened, initial, need, reads_from, write_keys) -> StepResult:
         old = self.store.current
         self.steps_spark += 1
+        self._sum_bounds = dict(old.meta.get("sum_bounds", {}))
         out_ids = {self.circuit.outputs[v].delta for v in listened}
         deltas: Dict[int, object] = {}
         new_runs: Dict[str, List[Run]] = {k: list(v) for k, v in old.runs.items()}
@@ -375,9 +423,16 @@ class Engine:
             else:
                 ins_df = [self.to_df(i, x) for i, x in zip(op.inputs, ins)]
             reads = [self.read_state(r, reads_from) for r in op.reads]
+            fits = True
             if op.kind == "aggregate" and op.mode == "accumulate":
                 partial = self.collect(self.lowerer.aggregate_partial(op, ins_df[0]), self.state_arrow[op.id],
                                        consolidate=False)
+                fits = self.sums_fit(op, None if partial is EMPTY else partial, writes(op.id))
+                if fits and not self.emits(op, need, out_ids):   # only its state changes: write the partial sums
+                    if partial is not EMPTY and writes(op.id):
+                        self.local.write_run(op.id, partial, step, new_runs)
+                    deltas[op.id] = EMPTY
+                    continue
                 if seeds and partial is EMPTY:
                     df = self.lowerer.aggregate_output(op, self._cached_empty(op.id, self.state_schemas[op.id]),
                                                        self.read_state(op.id, reads_from), initial=True)
@@ -392,7 +447,7 @@ class Engine:
             else:
                 df = self.lowerer.lower(op, ins_df, reads, initial=initial)
             cons = [c for c in self.consumers[op.id] if c in need]
-            must_cut = (op.id in out_ids or len(cons) > 1
+            must_cut = (op.id in out_ids or len(cons) > 1 or not fits   # (a SUM out of range fails the step)
                         or any(self.ops[c].kind == "integrate" for c in cons))
             if must_cut:
                 deltas[op.id] = self.collect(df, self.arrow_schemas[op.id])
@@ -412,6 +467,8 @@ class Engine:
             if isinstance(d, pa.Table):
                 changed[v] = d.num_rows
         m = Manifest(step=step, log_position=list(old.log_position), runs=new_runs, meta=dict(old.meta))
+        if self._sum_bounds:
+            m.meta["sum_bounds"] = dict(self._sum_bounds)
         if len(errors):
             run = self.store.write_run(ERRORS_KEY, errors.table(step), step)
             m.runs[ERRORS_KEY] = list(m.runs.get(ERRORS_KEY, [])) + [run]
