@@ -9,7 +9,8 @@ For each N (rows of table ``t``; ``d`` has N/10 keys):
    each: the pipeline is paused while both go in) and of ``--large`` rows, from the first input call to
    ``wait_for_idle``; the first small change is a warm-up; nobody listens to the views' changes, so a step
    only adds the change to the aggregates' state (the views are read by queries); then ``listen()`` on both
-   views and time ``--small`` changes again, which also compute and deliver the views' changes;
+   views and time ``--small`` changes again, which also compute and deliver the views' changes, and then the
+   ``--large`` changes (listened too);
 4. time Spark batch recomputing both views from the same table contents written once as parquet (read +
    aggregate/join + ``noop`` write), in the same Spark session;
 5. check both views against DuckDB at the end.
@@ -108,14 +109,14 @@ def measure(n: int, small: int, large: int, repeats: int, master: Optional[str],
 
     before = p.status()["steps_run_on"]["spark"]
     smalls = [change(small) for _ in range(repeats + 1)][1:]
-    larges = [change(large) for _ in range(max(1, repeats // 2))]
     # with a listener on both views, a step also computes (and delivers) the views' changes
     handlers = [p.listen("g"), p.listen("j")]
     listened = [change(small) for _ in range(repeats)]
+    larges = [change(large) for _ in range(max(1, repeats // 2))]
     spark_steps = p.status()["steps_run_on"]["spark"] - before
-    log(f"N={n:,}: {small}-row change {[round(x, 2) for x in smalls]} s, {large:,}-row change "
-        f"{[round(x, 2) for x in larges]} s, {small}-row change with both views listened "
-        f"{[round(x, 2) for x in listened]} s ({spark_steps} Spark steps; {sum(len(h.to_pandas()) for h in handlers)} "
+    log(f"N={n:,}: {small}-row change {[round(x, 2) for x in smalls]} s, {small}-row change with both views "
+        f"listened {[round(x, 2) for x in listened]} s, {large:,}-row change (listened) "
+        f"{[round(x, 2) for x in larges]} s ({spark_steps} Spark steps; {sum(len(h.to_pandas()) for h in handlers)} "
         f"change rows delivered)")
     # the table as it is now, for the check and the recompute (deleted rows are the first ``pos`` rows)
     table = table.iloc[pos:].reset_index(drop=True)
@@ -180,11 +181,12 @@ def report(results, clusters, args, load_avg) -> str:
              "tier; `benchmarks/state_disk.py` measures the driver path with it). A change is half inserts of new rows "
              "and half deletes of existing rows, one step. Nobody listens to the views' changes (the views are "
              "queried), so a step only adds to the aggregates' state (`aggregate_contents`); *listened*: the same "
-             "change after `listen()` on both views, so the step also computes and delivers their changes. "
+             "change after `listen()` on both views, so the step also computes and delivers their changes; the "
+             f"{args.large:,}-row changes come last, listened too. "
              "*Spark recompute*: the same Spark session reads the final tables from parquet and computes both "
              "views (`noop` sink).", "",
              f"| N (rows of t) | driver load s | driver load rows/s | {args.small:,}-row change s | "
-             f"{args.small:,}-row change, listened s | {args.large:,}-row change s | Spark recompute s | "
+             f"{args.small:,}-row change, listened s | {args.large:,}-row change, listened s | Spark recompute s | "
              f"recompute ÷ {args.large:,}-row change | check |", "|---|---|---|---|---|---|---|---|---|"]
     for r in results:
         lines.append(f"| {r['n']:,} | {r['load_s']:.2f} | {r['n'] / r['load_s']:,.0f} | {r['small']:.2f} | "
@@ -200,7 +202,7 @@ def report(results, clusters, args, load_avg) -> str:
         lines += ["", "Standalone cluster (master and one-core workers on this machine, `spark.executor.memory` 1g), "
                       f"N = {clusters[0]['n']:,}:", "",
                   f"| workers | {args.small:,}-row change s | {args.small:,}-row change, listened s | "
-                  f"{args.large:,}-row change s | Spark recompute s | check |",
+                  f"{args.large:,}-row change, listened s | Spark recompute s | check |",
                   "|---|---|---|---|---|---|"]
         for r in clusters:
             lines.append(f"| {r['workers']} | {r['small']:.2f} | {r['listened']:.2f} | {r['large']:.2f} | "
