@@ -149,3 +149,17 @@ def feed(p, model: "Model", ops, columns: Dict[str, List[str]]) -> None:
                        delete=delete)
         (model.delete if delete else model.insert)(table, rows)
     p.wait_for_idle()
+
+
+def reopen_with_rule(make_pipeline, monkeypatch, sql: str, storage: str, rule: str, model: "Model", first,
+                     columns: Dict[str, List[str]]):
+    """A pipeline fed the batches ``first`` with planner rule ``rule`` switched off (as by a version before
+    the rule), stopped, and reopened on the same storage with it on: (the reopened pipeline, the state keys
+    the first one had)."""
+    monkeypatch.setenv("SQLENGINE_RULES", f"-{rule}")
+    p = make_pipeline(sql, storage_dir=storage)
+    feed(p, model, first, columns)
+    before = set(p.store.current.runs)
+    p.stop()
+    monkeypatch.delenv("SQLENGINE_RULES")
+    return make_pipeline(sql, storage_dir=storage), before

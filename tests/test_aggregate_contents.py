@@ -10,7 +10,7 @@ import pytest
 
 from planner import compile_program
 
-from .oracle import Model, bag_from_changes, check_views, churn_rounds, diff, feed
+from .oracle import Model, bag_from_changes, check_views, churn_rounds, diff, feed, reopen_with_rule
 
 SCHEMA = "CREATE TABLE t (id BIGINT, k INT, v INT, s VARCHAR); CREATE TABLE u (k INT, w INT);"
 COLUMNS = {"t": ["id", "k", "v", "s"], "u": ["k", "w"]}
@@ -89,16 +89,10 @@ def test_event_time_and_the_switch(monkeypatch):
 
 def test_contents_stored_by_an_earlier_version_are_dropped_on_restart(make_pipeline, monkeypatch, tmp_path):
     sql = SCHEMA + f"CREATE MATERIALIZED VIEW g AS {VIEWS['g']};"
-    storage = str(tmp_path / "s")
-    monkeypatch.setenv("SQLENGINE_RULES", "-aggregate_contents")
-    p = make_pipeline(sql, storage_dir=storage)
     model = Model(SCHEMA, COLUMNS)
     batches = list(rounds(8, 3))
-    feed(p, model, batches[0], COLUMNS)
-    before = set(p.store.current.runs)
-    p.stop()
-    monkeypatch.delenv("SQLENGINE_RULES")
-    p = make_pipeline(sql, storage_dir=storage)
+    p, before = reopen_with_rule(make_pipeline, monkeypatch, sql, str(tmp_path / "s"), "aggregate_contents", model,
+                                 batches[0], COLUMNS)
     assert contents_ops(p.program) and before - set(p.engine.keys.values())
     assert set(p.store.current.runs) <= set(p.engine.keys.values())
     check_views(p, model, {"g": VIEWS["g"]}, "after the restart")

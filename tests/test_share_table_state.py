@@ -9,7 +9,7 @@ import pytest
 
 from planner import compile_program
 
-from .oracle import Model, check_views, churn_rounds, feed
+from .oracle import Model, check_views, churn_rounds, feed, reopen_with_rule
 
 SCHEMA = "CREATE TABLE t (id BIGINT, k INT, v INT, s VARCHAR); CREATE TABLE u (k INT, w INT);"
 COLUMNS = {"t": ["id", "k", "v", "s"], "u": ["k", "w"]}
@@ -114,17 +114,10 @@ def test_state_an_earlier_version_stored_is_dropped_on_restart(make_pipeline, mo
     now: a restart with the rule drops them from the manifest (and from the disk after the next steps), and
     the views stay right."""
     sql = SCHEMA + f"CREATE MATERIALIZED VIEW j3 AS {VIEWS['j3']};"
-    storage = str(tmp_path / "s")
-    monkeypatch.setenv("SQLENGINE_RULES", "-share_table_state")
-    p = make_pipeline(sql, storage_dir=storage)
     model = Model(SCHEMA, COLUMNS)
     batches = list(rounds(5, 3))
-
-    feed(p, model, batches[0], COLUMNS)
-    before = set(p.store.current.runs)
-    p.stop()
-    monkeypatch.delenv("SQLENGINE_RULES")
-    p = make_pipeline(sql, storage_dir=storage)
+    p, before = reopen_with_rule(make_pipeline, monkeypatch, sql, str(tmp_path / "s"), "share_table_state", model,
+                                 batches[0], COLUMNS)
     live = set(p.engine.keys.values())
     dropped = before - live
     assert dropped and derived_ops(p.program)
