@@ -163,3 +163,8 @@ def reopen_with_rule(make_pipeline, monkeypatch, sql: str, storage: str, rule: s
     p.stop()
     monkeypatch.delenv("SQLENGINE_RULES")
     return make_pipeline(sql, storage_dir=storage), before
+
+
+def materialized(schema: str, views: Dict[str, str]) -> str:
+    """A program: ``schema`` and one MATERIALIZED VIEW per entry of ``views`` (name -> query)."""
+    return schema + "".join(f"CREATE MATERIALIZED VIEW {n} AS {q};" for n, q in views.items())

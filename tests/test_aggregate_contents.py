@@ -10,7 +10,7 @@ import pytest
 
 from planner import compile_program
 
-from .oracle import Model, bag_from_changes, check_views, churn_rounds, diff, feed, reopen_with_rule
+from .oracle import Model, bag_from_changes, check_views, churn_rounds, diff, feed, materialized, reopen_with_rule
 
 SCHEMA = "CREATE TABLE t (id BIGINT, k INT, v INT, s VARCHAR); CREATE TABLE u (k INT, w INT);"
 COLUMNS = {"t": ["id", "k", "v", "s"], "u": ["k", "w"]}
@@ -20,7 +20,7 @@ VIEWS = {
     "total": "SELECT COUNT(*) AS n, SUM(v) AS s FROM t",
     "ja": "SELECT u.w, COUNT(*) AS n, SUM(t.v) AS s FROM t JOIN u ON t.k = u.k GROUP BY u.w",
 }
-SQL = SCHEMA + "".join(f"CREATE MATERIALIZED VIEW {n} AS {q};" for n, q in VIEWS.items())
+SQL = materialized(SCHEMA, VIEWS)
 
 
 def rounds(seed, n):

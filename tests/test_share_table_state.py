@@ -9,7 +9,7 @@ import pytest
 
 from planner import compile_program
 
-from .oracle import Model, check_views, churn_rounds, feed, reopen_with_rule
+from .oracle import Model, check_views, churn_rounds, feed, materialized, reopen_with_rule
 
 SCHEMA = "CREATE TABLE t (id BIGINT, k INT, v INT, s VARCHAR); CREATE TABLE u (k INT, w INT);"
 COLUMNS = {"t": ["id", "k", "v", "s"], "u": ["k", "w"]}
@@ -27,7 +27,7 @@ VIEWS = {
     "j3": "SELECT u.w, COUNT(*) AS n, SUM(t2.v) AS s FROM t JOIN u ON t.k = u.k JOIN t t2 ON u.k = t2.k "
           "WHERE t.s <> 'y' GROUP BY u.w",
 }
-SQL = SCHEMA + "".join(f"CREATE MATERIALIZED VIEW {n} AS {q};" for n, q in VIEWS.items())
+SQL = materialized(SCHEMA, VIEWS)
 
 
 def rounds(seed, n):

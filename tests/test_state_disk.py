@@ -10,7 +10,7 @@ import pytest
 
 from sqlengine.state import cache as cache_mod
 
-from .oracle import Model, check_views, churn_rounds, feed
+from .oracle import Model, check_views, churn_rounds, feed, materialized
 
 SCHEMA = "CREATE TABLE t (id BIGINT, k INT, v INT); CREATE TABLE d (k INT, name VARCHAR);"
 COLUMNS = {"t": ["id", "k", "v"], "d": ["k", "name"]}
@@ -19,7 +19,7 @@ VIEWS = {
     "j": "SELECT d.name, COUNT(*) AS n, SUM(t.v) AS s FROM t JOIN d ON t.k = d.k GROUP BY d.name",
     "dv": "SELECT DISTINCT k, v % 3 AS m FROM t",
 }
-SQL = SCHEMA + "".join(f"CREATE MATERIALIZED VIEW {n} AS {q};" for n, q in VIEWS.items())
+SQL = materialized(SCHEMA, VIEWS)
 
 
 def rounds(seed, n):

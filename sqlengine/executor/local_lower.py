@@ -16,7 +16,6 @@ runtime can prune the read before the op runs.
 """
 from __future__ import annotations
 
-import itertools
 import threading
 from contextlib import contextmanager
 from functools import lru_cache
@@ -24,7 +23,6 @@ from typing import List, Optional, Sequence, Tuple
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 import sqlglot
 from sqlglot import exp
 
@@ -85,7 +83,6 @@ class LocalLowerer:
         self.con = private_duckdb.connect()
         self.con.execute("SET threads = 1")   # steps are small: planning dominates, not scans
         self.lock = threading.Lock()
-        self._names = itertools.count()
         self.careful = False                  # expressions under TRY: a failing row is recorded, not raised
         self.errors: Optional[RowErrors] = None
         self.op_views = {}                    # op id -> the views it feeds (for error records)

@@ -180,13 +180,14 @@ class LocalExecutor:
         return True
 
     # ------------------------------------------------------------ the step
-    def _finish(self, op, out, schema: pa.Schema, consolidate: bool, unless_inserts: bool = False
-                ) -> Optional[pa.Table]:
+    def _finish(self, op, out, schema: pa.Schema, consolidate: bool, unless_inserts: bool = False,
+                record: bool = True) -> Optional[pa.Table]:
         """The op's change cast to its schema; consolidated when ``consolidate``, except that with
-        ``unless_inserts`` a change whose weights are all positive (nothing to cancel) keeps its duplicate rows."""
+        ``unless_inserts`` a change whose weights are all positive (nothing to cancel) keeps its duplicate rows.
+        ``record``: rows out of their type's range are recorded as row errors (see ``_in_range``)."""
         parts = [p for p in (out if isinstance(out, list) else [out]) if p is not None]
         consolidate = consolidate and not isinstance(out, arrow_ops.Consolidated)
-        parts = [self._in_range(op, p.rename_columns(schema.names), schema) for p in parts if p.num_rows]
+        parts = [self._in_range(op, p.rename_columns(schema.names), schema, record) for p in parts if p.num_rows]
         parts = [cast_to(p, schema) for p in parts if p.num_rows]
         if not parts:
             return None
@@ -318,10 +319,8 @@ class LocalExecutor:
         the final rows of the summed state, through the maps above it, with weight 1."""
         eng, agg = self.engine, d.aggregate
         out = self.lowerer.aggregate_output(agg, acc, acc.slice(0, 0), rules.acc_columns(agg.node), initial=True)
-        parts = [p for p in (out if isinstance(out, list) else [out]) if p.num_rows]
-        schema = eng.arrow_schemas[agg.id]
-        parts = [self._in_range(agg, p.rename_columns(schema.names), schema, record=False) for p in parts]
-        rows = pa.concat_tables([cast_to(p, schema) for p in parts]) if parts else schema.empty_table()
+        rows = self._finish(agg, out, eng.arrow_schemas[agg.id], consolidate=False, record=False)
+        rows = eng.arrow_schemas[agg.id].empty_table() if rows is None else rows
         for m in d.chain:
             rows = cast_to(self.lowerer.lower_map(m, [rows], []), eng.arrow_schemas[m.id])
         return cast_to(rows, eng.state_arrow[op_id])

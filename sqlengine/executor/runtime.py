@@ -214,7 +214,7 @@ class Engine:
         keys = probe.select(cols).group_by(cols).aggregate([])
         schema = StructType([self.state_schemas[op][c] for c in cols])
         probe_df = self.spark.createDataFrame(keys, schema=schema)
-        rows = self.lowerer.rule(rules.semi("S", cols, "K", [c for c in self.state_arrow[op].names]),
+        rows = self.lowerer.rule(rules.semi("S", cols, "K", list(self.state_arrow[op].names)),
                                  S=self.read_state(op), K=probe_df)
         return consolidate_spark(rows).toArrow()
 
@@ -427,10 +427,10 @@ class Engine:
             if op.kind == "aggregate" and op.mode == "accumulate":
                 partial = self.collect(self.lowerer.aggregate_partial(op, ins_df[0]), self.state_arrow[op.id],
                                        consolidate=False)
+                if partial is not EMPTY and writes(op.id):
+                    self.local.write_run(op.id, partial, step, new_runs)
                 fits = self.sums_fit(op, None if partial is EMPTY else partial, writes(op.id))
-                if fits and not self.emits(op, need, out_ids):   # only its state changes: write the partial sums
-                    if partial is not EMPTY and writes(op.id):
-                        self.local.write_run(op.id, partial, step, new_runs)
+                if fits and not self.emits(op, need, out_ids):   # only its state changes
                     deltas[op.id] = EMPTY
                     continue
                 if seeds and partial is EMPTY:
@@ -440,8 +440,6 @@ class Engine:
                     deltas[op.id] = EMPTY
                     continue
                 else:
-                    if writes(op.id):
-                        self.local.write_run(op.id, partial, step, new_runs)
                     pdf = self.spark.createDataFrame(partial, schema=self.state_schemas[op.id])
                     df = self.lowerer.aggregate_output(op, pdf, self.read_state(op.id, reads_from), initial=initial)
             else:
