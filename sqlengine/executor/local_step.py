@@ -26,6 +26,7 @@ from planner.logical import Aggregate, Project
 
 from sqlengine.executor import arrow_ops
 from sqlengine.executor import delta_rules as rules
+from sqlengine.executor.keyed_reads import sorted_run
 from sqlengine.executor.local_lower import LocalLowerer, ProbeSpec, cols, readable
 from sqlengine.executor.row_errors import RowErrors, named_row
 from sqlengine.state.store import Manifest, Run
@@ -233,6 +234,7 @@ class LocalExecutor:
 
     def write_run(self, op_id: int, t: pa.Table, step: int, new_runs: Dict[str, List[Run]]) -> None:
         key = self.engine.keys[op_id]
+        t = sorted_run(t, self.engine.sort_columns.get(op_id))
         run = self.engine.store.write_run(key, t, step)
         self.cache.drop(run.path)   # a failed attempt of this step may have cached a run of the same name
         self.cache.put(run.path, t)

@@ -27,7 +27,8 @@ from planner.errors import InternalError
 from planner.program import Program
 
 from sqlengine.executor.derived import derivation
-from sqlengine.executor.local_step import BULK_ROWS, LocalExecutor, release_memory
+from sqlengine.executor import keyed_reads
+from sqlengine.executor.local_step import BULK_ROWS, LocalExecutor, cast_to, release_memory
 from sqlengine.executor.row_errors import ERRORS_KEY, RowErrors, read_errors
 from sqlengine.executor import delta_rules as rules
 from sqlengine.executor.lower import Lowerer
@@ -38,6 +39,7 @@ from sqlengine.zset import W, clamp_in_order, consolidate_arrow, consolidate_spa
 
 EMPTY = None  # an op whose change is empty in this step
 BIGINT_MAX = (1 << 63) - 1
+DRIVER_ROWS = 100_000   # a Spark step filters, projects and sums (partial sums) a change this small on the driver
 log = logging.getLogger("sqlengine")
 
 
@@ -75,6 +77,11 @@ class Engine:
         self.keys = {op.id: state_key(op) for op in self.ops if op.owns_state}
         self.derived = {op.id: derivation(self.circuit, op) for op in self.ops
                         if op.kind == "integrate" and op.mode == "derived"}
+        pks = {}
+        for t, schema in program.tables.items():
+            names = [f.name for f in schema.fields]
+            pks[t] = [f"c{names.index(k)}" for k in (getattr(schema, "primary_key", None) or [])]
+        self.sort_columns = keyed_reads.sort_columns(self.circuit, self.derived, pks)   # op id -> its runs' order
         self.consumers: Dict[int, List[int]] = {op.id: [] for op in self.ops}
         for op in self.ops:
             for i in op.inputs:
@@ -91,6 +98,7 @@ class Engine:
         self.state_rows_dropped = 0   # closed rows dropped from state (event time)
         self._run_times: Dict[str, object] = {}   # run path -> its bounded column, sorted (sorted_times)
         self._sum_bounds: Dict[str, int] = {}   # this step's bounds on integer SUMs (sums_fit)
+        self.narrowed_reads = 0   # Spark state reads narrowed to a change's keys (keyed_reads)
         self.spark_fallbacks = 0  # Spark steps that failed (e.g. on a row) and were re-run on the driver
         self.last_spark_error: Optional[str] = None
 
@@ -101,6 +109,8 @@ class Engine:
         if not self._ansi:
             # a failing expression must raise on Spark as on the driver (a session the user passed in too)
             self._spark.conf.set("spark.sql.ansi.enabled", "true")
+            for k, v in keyed_reads.SPARK_CONF.items():   # state reads filtered by key skip row groups
+                self._spark.conf.set(k, v)
             self._ansi = True
         return self._spark
 
@@ -140,12 +150,19 @@ class Engine:
         return self.spark.createDataFrame([], schema)
 
     # ------------------------------------------------------------ state access
-    def read_state(self, op_id: int, manifest: Optional[Manifest] = None) -> DataFrame:
+    def read_state(self, op_id: int, manifest: Optional[Manifest] = None, key=None) -> DataFrame:
+        """The committed state of integral ``op_id`` (as of ``manifest``), as the union of its runs.  ``key``:
+        (spec, probe tables, their specs), the key the reader looks the state up by, as for
+        ``LocalExecutor.read``: the read is narrowed to rows that can match a probe row (see
+        :mod:`sqlengine.executor.keyed_reads`) when the probe values are few and known here."""
         d = self.derived.get(op_id)
         if d is not None:   # through the table's state, or the join of its inputs' states, and the maps
             if d.aggregate is not None:   # pragma: no cover - planner.rules.aggregate_contents: no op reads it
                 raise InternalError(f"integral #{op_id} (a view's contents) is read whole, by state_rows")
-            df = self.read_state(d.base[0], manifest)
+            below = None
+            if key is not None and key[0] and d.join is None:
+                below = (tuple(f"c{j}" for j in d.below(key[0])),) + tuple(key[1:])
+            df = self.read_state(d.base[0], manifest, below)
             if d.join is not None:
                 df = self.lowerer._join(d.join.node, df, self.read_state(d.base[1], manifest))
             for m in d.chain:
@@ -155,7 +172,15 @@ class Engine:
         schema = self.state_schemas[op_id]
         if not paths:
             return self._cached_empty(op_id, schema)
-        return self.spark.read.schema(schema).parquet(*paths)
+        df = self.spark.read.schema(schema).parquet(*paths)
+        column = self.sort_columns.get(op_id)
+        found = keyed_reads.key_filter(column, *key) if key is not None and column and key[0] else None
+        if found is not None:
+            values, has_null = found
+            self.narrowed_reads += 1
+            cond = F.col(column).isin(values) if values else F.lit(False)
+            df = df.filter(cond | F.col(column).isNull() if has_null else cond)
+        return df
 
     def state_paths(self, op_id: int) -> List[str]:
         """The committed runs an integral is read from: its own, or those of the state it is derived from."""
@@ -214,8 +239,9 @@ class Engine:
         keys = probe.select(cols).group_by(cols).aggregate([])
         schema = StructType([self.state_schemas[op][c] for c in cols])
         probe_df = self.spark.createDataFrame(keys, schema=schema)
+        spec = tuple(cols)
         rows = self.lowerer.rule(rules.semi("S", cols, "K", list(self.state_arrow[op].names)),
-                                 S=self.read_state(op), K=probe_df)
+                                 S=self.read_state(op, key=(spec, [keys], [spec])), K=probe_df)
         return consolidate_spark(rows).toArrow()
 
     def clamp_deletes(self, table: str, parts: List[pa.Table]) -> pa.Table:
@@ -418,15 +444,26 @@ class Engine:
             if all(x is EMPTY for x in ins) and not seeds:
                 deltas[op.id] = EMPTY
                 continue
+            small = len(ins) == 1 and isinstance(ins[0], pa.Table) and ins[0].num_rows <= DRIVER_ROWS
+            if op.kind == "map" and small:
+                # a small change stays on the driver through filters and projections, so that the state
+                # reads of the ops it feeds can be narrowed to its keys (a failing row raises, as on Spark)
+                out = cast_to(self.local.lowerer.rule(rules.map_sql(op.node), D=ins[0]), self.arrow_schemas[op.id])
+                deltas[op.id] = out if out.num_rows else EMPTY
+                continue
             if op.kind in ("join", "union", "setop"):   # these skip the terms of unchanged inputs
                 ins_df = [None if x is EMPTY else self.to_df(i, x) for i, x in zip(op.inputs, ins)]
-            else:
+            elif not (small and op.kind == "aggregate" and op.mode == "accumulate"):
                 ins_df = [self.to_df(i, x) for i, x in zip(op.inputs, ins)]
-            reads = [self.read_state(r, reads_from) for r in op.reads]
+            reads = self._keyed_reads(op, ins, reads_from)
             fits = True
             if op.kind == "aggregate" and op.mode == "accumulate":
-                partial = self.collect(self.lowerer.aggregate_partial(op, ins_df[0]), self.state_arrow[op.id],
-                                       consolidate=False)
+                if small:   # no Spark job for the partial sums of a small change on the driver
+                    partial = cast_to(self.local.lowerer.aggregate_partial(op, ins[0]), self.state_arrow[op.id])
+                    partial = partial if partial.num_rows else EMPTY
+                else:
+                    partial = self.collect(self.lowerer.aggregate_partial(op, ins_df[0]), self.state_arrow[op.id],
+                                           consolidate=False)
                 if partial is not EMPTY and writes(op.id):
                     self.local.write_run(op.id, partial, step, new_runs)
                 fits = self.sums_fit(op, None if partial is EMPTY else partial, writes(op.id))
@@ -441,7 +478,9 @@ class Engine:
                     continue
                 else:
                     pdf = self.spark.createDataFrame(partial, schema=self.state_schemas[op.id])
-                    df = self.lowerer.aggregate_output(op, pdf, self.read_state(op.id, reads_from), initial=initial)
+                    keys = tuple(f"c{i}" for i in range(len(op.node.keys)))
+                    own = self.read_state(op.id, reads_from, (keys, [partial], [keys]))
+                    df = self.lowerer.aggregate_output(op, pdf, own, initial=initial)
             else:
                 df = self.lowerer.lower(op, ins_df, reads, initial=initial)
             cons = [c for c in self.consumers[op.id] if c in need]
@@ -452,6 +491,22 @@ class Engine:
             else:
                 deltas[op.id] = df
         return self._result(step, old, new_runs, deltas, listened, RowErrors())
+
+    def _keyed_reads(self, op: Op, ins: list, reads_from: Manifest) -> List[DataFrame]:
+        """The states ``op`` reads, each narrowed to the keys of the changes it meets when those are on the
+        driver (see :mod:`sqlengine.executor.keyed_reads`)."""
+        from sqlengine.executor.local_lower import LocalLowerer
+        specs = LocalLowerer.probe_specs(op)
+        out = []
+        for j, r in enumerate(op.reads):
+            key = None
+            if j < len(specs) and specs[j].spec:
+                sources = specs[j].sources
+                probes = [None if ins[i] is EMPTY else ins[i] for i, _ in sources]
+                if all(p is None or isinstance(p, pa.Table) for p in probes):
+                    key = (specs[j].spec, probes, [s for _, s in sources])
+            out.append(self.read_state(r, reads_from, key))
+        return out
 
     def _result(self, step: int, old: Manifest, new_runs, deltas, listened: Set[str],
                 errors: RowErrors) -> StepResult:
@@ -500,6 +555,7 @@ class Engine:
             t = self.local.merge(op, [r.path for r in part])
             if t is None:
                 t = self._merge_on_spark(op, part)
+            t = keyed_reads.sorted_run(t, self.sort_columns.get(op_id))
             run = self.store.write_run(key, t, step, tag=f"m{len(rs)}")
             self.local.cache.put(run.path, t)
             runs[key] = rs[:start] + [run]

@@ -30,6 +30,9 @@ from planner.errors import InternalError, PipelineError
 from sqlengine.state.cache import sidecar_of
 from sqlengine.state.faults import describe, io_point
 
+# rows per parquet row group of a run: small groups let keyed reads skip most (see executor.keyed_reads)
+ROW_GROUP_ROWS = 1 << 14
+
 
 class StorageError(PipelineError):
     """Writing state failed (disk full, read-only, I/O error): the step did not commit and is retried."""
@@ -207,7 +210,7 @@ class StateStore:
         tmp = full + ".tmp"
         try:
             os.makedirs(d, exist_ok=True)
-            pq.write_table(table, tmp, compression="zstd")
+            pq.write_table(table, tmp, compression="zstd", row_group_size=ROW_GROUP_ROWS)
             io_point("state_write", tmp)
             if os.path.exists(full):   # a failed attempt of this step wrote it: drop that attempt's cache sidecars
                 for side in glob.glob(glob.escape(full) + ".*"):

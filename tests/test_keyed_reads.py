@@ -1,0 +1,129 @@
+"""Spark steps read only the state rows of the change's keys (sqlengine.executor.keyed_reads).
+
+Runs are written sorted by their sort column in small row groups, and a Spark step's state reads are
+filtered by the values of the change's keys, pushed into the parquet reader.  The differential test runs
+with tiny row groups (so every run is sorted and has many groups) and the driver's state cache off (so
+Spark reads every state from parquet), under inserts, deletes, duplicates and NULL keys, and compares every
+view with DuckDB after every round.
+"""
+import pyarrow.parquet as pq
+import pytest
+
+from planner import compile_program
+from sqlengine.executor import keyed_reads
+from sqlengine.executor.derived import derivation
+from sqlengine.state import store
+
+from .oracle import Model, bag_from_changes, check_views, churn_rounds, diff, feed, materialized
+
+SCHEMA = ("CREATE TABLE t (id BIGINT, k INT, v INT, s VARCHAR); CREATE TABLE u (k INT, w VARCHAR);"
+          "CREATE TABLE p (id INT NOT NULL PRIMARY KEY, k INT, x INT);")
+COLUMNS = {"t": ["id", "k", "v", "s"], "u": ["k", "w"], "p": ["id", "k", "x"]}
+VIEWS = {
+    "g": "SELECT s, COUNT(*) AS n, SUM(v) AS sv FROM t GROUP BY s",
+    "ja": "SELECT u.w, COUNT(*) AS n, SUM(t.v) AS sv FROM t JOIN u ON t.k = u.k GROUP BY u.w",
+    "lj": "SELECT t.id, t.k, u.w FROM t LEFT JOIN u ON t.k = u.k",
+    "mx": "SELECT k, MAX(v) AS m, MIN(s) AS ms FROM t GROUP BY k",
+    "dk": "SELECT DISTINCT k, s FROM t",
+    "pk": "SELECT p.k, SUM(p.x) AS sx FROM p GROUP BY p.k",
+}
+SQL = materialized(SCHEMA, VIEWS)
+
+
+def rounds(seed, n):
+    return churn_rounds(seed, n, {
+        "u": ([4, 8], lambda rnd, i: (rnd.choice([None, *range(12)]), rnd.choice([None, "a", "b", "c"]))),
+        "t": ([30, 60], lambda rnd, i: (i, rnd.choice([None, *range(12)]), rnd.choice([None, *range(50)]),
+                                        rnd.choice([None, "x", "y", "z", "w"]))),
+        "p": ([10], lambda rnd, i: (i, rnd.choice([None, *range(6)]), rnd.randrange(9))),   # keys never reused
+    }, duplicates=("t", 3), deletes=("t", "u", "p"), max_gone=20)
+
+
+@pytest.fixture
+def tiny_row_groups(monkeypatch):
+    monkeypatch.setattr(store, "ROW_GROUP_ROWS", 16)
+    monkeypatch.setattr(keyed_reads, "ROW_GROUP_ROWS", 16)
+    monkeypatch.setenv("SQLENGINE_LOCAL_STEP_ROWS", "0")   # every step on Spark
+
+
+def uncached(p):
+    """Spark reads every state from its parquet runs, as when the state outgrows the driver's cache."""
+    cache = p.engine.local.cache
+    cache.budget, cache.disk = 0, False
+    cache.retain([])
+
+
+def test_spark_steps_reading_state_by_key_match_duckdb(make_pipeline, tiny_row_groups):
+    p = make_pipeline(SQL)
+    uncached(p)
+    changes = p.listen("ja")
+    model = Model(SCHEMA, COLUMNS)
+    narrowed = 0
+    for i, ops in enumerate(rounds(11, 6)):
+        p.engine.narrowed_reads = 0
+        feed(p, model, ops, COLUMNS)
+        narrowed += p.engine.narrowed_reads
+        check_views(p, model, VIEWS, f"round {i}")
+    con = model.duck()
+    assert not diff(bag_from_changes(changes.to_pandas()), model.view(con, VIEWS["ja"]))
+    assert p.status()["steps_run_on"]["driver"] == 0
+    assert p.engine.spark_fallbacks == 0, p.engine.last_spark_error
+    assert narrowed > 0   # the reads were narrowed by key (not all read whole)
+    # runs of more than a row group are sorted by their sort column, in many row groups
+    t_int = p.engine.table_integral("t")
+    col = p.engine.sort_columns[t_int]
+    big = [r for r in p.engine.store.runs(p.engine.keys[t_int]) if r.rows > 16]
+    assert big
+    for r in big:
+        f = pq.ParquetFile(f"{p.engine.store.root}/{r.path}")
+        assert f.metadata.num_row_groups == -(-r.rows // 16)
+        values = f.read(columns=[col]).column(0).to_pylist()
+        assert values == sorted(values, key=lambda x: (x is None, x))
+
+
+def test_a_narrowed_read_is_pushed_into_the_parquet_reader(make_pipeline, tiny_row_groups):
+    import pyarrow as pa
+    p = make_pipeline(SQL)
+    uncached(p)
+    feed(p, Model(SCHEMA, COLUMNS), next(iter(rounds(5, 1))), COLUMNS)
+    eng = p.engine
+    t_int = eng.table_integral("t")
+    col = eng.sort_columns[t_int]
+    probe = pa.table({col: pa.array([3, 7, None], pa.int32())})
+    df = eng.read_state(t_int, key=((col,), [probe], [(col,)]))
+    plan = df._jdf.queryExecution().executedPlan().toString()
+    assert "PushedFilters" in plan and f"In({col}," in plan.replace(" ", ""), plan
+    got = df.toArrow().column(col).to_pylist()
+    whole = eng.read_state(t_int).toArrow().column(col).to_pylist()
+    assert sorted(got, key=str) == sorted([x for x in whole if x in (3, 7, None)], key=str)
+
+
+def test_sort_columns_follow_the_readers_keys():
+    sql = ("CREATE TABLE t (id BIGINT NOT NULL, k BIGINT NOT NULL, v BIGINT); CREATE TABLE d (k BIGINT NOT NULL, "
+           "name VARCHAR); CREATE TABLE p (a INT, b INT NOT NULL PRIMARY KEY);"
+           "CREATE MATERIALIZED VIEW g AS SELECT k, COUNT(*) AS n, SUM(v) AS s FROM t GROUP BY k;"
+           "CREATE MATERIALIZED VIEW j AS SELECT d.name, COUNT(*) AS n FROM t JOIN d ON t.k = d.k GROUP BY d.name;"
+           "CREATE MATERIALIZED VIEW q AS SELECT a FROM p;")
+    c = compile_program(sql).circuit
+    derived = {op.id: derivation(c, op) for op in c.ops if op.kind == "integrate" and op.mode == "derived"}
+    cols = keyed_reads.sort_columns(c, derived, {"p": ["c1"]})
+    assert cols[c.tables["t"][1]] == "c1"   # t is read by the join on k, its second column
+    assert cols[c.tables["d"][1]] == "c0"
+    assert cols[c.tables["p"][1]] == "c1"   # read by nobody: its primary key (upserts look it up)
+    assert all(cols[op.id] == "c0" for op in c.ops if op.kind == "aggregate" and op.mode == "accumulate")
+
+
+@pytest.mark.parametrize("probes, specs, expected", [
+    ([[1, 2, 2]], [("c0",)], ([1, 2], False)),
+    ([[1, None], [3]], [("c0",), ("c4",)], ([1, 3], True)),
+    ([None, [5]], [("c0",), ("c0",)], ([5], False)),
+    ([[1]], [("c0 + 1",)], None),                         # an expression: its values are not the column's
+    ([list(range(keyed_reads.MAX_KEYS + 1))], [("c0",)], None),   # too many values
+])
+def test_key_filter(probes, specs, expected):
+    import pyarrow as pa
+    tables = [None if v is None else pa.table({s[0]: pa.array(v, pa.int64())}) for v, s in zip(probes, specs)]
+    got = keyed_reads.key_filter("c0", ("c0",), tables, specs)
+    if got is not None:
+        got = (sorted(got[0]), got[1])
+    assert got == expected
