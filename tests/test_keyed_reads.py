@@ -34,7 +34,7 @@ def rounds(seed, n):
     return churn_rounds(seed, n, {
         "u": ([4, 8], lambda rnd, i: (rnd.choice([None, *range(12)]), rnd.choice([None, "a", "b", "c"]))),
         "t": ([30, 60], lambda rnd, i: (i, rnd.choice([None, *range(12)]), rnd.choice([None, *range(50)]),
-                                        rnd.choice([None, "x", "y", "z", "w"]))),
+                                        rnd.choice([None, "x", "y", "o'k", "back\\slash", "\u00e9t\u00e9"]))),
         "p": ([10], lambda rnd, i: (i, rnd.choice([None, *range(6)]), rnd.randrange(9))),   # keys never reused
     }, duplicates=("t", 3), deletes=("t", "u", "p"), max_gone=20)
 

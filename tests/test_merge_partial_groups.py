@@ -3,8 +3,9 @@ other accumulators are not: over a LEFT JOIN, a right row arriving turns a padde
 (COUNT(*) changes by 0, SUM(b.y) and COUNT(b.y) by the row), so a merge of the runs of such steps holds
 ``__cnt = 0`` with nonzero sums.  Dropping it (as merges did) lost those sums for good.
 
-Both executors merge with the same rule (``delta_rules.merge_sql``): the second test runs steps and merges on
-Spark, with nothing cached on the driver."""
+Both executors merge with the same rule (``delta_rules.merge_sql``): the second variant runs steps and merges on
+Spark, with nothing cached on the driver; the third runs the steps on Spark and merges the (small) runs on the
+driver, read from their files."""
 import random
 
 import pytest
@@ -19,9 +20,13 @@ VIEW = ("SELECT a.k, COUNT(*) AS n, SUM(b.y) AS s, COUNT(b.y) AS m FROM a LEFT J
         "GROUP BY a.k")
 
 
-@pytest.mark.parametrize("on_spark", [False, True], ids=["driver", "spark"])
-def test_partial_merges_keep_zero_count_groups(make_pipeline, monkeypatch, on_spark):
+@pytest.mark.parametrize("where", ["driver", "spark", "files"])
+def test_partial_merges_keep_zero_count_groups(make_pipeline, monkeypatch, where):
+    from sqlengine.executor import runtime
     from sqlengine.executor.runtime import Engine
+    on_spark = where != "driver"
+    if where == "spark":
+        monkeypatch.setattr(runtime, "DRIVER_MERGE_ROWS", 0)
     spark_merges = []
     merge = Engine._merge_on_spark
     monkeypatch.setattr(Engine, "_merge_on_spark", lambda self, op, part: spark_merges.append(op.id) or merge(self, op, part))
@@ -53,4 +58,5 @@ def test_partial_merges_keep_zero_count_groups(make_pipeline, monkeypatch, on_sp
         got = bag(tuple(r.values()) for r in p.query("SELECT * FROM v"))
         assert not diff(got, expected), f"step {step}: {diff(got, expected)}"
     if on_spark:
-        assert p.engine.steps_spark >= 24 and spark_merges, (p.engine.steps_spark, spark_merges)
+        assert p.engine.steps_spark >= 24, p.engine.steps_spark
+        assert bool(spark_merges) == (where == "spark"), spark_merges

@@ -110,3 +110,19 @@ def key_filter(column: str, spec: Sequence[str], probes: Sequence[Optional[pa.Ta
     if len(values) > MAX_KEYS:
         return None
     return values.to_pylist(), has_null
+
+
+def _literal(v) -> str:
+    if isinstance(v, str):   # Spark SQL string literal: backslash escapes are processed
+        return "'" + v.replace("\\", "\\\\").replace("'", "\\'") + "'"
+    return str(int(v))
+
+
+def in_list(column: str, values: list, has_null: bool):
+    """The filter ``column IN (values)`` (OR ``column IS NULL``) as one Spark expression (one py4j call, where
+    ``Column.isin`` makes one per value)."""
+    from pyspark.sql import functions as F
+    parts = [f"`{column}` IN ({', '.join(_literal(v) for v in values)})"] if values else []
+    if has_null:
+        parts.append(f"`{column}` IS NULL")
+    return F.expr(" OR ".join(parts) or "FALSE")

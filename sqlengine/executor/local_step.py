@@ -21,6 +21,7 @@ from typing import Dict, List, Optional, Set
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
+import pyarrow.parquet as pq
 
 from planner.logical import Aggregate, Project
 
@@ -328,12 +329,21 @@ class LocalExecutor:
         return cast_to(rows, eng.state_arrow[op_id])
 
     # ------------------------------------------------------------ compaction
-    def merge(self, op, paths: List[str]) -> Optional[pa.Table]:
-        """The runs at ``paths`` merged into one (``None`` if they are not all cached)."""
+    def run_table(self, path: str, schema: pa.Schema) -> pa.Table:
+        """One committed run: from the state cache, else read from its file."""
+        t = self.cache.load(path, schema)
+        return t if t is not None else pq.read_table(os.path.join(self.engine.store.root, path)).cast(schema)
+
+    def merge(self, op, paths: List[str], small: bool = False) -> Optional[pa.Table]:
+        """The runs at ``paths`` merged into one (``None`` if they are not all cached, unless ``small``: then
+        the runs not cached are read from their files)."""
         schema = self.engine.state_arrow[op.id]
-        if not self.cache.all_cached(paths, schema):
+        if self.cache.all_cached(paths, schema):
+            t = self.cache.full(paths, schema)
+        elif small:
+            t = pa.concat_tables([self.run_table(p, schema) for p in paths])
+        else:
             return None
-        t = self.cache.full(paths, schema)
         if op.kind != "aggregate":
             if t.num_rows and pc.min(t.column(W)).as_py() > 0:
                 return t     # insert-only runs: nothing cancels (a Z-set need not be consolidated)

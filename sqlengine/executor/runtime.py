@@ -12,14 +12,12 @@ from __future__ import annotations
 
 import hashlib
 import logging
-import os
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Set
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.parquet as pq
 from pyspark.sql import DataFrame, functions as F
 
 from planner.circuit import Op
@@ -39,6 +37,7 @@ from sqlengine.zset import W, clamp_in_order, consolidate_arrow, consolidate_spa
 
 EMPTY = None  # an op whose change is empty in this step
 BIGINT_MAX = (1 << 63) - 1
+DRIVER_MERGE_ROWS = 1_000_000   # runs this small are merged on the driver, read from their files if not cached
 DRIVER_ROWS = 100_000   # a Spark step filters, projects and sums (partial sums) a change this small on the driver
 log = logging.getLogger("sqlengine")
 
@@ -178,8 +177,7 @@ class Engine:
         if found is not None:
             values, has_null = found
             self.narrowed_reads += 1
-            cond = F.col(column).isin(values) if values else F.lit(False)
-            df = df.filter(cond | F.col(column).isNull() if has_null else cond)
+            df = df.filter(keyed_reads.in_list(column, values, has_null))
         return df
 
     def state_paths(self, op_id: int) -> List[str]:
@@ -197,10 +195,7 @@ class Engine:
         if d is not None and d.aggregate is not None:
             return self.local.aggregate_contents(d, op_id, self.state_rows(d.aggregate.id))
         schema = self.state_arrow[op_id]
-        parts = []
-        for r in self.store.runs(self.keys[op_id]):
-            t = self.local.cache.load(r.path, schema)
-            parts.append(t if t is not None else pq.read_table(os.path.join(self.store.root, r.path)).cast(schema))
+        parts = [self.local.run_table(r.path, schema) for r in self.store.runs(self.keys[op_id])]
         return pa.concat_tables(parts) if parts else schema.empty_table()
 
     def _cached_empty(self, op_id: int, schema) -> DataFrame:
@@ -242,7 +237,8 @@ class Engine:
         spec = tuple(cols)
         rows = self.lowerer.rule(rules.semi("S", cols, "K", list(self.state_arrow[op].names)),
                                  S=self.read_state(op, key=(spec, [keys], [spec])), K=probe_df)
-        return consolidate_spark(rows).toArrow()
+        rows = rows.toArrow().cast(self.state_arrow[op])   # one stage: consolidated here, not by a shuffle
+        return consolidate_arrow(rows) if rows.num_rows else rows
 
     def clamp_deletes(self, table: str, parts: List[pa.Table]) -> pa.Table:
         """Apply a step's input batches for ``table`` in order, with bag semantics: a delete removes at
@@ -382,13 +378,15 @@ class Engine:
         reads_from = old if write_keys is None else Manifest()
         need = self.needed_ops(listened) if need is None else need
         self.local.cache.retain([r.path for runs in old.runs.values() for r in runs])
+        out_ids = {self.circuit.outputs[v].delta for v in listened}
+        args = (step, listened, out_ids, initial, need, reads_from, write_keys)
         if self.local.usable(table_deltas, need, reads_from):
-            result = self._run_local(step, table_deltas, listened, initial, need, reads_from, write_keys)
+            result = self._run_local(table_deltas, *args)
             if sum(d.num_rows for d in table_deltas.values() if isinstance(d, pa.Table)) >= BULK_ROWS:
                 release_memory()
             return result
         try:
-            return self._run_spark(step, table_deltas, listened, initial, need, reads_from, write_keys)
+            return self._run_spark(table_deltas, *args)
         except StorageError:
             raise
         except Exception as e:
@@ -399,22 +397,24 @@ class Engine:
             log.warning("step %d failed on Spark and runs on the driver instead: %s", step, self.last_spark_error)
             arrow = {t: d if d is None or isinstance(d, pa.Table) else
                      d.toArrow().cast(self.arrow_schemas[self.table_input(t)]) for t, d in table_deltas.items()}
-            return self._run_local(step, arrow, listened, initial, need, reads_from, write_keys)
+            return self._run_local(arrow, *args)
 
-    def _run_local(self, step, table_deltas, listened, initial, need, reads_from, write_keys) -> StepResult:
-        self.steps_local += 1
+    def _start_attempt(self) -> None:
+        """Each attempt at a step (on Spark, then maybe on the driver) starts from the committed SUM bounds."""
         self._sum_bounds = dict(self.store.current.meta.get("sum_bounds", {}))
-        out_ids = {self.circuit.outputs[v].delta for v in listened}
+
+    def _run_local(self, table_deltas, step, listened, out_ids, initial, need, reads_from, write_keys) -> StepResult:
+        self.steps_local += 1
+        self._start_attempt()
         deltas, new_runs, errors = self.local.run_step(step, table_deltas, need, initial, out_ids,
                                                        reads_from=None if write_keys is None else reads_from,
                                                        write_keys=write_keys)
         return self._result(step, self.store.current, new_runs, deltas, listened, errors)
 
-    def _run_spark(self, step, table_deltas, listened, initial, need, reads_from, write_keys) -> StepResult:
+    def _run_spark(self, table_deltas, step, listened, out_ids, initial, need, reads_from, write_keys) -> StepResult:
         old = self.store.current
         self.steps_spark += 1
-        self._sum_bounds = dict(old.meta.get("sum_bounds", {}))
-        out_ids = {self.circuit.outputs[v].delta for v in listened}
+        self._start_attempt()
         deltas: Dict[int, object] = {}
         new_runs: Dict[str, List[Run]] = {k: list(v) for k, v in old.runs.items()}
 
@@ -552,7 +552,7 @@ class Engine:
             start = self.store.merge_plan(rs)
             part = rs[start:]
             op = self.ops[op_id]
-            t = self.local.merge(op, [r.path for r in part])
+            t = self.local.merge(op, [r.path for r in part], small=sum(r.rows for r in part) <= DRIVER_MERGE_ROWS)
             if t is None:
                 t = self._merge_on_spark(op, part)
             t = keyed_reads.sorted_run(t, self.sort_columns.get(op_id))
@@ -580,8 +580,7 @@ class Engine:
             schema = self.state_arrow[op_id]
 
             def load(r: Run) -> pa.Table:
-                t = self.local.cache.load(r.path, schema)
-                return t if t is not None else pq.read_table(os.path.join(self.store.root, r.path)).cast(schema)
+                return self.local.run_table(r.path, schema)
             kept: List[Run] = []
             for r in runs.get(key, []):
                 times = self._run_times.get(r.path)
