@@ -2,7 +2,9 @@
 
 For each N (rows of table ``t``; ``d`` has N/10 keys):
 
-1. load ``t`` in 1M-row steps on the driver path (the default) and report rows/s;
+1. load ``t`` in 1M-row steps on the driver path (the default) and report rows/s, with the driver's disk tier
+   off (as below), so the runs are written sorted by key for Spark's keyed reads
+   (:mod:`sqlengine.executor.keyed_reads`);
 2. then force every step onto Spark with the state *not* cached on the driver (the cache budget set to 0),
    as when the state outgrows the driver: Spark reads the operators' parquet runs;
 3. time changes of ``--small`` rows (half inserts of new rows, half deletes of rows inserted before, one step
@@ -20,6 +22,10 @@ FROM t JOIN d ON t.k = d.k GROUP BY d.name`` (a join-aggregate).
 
 ``--cluster-workers 1,2`` also runs the smallest N in a child process against a standalone cluster of that
 many one-core workers (``tests/spark_cluster.py``), for the cost model in ``docs/SCALING.md``.
+
+``--flink`` also loads the same rows into the same two views on Flink SQL (``.peer-flink``, see
+``benchmarks/peers/flink_load.py``), in the same run, for each N: CSV files of ``t`` and ``d`` (written before
+timing), streaming mode, parallelism 2, blackhole sinks.
 
     python -m benchmarks.scale --n 1000000,10000000 --cluster-workers 1,2
 """
@@ -77,6 +83,7 @@ def measure(n: int, small: int, large: int, repeats: int, master: Optional[str],
                                                                  "spark.task.maxFailures": "8"}
     p = Pipeline.from_sql(SQL, storage_dir=os.path.join(work, "s"), spark_conf=conf, spark_master=master)
     p.start()
+    p.engine.local.cache.disk = False   # no disk tier: state beyond the cache is read by Spark (runs sorted by key)
     live: List[pd.DataFrame] = []
     t0 = time.time()
     p.input_pandas("d", d)
@@ -152,6 +159,44 @@ def measure(n: int, small: int, large: int, repeats: int, master: Optional[str],
             "spark_steps": spark_steps, "check": ok}
 
 
+FLINK_PYTHON = os.path.join(ROOT, ".peer-flink", "bin", "python")
+
+
+def flink_load(n: int, log) -> Dict[str, object]:
+    """Flink loading the rows ``measure(n)`` loads (the same generator and seed) into the two views."""
+    if not os.path.exists(FLINK_PYTHON):
+        return {"error": "not run: .peer-flink missing (python3 -m venv .peer-flink && "
+                         ".peer-flink/bin/pip install apache-flink==2.3.0)"}
+    import pyarrow as pa
+    import pyarrow.csv as pcsv
+    rng = np.random.default_rng(n)
+    nk = max(1, n // 10)
+    work = tempfile.mkdtemp(prefix="sqlengine-scale-flink-")
+    dirs = {x: os.path.join(work, x) for x in ("t", "d", "empty")}
+    for x in dirs.values():
+        os.makedirs(x)
+    no_header = pcsv.WriteOptions(include_header=False)
+    d = pd.DataFrame({"k": np.arange(nk, dtype=np.int64), "name": [f"n{i % 1000}" for i in range(nk)]})
+    pcsv.write_csv(pa.Table.from_pandas(d, preserve_index=False), os.path.join(dirs["d"], "d.csv"), no_header)
+    for i, s in enumerate(range(0, n, CHUNK)):
+        chunk = pa.Table.from_pandas(rows(s, min(CHUNK, n - s), nk, rng), preserve_index=False)
+        pcsv.write_csv(chunk, os.path.join(dirs["t"], f"t{i:04d}.csv"), no_header)
+    env = dict(os.environ, JVM_ARGS="-Xms6g -Xmx6g")
+    try:
+        out = subprocess.run([FLINK_PYTHON, os.path.join(ROOT, "benchmarks", "peers", "flink_load.py"),
+                              "--t", dirs["t"], "--d", dirs["d"], "--empty", dirs["empty"]],
+                             capture_output=True, text=True, env=env, timeout=3600)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    line = next((x for x in out.stdout.splitlines() if x.startswith("RESULT ")), None)
+    if line is None:
+        return {"error": (out.stderr or out.stdout)[-500:]}
+    r = json.loads(line[len("RESULT "):])
+    r["n"] = n
+    log(f"N={n:,}: Flink load {r}")
+    return r
+
+
 def cluster_run(workers: int, n: int, small: int, large: int, repeats: int, log) -> Dict[str, object]:
     sys.path.insert(0, ROOT)
     from tests.spark_cluster import SparkCluster
@@ -173,7 +218,7 @@ def report(results, clusters, args, load_avg) -> str:
     lines = ["# Scale: the Spark path at growing state, and a standalone cluster", "",
              f"Command: `python -m benchmarks.scale --n {args.n} --small {args.small} --large {args.large} "
              f"--repeats {args.repeats}" + (f" --cluster-workers {args.cluster_workers}" if args.cluster_workers else "")
-             + "`", "",
+             + (" --flink" if getattr(args, "flink", False) else "") + "`", "",
              f"Machine: {os.cpu_count()} CPUs, Linux {platform.release()}; Python {platform.python_version()}; "
              f"local Spark `local[2]`, driver memory 8g; load average at the end {load_avg}.", "",
              "Every timed step ran on Spark with the driver's state cache emptied, its budget set to 0 and its disk "
@@ -198,6 +243,25 @@ def report(results, clusters, args, load_avg) -> str:
                       f"{b['small'] / a['small']:.2f}× (listened {b['listened'] / a['listened']:.2f}×), the "
                       f"{args.large:,}-row change {b['large'] / a['large']:.2f}×, Spark's recompute "
                       f"{b['recompute'] / a['recompute']:.2f}×."]
+    flinks = {f["n"]: f for f in getattr(args, "flink_results", []) if "error" not in f}
+    if getattr(args, "flink_results", None):
+        lines += ["", "**Loads beside Flink SQL**, in the same run (`--flink`): the same rows of `t` and `d` into the same "
+                      "two views; Flink reads them from CSV files written before timing (it bundles no parquet), "
+                      "streaming mode, parallelism 2, `JVM_ARGS=-Xms6g -Xmx6g`, blackhole sinks; *incl. startup* is "
+                      "the job's wall time from submission, *net* Flink's own net runtime of the job; the engine's "
+                      "load is `input_pandas` of in-memory chunks of 1M rows, each one step, until `wait_for_idle`.",
+                  "", "| N | engine rows/s | Flink rows/s (incl. startup) | Flink rows/s (net) | engine ÷ Flink (incl.) | "
+                      "engine ÷ Flink (net) |", "|---|---|---|---|---|---|"]
+        for r in results:
+            f = flinks.get(r["n"])
+            if f is None:
+                continue
+            e = r["n"] / r["load_s"]
+            fi, fn = r["n"] / f["wall_s"], r["n"] / f["net_s"]
+            lines.append(f"| {r['n']:,} | {e:,.0f} | {fi:,.0f} | {fn:,.0f} | {e / fi:.2f} | {e / fn:.2f} |")
+        for f in args.flink_results:
+            if "error" in f:
+                lines.append(f"\nFlink: {f['error']}")
     if clusters:
         lines += ["", "Standalone cluster (master and one-core workers on this machine, `spark.executor.memory` 1g), "
                       f"N = {clusters[0]['n']:,}:", "",
@@ -220,6 +284,7 @@ def main() -> None:
     ap.add_argument("--master")
     ap.add_argument("--child")
     ap.add_argument("--no-write", action="store_true")
+    ap.add_argument("--flink", action="store_true", help="also load the same rows on Flink SQL (.peer-flink)")
     args = ap.parse_args()
     log = lambda s: print(s, flush=True)   # noqa: E731
     ns = [int(x) for x in args.n.split(",")]
@@ -228,7 +293,11 @@ def main() -> None:
         with open(args.child, "w") as f:
             json.dump(r, f)
         return
-    results = [measure(n, args.small, args.large, args.repeats, None, log) for n in ns]
+    results, args.flink_results = [], []
+    for n in ns:
+        results.append(measure(n, args.small, args.large, args.repeats, None, log))
+        if args.flink:
+            args.flink_results.append(flink_load(n, log))
     clusters = [cluster_run(int(w), ns[0], args.small, args.large, args.repeats, log)
                 for w in args.cluster_workers.split(",") if w]
     text = report(results, clusters, args, " ".join(f"{x:.2f}" for x in os.getloadavg()))

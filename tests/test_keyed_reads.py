@@ -44,6 +44,8 @@ def tiny_row_groups(monkeypatch):
     monkeypatch.setattr(store, "ROW_GROUP_ROWS", 16)
     monkeypatch.setattr(keyed_reads, "ROW_GROUP_ROWS", 16)
     monkeypatch.setenv("SQLENGINE_LOCAL_STEP_ROWS", "0")   # every step on Spark
+    from sqlengine.state import cache
+    monkeypatch.setattr(cache, "DISK_TIER", False)         # state beyond the budget is read by Spark: runs sorted
 
 
 def uncached(p):

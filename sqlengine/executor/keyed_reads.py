@@ -2,7 +2,9 @@
 
 Each state-owning operator's runs are written sorted by one column, its *sort column* (:func:`sort_columns`),
 in parquet row groups of ``ROW_GROUP_ROWS`` rows, so every row group covers a narrow range of that column and
-its min/max statistics say which keys it can hold.  When a Spark step reads an integral by a key whose values
+its min/max statistics say which keys it can hold.  Runs are sorted only where Spark may read them by key
+(``Engine.run_order``: a cluster master, or the driver's disk tier off); the filter below is exact on any run,
+sorted or not, so a change of configuration between restarts costs speed, not correctness.  When a Spark step reads an integral by a key whose values
 the driver knows (the op's input changes are Arrow tables, at most ``MAX_KEYS`` distinct values), the read is
 filtered by ``<sort column> IN (values)`` (:func:`key_filter`), which Spark pushes into the parquet reader:
 row groups that cannot hold any of the values are skipped, so the rows read follow the change's keys, not
@@ -19,6 +21,7 @@ from __future__ import annotations
 import re
 from typing import Dict, List, Optional, Sequence, Tuple
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -77,7 +80,12 @@ def sorted_run(table: pa.Table, column: Optional[str]) -> pa.Table:
     nothing to the engine otherwise)."""
     if column is None or table.num_rows <= ROW_GROUP_ROWS or column not in table.column_names:
         return table
-    return table.take(pc.sort_indices(table, [(column, "ascending")]))   # NULLs last
+    c = table.column(column)
+    if (pa.types.is_integer(c.type) or pa.types.is_floating(c.type)) and not c.null_count:
+        # numpy's stable sort is a timsort: near-linear on runs concatenated for a merge, and faster than
+        # Arrow's on random integers too
+        return table.take(np.argsort(c.to_numpy(), kind="stable"))
+    return table.take(pc.array_sort_indices(c))   # NULLs last
 
 
 def _prunable(t: pa.DataType) -> bool:

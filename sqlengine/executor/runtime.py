@@ -113,6 +113,15 @@ class Engine:
             self._ansi = True
         return self._spark
 
+    def run_order(self, op_id: int) -> Optional[str]:
+        """The column new runs of ``op_id`` are sorted by, when Spark may read them by key: with a cluster master
+        (large steps run there), or with the driver's disk tier off (state beyond the cache's budget is read by
+        Spark).  With a local master and the disk tier on, every step whose input is on the driver runs there,
+        reading state through the cache's own key index, so the order would buy nothing."""
+        if str(self.master or "local").startswith("local") and self.local.cache.disk:
+            return None
+        return self.sort_columns.get(op_id)
+
     @property
     def spark_ready(self) -> bool:
         return not callable(self._spark)
@@ -555,7 +564,7 @@ class Engine:
             t = self.local.merge(op, [r.path for r in part], small=sum(r.rows for r in part) <= DRIVER_MERGE_ROWS)
             if t is None:
                 t = self._merge_on_spark(op, part)
-            t = keyed_reads.sorted_run(t, self.sort_columns.get(op_id))
+            t = keyed_reads.sorted_run(t, self.run_order(op_id))
             run = self.store.write_run(key, t, step, tag=f"m{len(rs)}")
             self.local.cache.put(run.path, t)
             runs[key] = rs[:start] + [run]

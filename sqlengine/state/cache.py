@@ -192,10 +192,10 @@ def _load_index(side: str, n: int) -> Optional[Tuple[np.ndarray, np.ndarray]]:
 class StateCache:
     """Runs of operator state as Arrow tables on the driver, with per-spec key-hash indexes."""
 
-    def __init__(self, root: str, budget_bytes: int = DEFAULT_BUDGET_BYTES, disk: bool = DISK_TIER):
+    def __init__(self, root: str, budget_bytes: int = DEFAULT_BUDGET_BYTES, disk: Optional[bool] = None):
         self.root = root
         self.budget = budget_bytes
-        self.disk = disk
+        self.disk = DISK_TIER if disk is None else disk
         self.hasher = KeyHasher()
         self.tables: Dict[str, pa.Table] = {}                       # run path -> rows in memory
         self.mapped: Dict[str, pa.Table] = {}                       # run path -> rows memory-mapped (disk tier)
