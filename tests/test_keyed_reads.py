@@ -129,3 +129,23 @@ def test_key_filter(probes, specs, expected):
     if got is not None:
         got = (sorted(got[0]), got[1])
     assert got == expected
+
+
+def test_a_read_narrowed_by_many_keys_runs(make_pipeline, tiny_row_groups):
+    """The most values a read is narrowed by (MAX_KEYS) go to the parquet reader without overflowing the
+    executor's stack (one IN of a thousand values did, and took the JVM down)."""
+    import pyarrow as pa
+    p = make_pipeline(SQL)
+    uncached(p)
+    n = keyed_reads.MAX_KEYS
+    p.input_pandas("t", __import__("pandas").DataFrame({"id": range(n), "k": range(n), "v": [1] * n,
+                                                         "s": [f"s{i}" for i in range(n)]}))
+    p.wait_for_idle()
+    eng = p.engine
+    t_int = eng.table_integral("t")
+    col = eng.sort_columns[t_int]
+    probe = pa.table({col: pa.array(range(0, 2 * n, 2), pa.int32())})   # n values, half of them stored
+    found = keyed_reads.key_filter(col, (col,), [probe], [(col,)])
+    assert found is not None and len(found[0]) == n
+    got = eng.read_state(t_int, key=((col,), [probe], [(col,)])).toArrow().column(col).to_pylist()
+    assert sorted(got) == list(range(0, n, 2))

@@ -29,8 +29,9 @@ from planner.circuit import Circuit
 
 from sqlengine.state.store import ROW_GROUP_ROWS
 MAX_KEYS = 2000              # distinct probe values up to which a state read is filtered by key
+IN_CHUNK = 64                # values per IN of the filter (see in_list)
 SPARK_CONF = {
-    "spark.sql.parquet.pushdown.inFilterThreshold": str(MAX_KEYS),   # IN lists pushed as IN, not as a range
+    "spark.sql.parquet.pushdown.inFilterThreshold": str(IN_CHUNK),   # IN lists pushed as IN, not as a range
     "parquet.filter.dictionary.enabled": "false",
 }
 _PLAIN = re.compile(r"c\d+$")
@@ -126,11 +127,22 @@ def _literal(v) -> str:
     return str(int(v))
 
 
+def _balanced_or(parts: List[str]) -> str:
+    if len(parts) == 1:
+        return parts[0]
+    half = len(parts) // 2
+    return f"({_balanced_or(parts[:half])} OR {_balanced_or(parts[half:])})"
+
+
 def in_list(column: str, values: list, has_null: bool):
     """The filter ``column IN (values)`` (OR ``column IS NULL``) as one Spark expression (one py4j call, where
-    ``Column.isin`` makes one per value)."""
+    ``Column.isin`` makes one per value).  Spark pushes an IN list into parquet as a chain of ORs, one per value,
+    which the executor deserializes recursively: a list of a thousand values overflowed its stack (and took
+    the JVM down).  So the list is cut into INs of ``IN_CHUNK`` values under a balanced tree of ORs."""
     from pyspark.sql import functions as F
-    parts = [f"`{column}` IN ({', '.join(_literal(v) for v in values)})"] if values else []
+    name = f"`{column}`"
+    parts = [f"{name} IN ({', '.join(_literal(v) for v in values[i:i + IN_CHUNK])})"
+             for i in range(0, len(values), IN_CHUNK)]
     if has_null:
-        parts.append(f"`{column}` IS NULL")
-    return F.expr(" OR ".join(parts) or "FALSE")
+        parts.append(f"{name} IS NULL")
+    return F.expr(_balanced_or(parts) if parts else "FALSE")
