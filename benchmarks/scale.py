@@ -165,8 +165,8 @@ FLINK_PYTHON = os.path.join(ROOT, ".peer-flink", "bin", "python")
 def flink_load(n: int, log) -> Dict[str, object]:
     """Flink loading the rows ``measure(n)`` loads (the same generator and seed) into the two views."""
     if not os.path.exists(FLINK_PYTHON):
-        return {"error": "not run: .peer-flink missing (python3 -m venv .peer-flink && "
-                         ".peer-flink/bin/pip install apache-flink==2.3.0)"}
+        return {"n": n, "error": f"N={n:,}: not run: .peer-flink missing (python3 -m venv .peer-flink && "
+                                 ".peer-flink/bin/pip install apache-flink==2.3.0)"}
     import pyarrow as pa
     import pyarrow.csv as pcsv
     rng = np.random.default_rng(n)
@@ -189,8 +189,12 @@ def flink_load(n: int, log) -> Dict[str, object]:
     finally:
         shutil.rmtree(work, ignore_errors=True)
     line = next((x for x in out.stdout.splitlines() if x.startswith("RESULT ")), None)
-    if line is None:
-        return {"error": (out.stderr or out.stdout)[-500:]}
+    if line is None:   # the root cause of a Java stack trace, else the end of the output
+        text = (out.stderr or out.stdout).strip()
+        causes = [x.strip() for x in text.splitlines() if x.strip().startswith("Caused by:")]
+        r = {"n": n, "error": f"N={n:,}: " + (causes[-1] if causes else text[-300:])}
+        log(f"Flink load failed: {r['error']}")
+        return r
     r = json.loads(line[len("RESULT "):])
     r["n"] = n
     log(f"N={n:,}: Flink load {r}")
@@ -259,9 +263,7 @@ def report(results, clusters, args, load_avg) -> str:
             e = r["n"] / r["load_s"]
             fi, fn = r["n"] / f["wall_s"], r["n"] / f["net_s"]
             lines.append(f"| {r['n']:,} | {e:,.0f} | {fi:,.0f} | {fn:,.0f} | {e / fi:.2f} | {e / fn:.2f} |")
-        for f in args.flink_results:
-            if "error" in f:
-                lines.append(f"\nFlink: {f['error']}")
+        lines += [f"\nFlink, {f['error']}" for f in args.flink_results if "error" in f]
     if clusters:
         lines += ["", "Standalone cluster (master and one-core workers on this machine, `spark.executor.memory` 1g), "
                       f"N = {clusters[0]['n']:,}:", "",
