@@ -180,7 +180,9 @@ def test_storage_dir_that_cannot_be_written(tmp_path):
 def test_expression_spark_cannot_run_runs_on_the_driver(make_pipeline, monkeypatch):
     """Spark does not analyze the program at start (the driver types it); a step Spark cannot run is run
     on the driver instead, with the same result."""
+    from sqlengine.executor import runtime
     monkeypatch.setenv("SQLENGINE_LOCAL_STEP_ROWS", "0")   # every step is tried on Spark first
+    monkeypatch.setattr(runtime, "DRIVER_ROWS", 0)        # with its projections too (not on the driver)
     p = make_pipeline("CREATE TABLE t (ts TIMESTAMP); "
                       "CREATE MATERIALIZED VIEW e AS SELECT EXTRACT(MILLENNIUM FROM ts) AS s FROM t")
     p.input_json("t", [{"ts": "2024-05-01 10:00:00"}])
