@@ -27,7 +27,9 @@ import pyarrow.compute as pc
 
 from planner.circuit import Circuit
 
+from sqlengine.executor.local_lower import LocalLowerer
 from sqlengine.state.store import ROW_GROUP_ROWS
+
 MAX_KEYS = 2000              # distinct probe values up to which a state read is filtered by key
 IN_CHUNK = 64                # values per IN of the filter (see in_list)
 SPARK_CONF = {
@@ -47,7 +49,6 @@ def sort_columns(circuit: Circuit, derived: Dict[int, object], primary_keys: Dic
     (in circuit order) looks it up by; an accumulating aggregate's first group key; a table's primary key, or
     its first column (deletes are looked up by every column).  Reads of derived integrals count for the
     state they are read from."""
-    from sqlengine.executor.local_lower import LocalLowerer
     out: Dict[int, str] = {}
 
     def keyed(r: int, spec: Tuple[str, ...]) -> None:

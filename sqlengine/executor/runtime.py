@@ -26,6 +26,7 @@ from planner.program import Program
 
 from sqlengine.executor.derived import derivation
 from sqlengine.executor import keyed_reads
+from sqlengine.executor.local_lower import LocalLowerer
 from sqlengine.executor.local_step import BULK_ROWS, LocalExecutor, cast_to, release_memory
 from sqlengine.executor.row_errors import ERRORS_KEY, RowErrors, read_errors
 from sqlengine.executor import delta_rules as rules
@@ -504,7 +505,6 @@ class Engine:
     def _keyed_reads(self, op: Op, ins: list, reads_from: Manifest) -> List[DataFrame]:
         """The states ``op`` reads, each narrowed to the keys of the changes it meets when those are on the
         driver (see :mod:`sqlengine.executor.keyed_reads`)."""
-        from sqlengine.executor.local_lower import LocalLowerer
         specs = LocalLowerer.probe_specs(op)
         out = []
         for j, r in enumerate(op.reads):
