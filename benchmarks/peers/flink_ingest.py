@@ -9,21 +9,23 @@ Prints one ``RESULT {json}`` line.
 """
 import argparse
 import json
+import os
+import sys
 import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from flink_env import blackhole, make_env  # noqa: E402
 
 COLS = "id BIGINT, k INT, v BIGINT, ts TIMESTAMP(3)"
 QUERY = "SELECT k, COUNT(*) AS n, SUM(v) AS s FROM ev GROUP BY k"
 
 
 def run(env, path: str) -> float:
-    from pyflink.table import Schema, TableDescriptor
     env.execute_sql("DROP TEMPORARY TABLE IF EXISTS ev")
     env.execute_sql(f"CREATE TEMPORARY TABLE ev ({COLS}) WITH ('connector' = 'filesystem', 'path' = '{path}', "
                     "'format' = 'csv')")
     table = env.sql_query(QUERY)
-    schema = Schema.new_builder().from_row_data_type(table.get_resolved_schema().to_physical_row_data_type()).build()
-    env.drop_temporary_table("sink")
-    env.create_temporary_table("sink", TableDescriptor.for_connector("blackhole").schema(schema).build())
+    blackhole(env, "sink", table)
     t0 = time.perf_counter()
     table.execute_insert("sink").wait()
     return time.perf_counter() - t0
@@ -35,10 +37,7 @@ def main() -> None:
     ap.add_argument("--empty", required=True)
     ap.add_argument("--parallelism", type=int, default=2)
     a = ap.parse_args()
-    from pyflink.table import EnvironmentSettings, TableEnvironment
-    env = TableEnvironment.create(EnvironmentSettings.in_streaming_mode())
-    env.get_config().set("parallelism.default", str(a.parallelism))
-    env.get_config().set("pipeline.object-reuse", "true")
+    env = make_env(True, a.parallelism)
     run(env, a.empty)   # warm-up
     startup = run(env, a.empty)
     wall = run(env, a.csv)

@@ -11,7 +11,12 @@ the data (``wall_s``; ``net_s``: Flink's own net runtime of the job).  Prints on
 """
 import argparse
 import json
+import os
+import sys
 import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from flink_env import blackhole, make_env  # noqa: E402
 
 T = "id BIGINT, k BIGINT, v BIGINT"
 D = "k BIGINT, name STRING"
@@ -22,7 +27,6 @@ VIEWS = {
 
 
 def run(env, t_dir: str, d_dir: str):
-    from pyflink.table import Schema, TableDescriptor
     for name, cols, path in (("t", T, t_dir), ("d", D, d_dir)):
         env.execute_sql(f"DROP TEMPORARY TABLE IF EXISTS {name}")
         env.execute_sql(f"CREATE TEMPORARY TABLE {name} ({cols}) WITH ('connector' = 'filesystem', "
@@ -30,12 +34,8 @@ def run(env, t_dir: str, d_dir: str):
     stmts = env.create_statement_set()
     for name, q in VIEWS.items():
         table = env.sql_query(q)
-        schema = Schema.new_builder().from_row_data_type(
-            table.get_resolved_schema().to_physical_row_data_type()).build()
-        sink = f"sink_{name}"
-        env.drop_temporary_table(sink)
-        env.create_temporary_table(sink, TableDescriptor.for_connector("blackhole").schema(schema).build())
-        stmts.add_insert(sink, table)
+        blackhole(env, f"sink_{name}", table)
+        stmts.add_insert(f"sink_{name}", table)
     t0 = time.perf_counter()
     result = stmts.execute()
     client = result.get_job_client()
@@ -51,10 +51,7 @@ def main() -> None:
     ap.add_argument("--empty", required=True)
     ap.add_argument("--parallelism", type=int, default=2)
     a = ap.parse_args()
-    from pyflink.table import EnvironmentSettings, TableEnvironment
-    env = TableEnvironment.create(EnvironmentSettings.in_streaming_mode())
-    env.get_config().set("parallelism.default", str(a.parallelism))
-    env.get_config().set("pipeline.object-reuse", "true")
+    env = make_env(True, a.parallelism)
     run(env, a.empty, a.empty)   # warm-up
     startup, _ = run(env, a.empty, a.empty)
     wall, net = run(env, a.t, a.d)

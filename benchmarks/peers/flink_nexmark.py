@@ -26,17 +26,8 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from flink_env import blackhole, make_env  # noqa: E402
 from flink_queries import QUERIES, TABLES  # noqa: E402
-
-
-def make_env(streaming: bool, parallelism: int):
-    from pyflink.table import EnvironmentSettings, TableEnvironment
-    settings = EnvironmentSettings.in_streaming_mode() if streaming else EnvironmentSettings.in_batch_mode()
-    env = TableEnvironment.create(settings)
-    conf = env.get_config()
-    conf.set("parallelism.default", str(parallelism))
-    conf.set("pipeline.object-reuse", "true")
-    return env
 
 
 def declare_tables(env, root: str) -> None:
@@ -49,13 +40,9 @@ def declare_tables(env, root: str) -> None:
 def run_job(env, select: str, root: str, timeout: float = 0):
     """(wall seconds, net runtime ms) of inserting ``select`` over the tables under ``root`` into a blackhole;
     after ``timeout`` seconds (if > 0) the job is cancelled and TimeoutError raised."""
-    from pyflink.table import Schema, TableDescriptor
     declare_tables(env, root)
     table = env.sql_query(select)
-    schema = Schema.new_builder().from_row_data_type(
-        table.get_resolved_schema().to_physical_row_data_type()).build()
-    env.drop_temporary_table("sink")
-    env.create_temporary_table("sink", TableDescriptor.for_connector("blackhole").schema(schema).build())
+    blackhole(env, "sink", table)
     t0 = time.perf_counter()
     client = table.execute_insert("sink").get_job_client()
     done = client.get_job_execution_result()
