@@ -235,8 +235,9 @@ class LocalExecutor:
 
     def write_run(self, op_id: int, t: pa.Table, step: int, new_runs: Dict[str, List[Run]]) -> None:
         key = self.engine.keys[op_id]
-        t = sorted_run(t, self.engine.run_order(op_id))
-        run = self.engine.store.write_run(key, t, step)
+        order = self.engine.run_order(op_id)
+        t = sorted_run(t, order)
+        run = self.engine.store.write_run(key, t, step, small_groups=order is not None)
         self.cache.drop(run.path)   # a failed attempt of this step may have cached a run of the same name
         self.cache.put(run.path, t)
         new_runs.setdefault(key, []).append(run)

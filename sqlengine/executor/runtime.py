@@ -564,8 +564,9 @@ class Engine:
             t = self.local.merge(op, [r.path for r in part], small=sum(r.rows for r in part) <= DRIVER_MERGE_ROWS)
             if t is None:
                 t = self._merge_on_spark(op, part)
-            t = keyed_reads.sorted_run(t, self.run_order(op_id))
-            run = self.store.write_run(key, t, step, tag=f"m{len(rs)}")
+            order = self.run_order(op_id)
+            t = keyed_reads.sorted_run(t, order)
+            run = self.store.write_run(key, t, step, tag=f"m{len(rs)}", small_groups=order is not None)
             self.local.cache.put(run.path, t)
             runs[key] = rs[:start] + [run]
             merged_rows += run.rows
@@ -603,7 +604,8 @@ class Engine:
                 rest, dropped = drop_closed(load(r), column, bound)
                 self.state_rows_dropped += dropped
                 if rest.num_rows:
-                    run = self.store.write_run(key, rest, step, tag=f"g{len(kept)}")
+                    run = self.store.write_run(key, rest, step, tag=f"g{len(kept)}",
+                                               small_groups=self.run_order(op_id) is not None)
                     self.local.cache.put(run.path, rest)
                     self._run_times[run.path] = times[n:]
                     kept.append(run)

@@ -30,7 +30,8 @@ from planner.errors import InternalError, PipelineError
 from sqlengine.state.cache import sidecar_of
 from sqlengine.state.faults import describe, io_point
 
-# rows per parquet row group of a run: small groups let keyed reads skip most (see executor.keyed_reads)
+# rows per parquet row group of a run read by key on Spark: small groups let keyed reads skip most (see
+# executor.keyed_reads); other runs keep parquet's default groups, which write and load faster
 ROW_GROUP_ROWS = 1 << 14
 
 
@@ -201,16 +202,16 @@ class StateStore:
     def paths(self, key: str, m: Optional[Manifest] = None) -> List[str]:
         return [os.path.join(self.root, r.path) for r in self.runs(key, m)]
 
-    def write_run(self, key: str, table: pa.Table, step: int, tag: str = "d") -> Run:
+    def write_run(self, key: str, table: pa.Table, step: int, tag: str = "d", small_groups: bool = False) -> Run:
         """Write one immutable run file (not yet visible: the manifest lists it at commit, which first makes
-        it durable)."""
+        it durable); ``small_groups``: in row groups of ``ROW_GROUP_ROWS`` rows (else parquet's default)."""
         d = os.path.join(self.root, key)
         name = f"run-{step:010d}-{tag}.parquet"
         full = os.path.join(d, name)
         tmp = full + ".tmp"
         try:
             os.makedirs(d, exist_ok=True)
-            pq.write_table(table, tmp, compression="zstd", row_group_size=ROW_GROUP_ROWS)
+            pq.write_table(table, tmp, compression="zstd", row_group_size=ROW_GROUP_ROWS if small_groups else None)
             io_point("state_write", tmp)
             if os.path.exists(full):   # a failed attempt of this step wrote it: drop that attempt's cache sidecars
                 for side in glob.glob(glob.escape(full) + ".*"):
