@@ -96,10 +96,8 @@ def measure(n: int, small: int, large: int, repeats: int, master: Optional[str],
     log(f"N={n:,}: loaded in {load_s:.1f} s ({n / load_s:,.0f} rows/s), steps {p.status()['steps_run_on']}")
     eng = p.engine
     spark = eng.spark
-    eng.local.max_rows = 0                    # every step on Spark ...
-    eng.local.cache.budget = 0                # ... reading state from its parquet runs, as when it outgrows
-    eng.local.cache.disk = False              # the driver's cache with the disk tier off (SQLENGINE_STATE_DISK=0)
-    eng.local.cache.retain([])
+    eng.local.max_rows = 0                    # every step on Spark, reading state from its parquet runs, as when
+    eng.local.cache.hold_nothing()            # it outgrows the driver's cache with the disk tier off
     table = pd.concat(live, ignore_index=True)
     next_id = n
     pos = 0
@@ -222,7 +220,7 @@ def report(results, clusters, args, load_avg) -> str:
     lines = ["# Scale: the Spark path at growing state, and a standalone cluster", "",
              f"Command: `python -m benchmarks.scale --n {args.n} --small {args.small} --large {args.large} "
              f"--repeats {args.repeats}" + (f" --cluster-workers {args.cluster_workers}" if args.cluster_workers else "")
-             + (" --flink" if getattr(args, "flink", False) else "") + "`", "",
+             + (" --flink" if args.flink else "") + "`", "",
              f"Machine: {os.cpu_count()} CPUs, Linux {platform.release()}; Python {platform.python_version()}; "
              f"local Spark `local[2]`, driver memory 8g; load average at the end {load_avg}.", "",
              "Every timed step ran on Spark with the driver's state cache emptied, its budget set to 0 and its disk "
@@ -247,15 +245,15 @@ def report(results, clusters, args, load_avg) -> str:
                       f"{b['small'] / a['small']:.2f}× (listened {b['listened'] / a['listened']:.2f}×), the "
                       f"{args.large:,}-row change {b['large'] / a['large']:.2f}×, Spark's recompute "
                       f"{b['recompute'] / a['recompute']:.2f}×."]
-    flinks = {f["n"]: f for f in getattr(args, "flink_results", []) if "error" not in f}
-    if getattr(args, "flink_results", None):
-        lines += ["", "**Loads beside Flink SQL**, in the same run (`--flink`): the same rows of `t` and `d` into the same "
-                      "two views; Flink reads them from CSV files written before timing (it bundles no parquet), "
+    if args.flink_results:
+        flinks = {f["n"]: f for f in args.flink_results if "error" not in f}
+        lines += ["", "**Loads beside Flink SQL**, in the same run (`--flink`): the same rows of `t` and `d` into the "
+                      "same two views; Flink reads them from CSV files written before timing (it bundles no parquet), "
                       "streaming mode, parallelism 2, `JVM_ARGS=-Xms6g -Xmx6g`, blackhole sinks; *incl. startup* is "
                       "the job's wall time from submission, *net* Flink's own net runtime of the job; the engine's "
                       "load is `input_pandas` of in-memory chunks of 1M rows, each one step, until `wait_for_idle`.",
-                  "", "| N | engine rows/s | Flink rows/s (incl. startup) | Flink rows/s (net) | engine ÷ Flink (incl.) | "
-                      "engine ÷ Flink (net) |", "|---|---|---|---|---|---|"]
+                  "", "| N | engine rows/s | Flink rows/s (incl. startup) | Flink rows/s (net) | "
+                      "engine ÷ Flink (incl.) | engine ÷ Flink (net) |", "|---|---|---|---|---|---|"]
         for r in results:
             f = flinks.get(r["n"])
             if f is None:

@@ -6,6 +6,7 @@ with tiny row groups (so every run is sorted and has many groups) and the driver
 Spark reads every state from parquet), under inserts, deletes, duplicates and NULL keys, and compares every
 view with DuckDB after every round.
 """
+import pandas as pd
 import pyarrow.parquet as pq
 import pytest
 
@@ -50,9 +51,7 @@ def tiny_row_groups(monkeypatch):
 
 def uncached(p):
     """Spark reads every state from its parquet runs, as when the state outgrows the driver's cache."""
-    cache = p.engine.local.cache
-    cache.budget, cache.disk = 0, False
-    cache.retain([])
+    p.engine.local.cache.hold_nothing()
 
 
 def test_spark_steps_reading_state_by_key_match_duckdb(make_pipeline, tiny_row_groups):
@@ -138,8 +137,7 @@ def test_a_read_narrowed_by_many_keys_runs(make_pipeline, tiny_row_groups):
     p = make_pipeline(SQL)
     uncached(p)
     n = keyed_reads.MAX_KEYS
-    p.input_pandas("t", __import__("pandas").DataFrame({"id": range(n), "k": range(n), "v": [1] * n,
-                                                         "s": [f"s{i}" for i in range(n)]}))
+    p.input_pandas("t", pd.DataFrame({"id": range(n), "k": range(n), "v": [1] * n, "s": [f"s{i}" for i in range(n)]}))
     p.wait_for_idle()
     eng = p.engine
     t_int = eng.table_integral("t")

@@ -36,9 +36,7 @@ def test_partial_merges_keep_zero_count_groups(make_pipeline, monkeypatch, where
     p.input_pandas("a", pd.DataFrame(a, columns=["k", "t"]))
     p.wait_for_idle()
     if on_spark:   # state read from its parquet runs on Spark, as when it outgrows the driver's cache
-        p.engine.local.cache.budget = 0
-        p.engine.local.cache.disk = False
-        p.engine.local.cache.retain([])
+        p.engine.local.cache.hold_nothing()
     b = []
     for step in range(24 if on_spark else 80):   # one b row in or out per step: many small runs, merged in varying subsets
         if b and rng.random() < 0.45:

@@ -2,23 +2,24 @@
 
 Each state-owning operator's runs are written sorted by one column, its *sort column* (:func:`sort_columns`),
 in parquet row groups of ``ROW_GROUP_ROWS`` rows, so every row group covers a narrow range of that column and
-its min/max statistics say which keys it can hold.  Runs are sorted, in small groups, only where Spark may read
-them by key (``Engine.run_order``: a cluster master, or the driver's disk tier off); the filter below is exact on any run,
-sorted or not, so a change of configuration between restarts costs speed, not correctness.  When a Spark step reads an integral by a key whose values
-the driver knows (the op's input changes are Arrow tables, at most ``MAX_KEYS`` distinct values), the read is
-filtered by ``<sort column> IN (values)`` (:func:`key_filter`), which Spark pushes into the parquet reader:
-row groups that cannot hold any of the values are skipped, so the rows read follow the change's keys, not
-the size of the state.  The filter only narrows a read to a superset of the rows the rule joins with, so the
-rule's result is the same with or without it (NULL keys included: a probe NULL keeps the NULL rows).
+its min/max statistics say which keys it can hold.  Runs are sorted, in small groups, only where Spark may
+read them by key (``Engine.run_order``: a cluster master, or the driver's disk tier off); the filter below is
+exact on any run, sorted or not, so a change of configuration between restarts costs speed, not correctness.
 
-Chosen by measurement (``benchmarks/RESULTS.md``, *Keyed reads*): at 10M and 30M rows, 100 probe keys read
-in 0.18 s and 0.25 s from runs sorted in 16k-row groups, against 0.36-0.51 s and 1.0-1.3 s scanning
-unsorted runs.  Parquet's dictionary filter is off (``SPARK_CONF``): on sorted runs it reads every row
-group's dictionary, which cost more than the scan.
+When a Spark step reads an integral by a key whose values the driver knows (the op's input changes are Arrow
+tables, at most ``MAX_KEYS`` distinct values), the read is filtered by ``<sort column> IN (values)``
+(:func:`key_filter`, :func:`in_list`), which Spark pushes into the parquet reader: row groups that cannot hold
+any of the values are skipped, so the rows read follow the change's keys, not the size of the state.  The
+filter only narrows a read to a superset of the rows the rule joins with, so the rule's result is the same
+with or without it (NULL keys included: a probe NULL keeps the NULL rows).
+
+Chosen by measurement (``docs/SCALING.md``; ``benchmarks/RESULTS.md``, *Scale*): at 10M and 30M rows, 100
+probe keys read in 0.18 s and 0.25 s from runs sorted in 16k-row groups, against 0.36-0.51 s and 1.0-1.3 s
+scanning unsorted runs.  Parquet's dictionary filter is off (``SPARK_CONF``): on sorted runs it reads every
+row group's dictionary, which cost more than the scan.
 """
 from __future__ import annotations
 
-import re
 from typing import Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
@@ -28,6 +29,7 @@ import pyarrow.compute as pc
 from planner.circuit import Circuit
 
 from sqlengine.executor.local_lower import LocalLowerer
+from sqlengine.state.cache import is_column
 from sqlengine.state.store import ROW_GROUP_ROWS
 
 MAX_KEYS = 2000              # distinct probe values up to which a state read is filtered by key
@@ -36,13 +38,6 @@ SPARK_CONF = {
     "spark.sql.parquet.pushdown.inFilterThreshold": str(IN_CHUNK),   # IN lists pushed as IN, not as a range
     "parquet.filter.dictionary.enabled": "false",
 }
-_PLAIN = re.compile(r"c\d+$")
-
-
-def plain(column: str) -> bool:
-    return bool(_PLAIN.match(column))
-
-
 def sort_columns(circuit: Circuit, derived: Dict[int, object], primary_keys: Dict[str, List[str]]
                  ) -> Dict[int, str]:
     """op id -> the column its runs are sorted by: the first column of the key that its first keyed reader
@@ -52,7 +47,7 @@ def sort_columns(circuit: Circuit, derived: Dict[int, object], primary_keys: Dic
     out: Dict[int, str] = {}
 
     def keyed(r: int, spec: Tuple[str, ...]) -> None:
-        if not spec or not plain(spec[0]):
+        if not spec or not is_column(spec[0]):
             return
         d = derived.get(r)
         if d is None:
@@ -108,7 +103,7 @@ def key_filter(column: str, spec: Sequence[str], probes: Sequence[Optional[pa.Ta
         if t is None:
             continue
         src = ps[i]
-        if not plain(src) or src not in t.column_names or not _prunable(t.schema.field(src).type):
+        if not is_column(src) or src not in t.column_names or not _prunable(t.schema.field(src).type):
             return None
         parts.append(pc.unique(t.column(src)))
     values = pa.chunked_array(parts, type=parts[0].type if parts else pa.int64())

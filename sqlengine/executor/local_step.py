@@ -27,7 +27,6 @@ from planner.logical import Aggregate, Project
 
 from sqlengine.executor import arrow_ops
 from sqlengine.executor import delta_rules as rules
-from sqlengine.executor.keyed_reads import sorted_run
 from sqlengine.executor.local_lower import LocalLowerer, ProbeSpec, cols, readable
 from sqlengine.executor.row_errors import RowErrors, named_row
 from sqlengine.state.store import Manifest, Run
@@ -234,13 +233,10 @@ class LocalExecutor:
         return t.filter(pc.invert(bad))
 
     def write_run(self, op_id: int, t: pa.Table, step: int, new_runs: Dict[str, List[Run]]) -> None:
-        key = self.engine.keys[op_id]
-        order = self.engine.run_order(op_id)
-        t = sorted_run(t, order)
-        run = self.engine.store.write_run(key, t, step, small_groups=order is not None)
+        run, t = self.engine.write_state_run(op_id, t, step)
         self.cache.drop(run.path)   # a failed attempt of this step may have cached a run of the same name
         self.cache.put(run.path, t)
-        new_runs.setdefault(key, []).append(run)
+        new_runs.setdefault(self.engine.keys[op_id], []).append(run)
 
     def run_step(self, step: int, table_deltas: Dict[str, pa.Table], need: Set[int], initial: bool,
                  listened: Set[int], reads_from: Optional[Manifest] = None,

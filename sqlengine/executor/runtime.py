@@ -13,7 +13,7 @@ from __future__ import annotations
 import hashlib
 import logging
 from dataclasses import dataclass, field
-from typing import Dict, List, Optional, Set
+from typing import Dict, List, Optional, Set, Tuple
 
 import numpy as np
 import pyarrow as pa
@@ -77,10 +77,7 @@ class Engine:
         self.keys = {op.id: state_key(op) for op in self.ops if op.owns_state}
         self.derived = {op.id: derivation(self.circuit, op) for op in self.ops
                         if op.kind == "integrate" and op.mode == "derived"}
-        pks = {}
-        for t, schema in program.tables.items():
-            names = [f.name for f in schema.fields]
-            pks[t] = [f"c{names.index(k)}" for k in (getattr(schema, "primary_key", None) or [])]
+        pks = {t: self.key_columns(t, s.primary_key) for t, s in program.tables.items()}
         self.sort_columns = keyed_reads.sort_columns(self.circuit, self.derived, pks)   # op id -> its runs' order
         self.consumers: Dict[int, List[int]] = {op.id: [] for op in self.ops}
         for op in self.ops:
@@ -122,6 +119,13 @@ class Engine:
         if str(self.master or "local").startswith("local") and self.local.cache.disk:
             return None
         return self.sort_columns.get(op_id)
+
+    def write_state_run(self, op_id: int, t: pa.Table, step: int, tag: str = "d") -> Tuple[Run, pa.Table]:
+        """Write a run of ``op_id``'s state in its run order (sorted, in small row groups, where Spark may read it
+        by key): the run, and its rows as written (for the cache)."""
+        order = self.run_order(op_id)
+        t = keyed_reads.sorted_run(t, order)
+        return self.store.write_run(self.keys[op_id], t, step, tag=tag, small_groups=order is not None), t
 
     @property
     def spark_ready(self) -> bool:
@@ -213,6 +217,11 @@ class Engine:
             self._empty[op_id] = self._empty_df(schema)
         return self._empty[op_id]
 
+    def key_columns(self, table: str, names) -> List[str]:
+        """The state columns (``c<n>``) of ``table``'s columns ``names``."""
+        fields = [f.name for f in self.program.tables[table].fields]
+        return [f"c{fields.index(k)}" for k in names]
+
     def table_integral(self, table: str) -> int:
         return self.circuit.tables[table][1]
 
@@ -275,8 +284,7 @@ class Engine:
         """
         op = self.table_integral(table)
         schema = self.state_arrow[op]
-        names = [f.name for f in self.program.tables[table].fields]
-        kcols = [f"c{names.index(k)}" for k in primary_key]
+        kcols = self.key_columns(table, primary_key)
         cols = [c for c in schema.names if c != W]
         batch = pa.concat_tables([p.cast(schema) for p in parts])
         existing = self.stored_rows(op, batch, kcols)
@@ -561,12 +569,11 @@ class Engine:
             start = self.store.merge_plan(rs)
             part = rs[start:]
             op = self.ops[op_id]
-            t = self.local.merge(op, [r.path for r in part], small=sum(r.rows for r in part) <= DRIVER_MERGE_ROWS)
+            small = sum(r.rows for r in part) <= DRIVER_MERGE_ROWS
+            t = self.local.merge(op, [r.path for r in part], small=small)
             if t is None:
                 t = self._merge_on_spark(op, part)
-            order = self.run_order(op_id)
-            t = keyed_reads.sorted_run(t, order)
-            run = self.store.write_run(key, t, step, tag=f"m{len(rs)}", small_groups=order is not None)
+            run, t = self.write_state_run(op_id, t, step, tag=f"m{len(rs)}")
             self.local.cache.put(run.path, t)
             runs[key] = rs[:start] + [run]
             merged_rows += run.rows
@@ -588,24 +595,20 @@ class Engine:
         for op_id, (column, bound) in closed.items():
             key = self.keys[op_id]
             schema = self.state_arrow[op_id]
-
-            def load(r: Run) -> pa.Table:
-                return self.local.run_table(r.path, schema)
             kept: List[Run] = []
             for r in runs.get(key, []):
                 times = self._run_times.get(r.path)
                 if times is None:
-                    times = self._run_times[r.path] = sorted_times(load(r).column(column))
+                    times = self._run_times[r.path] = sorted_times(self.local.run_table(r.path, schema).column(column))
                 n = int(np.searchsorted(times, bound, side="left"))
                 if n == 0 or (n < r.rows and n < GC_FRACTION * r.rows):
                     kept.append(r)
                     continue
                 changed = True
-                rest, dropped = drop_closed(load(r), column, bound)
+                rest, dropped = drop_closed(self.local.run_table(r.path, schema), column, bound)
                 self.state_rows_dropped += dropped
                 if rest.num_rows:
-                    run = self.store.write_run(key, rest, step, tag=f"g{len(kept)}",
-                                               small_groups=self.run_order(op_id) is not None)
+                    run, rest = self.write_state_run(op_id, rest, step, tag=f"g{len(kept)}")
                     self.local.cache.put(run.path, rest)
                     self._run_times[run.path] = times[n:]
                     kept.append(run)

@@ -106,7 +106,8 @@ def _column_hash(c) -> np.ndarray:
     return pd.util.hash_array(np.asarray(c.to_pandas(), dtype=object))
 
 
-def _is_column(e: str) -> bool:
+def is_column(e: str) -> bool:
+    """Is key expression ``e`` a plain column (``c<n>``)?"""
     return e.startswith("c") and e[1:].isdigit()
 
 
@@ -120,7 +121,7 @@ class KeyHasher:
 
     def keys(self, t: pa.Table, spec: Spec) -> pa.Table:
         """The key expressions' values for every row of ``t`` (columns k0..)."""
-        if all(_is_column(e) for e in spec):
+        if all(is_column(e) for e in spec):
             return t.select(list(spec))
         with self.lock:
             self.con.register("__t", t)
@@ -301,6 +302,12 @@ class StateCache:
                 return None
             _atomic(self._ipc(path), self._copy_parquet(src, schema))
             return self._map(path, schema)
+
+    def hold_nothing(self) -> None:
+        """Drop every run and hold none from now on (budget 0, disk tier off): state is read from its files, as
+        when it outgrows the driver with ``SQLENGINE_STATE_DISK=0``."""
+        self.budget, self.disk = 0, False
+        self.retain([])
 
     def retain(self, live: Sequence[str]) -> None:
         """Forget runs no longer listed by the current manifest (merged away or dropped)."""
