@@ -78,6 +78,7 @@ def test_spark_steps_reading_state_by_key_match_duckdb(make_pipeline, tiny_row_g
     for r in big:
         f = pq.ParquetFile(f"{p.engine.store.root}/{r.path}")
         assert f.metadata.num_row_groups == -(-r.rows // 16)
+        assert f.metadata.row_group(0).column(0).has_column_index   # a page index, for page skipping
         values = f.read(columns=[col]).column(0).to_pylist()
         assert values == sorted(values, key=lambda x: (x is None, x))
 

@@ -5,7 +5,9 @@ other differential tests therefore exercise that path.  Here the same tests
 run with ``SQLENGINE_LOCAL_STEP_ROWS=4``: a step with more than 4 input rows
 (most of them) runs the delta rules on Spark (``sqlengine.executor.lower``), smaller
 ones run on the driver, so the two paths also interleave over the same state,
-and both are held to DuckDB's answers after every step.
+and both are held to DuckDB's answers after every step.  Driver-side changes of more
+than 8 rows reach Spark as scratch parquet files (``sqlengine.state.scratch``), smaller
+ones through ``createDataFrame``, so both hand-offs meet every type.
 """
 import pytest
 
@@ -21,6 +23,8 @@ from .test_differential_windows import test_tumble_and_hop, test_window_function
 @pytest.fixture
 def make_pipeline(make_pipeline, monkeypatch):
     monkeypatch.setenv("SQLENGINE_LOCAL_STEP_ROWS", "4")
+    from sqlengine.executor import runtime
+    monkeypatch.setattr(runtime, "SCRATCH_ROWS", 8)
     made = []
 
     def make(*a, **kw):

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import os
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Set, Tuple
 
@@ -33,6 +34,7 @@ from sqlengine.executor import delta_rules as rules
 from sqlengine.executor.lower import Lowerer
 from sqlengine.executor.op_schemas import derive as derive_schemas
 from sqlengine.executor.schema import spark_schema_of
+from sqlengine.state.scratch import Scratch
 from sqlengine.state.store import Manifest, Run, StateStore, StorageError
 from sqlengine.zset import W, clamp_in_order, consolidate_arrow, consolidate_spark
 
@@ -40,6 +42,7 @@ EMPTY = None  # an op whose change is empty in this step
 BIGINT_MAX = (1 << 63) - 1
 DRIVER_MERGE_ROWS = 1_000_000   # runs this small are merged on the driver, read from their files if not cached
 DRIVER_ROWS = 100_000   # a Spark step filters, projects and sums (partial sums) a change this small on the driver
+SCRATCH_ROWS = 20_000   # a driver-side change this big reaches Spark as a parquet file (see state.scratch)
 log = logging.getLogger("sqlengine")
 
 
@@ -72,6 +75,7 @@ class Engine:
         self._ansi = False
         self.master = master
         self.store = store
+        self.scratch = Scratch(os.path.join(os.path.dirname(os.path.abspath(store.root)), "scratch"))
         self._lowerer = None
         self.ops = self.circuit.ops
         self.keys = {op.id: state_key(op) for op in self.ops if op.owns_state}
@@ -233,8 +237,15 @@ class Engine:
         if x is EMPTY:
             return self._cached_empty(-op_id - 1, schema or self.schemas[op_id])
         if isinstance(x, pa.Table):
-            return self.spark.createDataFrame(x, schema=schema or self.schemas[op_id])
+            return self.arrow_df(x, schema or self.schemas[op_id])
         return x
+
+    def arrow_df(self, t: pa.Table, schema) -> DataFrame:
+        """Arrow rows on the driver as a DataFrame: a big table through a scratch parquet file, which Spark reads
+        much faster than the rows ``createDataFrame`` ships (see :mod:`sqlengine.state.scratch`)."""
+        if t.num_rows < SCRATCH_ROWS:
+            return self.spark.createDataFrame(t, schema=schema)
+        return self.spark.read.schema(schema).parquet(self.scratch.write(t))
 
     def collect(self, df: DataFrame, arrow_schema: pa.Schema, consolidate: bool = True) -> Optional[pa.Table]:
         """Run ``df`` (one Spark job) and bring its rows to the driver as Arrow."""
@@ -252,7 +263,7 @@ class Engine:
         from pyspark.sql.types import StructType
         keys = probe.select(cols).group_by(cols).aggregate([])
         schema = StructType([self.state_schemas[op][c] for c in cols])
-        probe_df = self.spark.createDataFrame(keys, schema=schema)
+        probe_df = self.arrow_df(keys, schema)
         spec = tuple(cols)
         rows = self.lowerer.rule(rules.semi("S", cols, "K", list(self.state_arrow[op].names)),
                                  S=self.read_state(op, key=(spec, [keys], [spec])), K=probe_df)
@@ -395,6 +406,7 @@ class Engine:
         old = self.store.current
         reads_from = old if write_keys is None else Manifest()
         need = self.needed_ops(listened) if need is None else need
+        self.scratch.clear()   # the last step's (and the delete clamp's, which has run)
         self.local.cache.retain([r.path for runs in old.runs.values() for r in runs])
         out_ids = {self.circuit.outputs[v].delta for v in listened}
         args = (step, listened, out_ids, initial, need, reads_from, write_keys)
@@ -495,7 +507,7 @@ class Engine:
                     deltas[op.id] = EMPTY
                     continue
                 else:
-                    pdf = self.spark.createDataFrame(partial, schema=self.state_schemas[op.id])
+                    pdf = self.arrow_df(partial, self.state_schemas[op.id])
                     keys = tuple(f"c{i}" for i in range(len(op.node.keys)))
                     own = self.read_state(op.id, reads_from, (keys, [partial], [keys]))
                     df = self.lowerer.aggregate_output(op, pdf, own, initial=initial)
