@@ -12,7 +12,9 @@ For each N (rows of table ``t``; ``d`` has N/10 keys):
    ``wait_for_idle``; the first small change is a warm-up; nobody listens to the views' changes, so a step
    only adds the change to the aggregates' state (the views are read by queries); then ``listen()`` on both
    views and time ``--small`` changes again, which also compute and deliver the views' changes, and then the
-   ``--large`` changes (listened too);
+   ``--large`` changes (listened too); then, with the default routing (still nothing cached), time ``--small``
+   changes again: they run on the driver, reading the state of their keys from the runs' row groups
+   (``sqlengine/state/row_groups.py``);
 4. time Spark batch recomputing both views from the same table contents written once as parquet (read +
    aggregate/join + ``noop`` write), in the same Spark session;
 5. check both views against DuckDB at the end.
@@ -96,7 +98,7 @@ def measure(n: int, small: int, large: int, repeats: int, master: Optional[str],
     log(f"N={n:,}: loaded in {load_s:.1f} s ({n / load_s:,.0f} rows/s), steps {p.status()['steps_run_on']}")
     eng = p.engine
     spark = eng.spark
-    eng.local.max_rows = 0                    # every step on Spark, reading state from its parquet runs, as when
+    max_rows, eng.local.max_rows = eng.local.max_rows, 0   # every step on Spark, reading state from its runs, as when
     eng.local.cache.hold_nothing()            # it outgrows the driver's cache with the disk tier off
     table = pd.concat(live, ignore_index=True)
     next_id = n
@@ -119,10 +121,19 @@ def measure(n: int, small: int, large: int, repeats: int, master: Optional[str],
     listened = [change(small) for _ in range(repeats)]
     larges = [change(large) for _ in range(max(1, repeats // 2))]
     spark_steps = p.status()["steps_run_on"]["spark"] - before
+    # the default routing: a small step runs on the driver, reading the state of its keys from the runs' row
+    # groups (nothing cached); still nothing cached, disk tier off
+    eng.local.max_rows = max_rows
+    on_driver = p.status()["steps_run_on"]["driver"]
+    read0 = eng.local.files.rows_read
+    by_key = [change(small) for _ in range(repeats + 1)][1:]
+    on_driver = p.status()["steps_run_on"]["driver"] - on_driver
+    rows_read = (eng.local.files.rows_read - read0) / (repeats + 1)
     log(f"N={n:,}: {small}-row change {[round(x, 2) for x in smalls]} s, {small}-row change with both views "
         f"listened {[round(x, 2) for x in listened]} s, {large:,}-row change (listened) "
         f"{[round(x, 2) for x in larges]} s ({spark_steps} Spark steps; {sum(len(h.to_pandas()) for h in handlers)} "
-        f"change rows delivered)")
+        f"change rows delivered); on the driver by key, listened {[round(x, 3) for x in by_key]} s "
+        f"({on_driver} driver steps, {rows_read:,.0f} state rows decoded per step)")
     # the table as it is now, for the check and the recompute (deleted rows are the first ``pos`` rows)
     table = table.iloc[pos:].reset_index(drop=True)
     pq_dir = os.path.join(work, "pq")
@@ -154,6 +165,8 @@ def measure(n: int, small: int, large: int, repeats: int, master: Optional[str],
     return {"n": n, "load_s": load_s, "small": statistics.median(smalls), "small_all": smalls,
             "listened": statistics.median(listened), "listened_all": listened,
             "large": statistics.median(larges), "large_all": larges, "recompute": statistics.median(recompute),
+            "by_key": statistics.median(by_key), "by_key_all": by_key, "by_key_driver_steps": on_driver,
+            "by_key_rows_read": rows_read,
             "spark_steps": spark_steps, "check": ok}
 
 
@@ -239,12 +252,23 @@ def report(results, clusters, args, load_avg) -> str:
         lines.append(f"| {r['n']:,} | {r['load_s']:.2f} | {r['n'] / r['load_s']:,.0f} | {r['small']:.2f} | "
                      f"{r.get('listened', float('nan')):.2f} | {r['large']:.2f} | "
                      f"{r['recompute']:.2f} | {r['recompute'] / r['large']:.2f}× | {'OK' if r['check'] else 'WRONG'} |")
+    lines += ["", f"**Small steps on the driver, state read by key from files** (the default routing, after the "
+                  f"Spark steps above): still nothing cached and the disk tier off, a {args.small:,}-row change, "
+                  "both views listened, runs on the driver (DuckDB), reading only the row groups of the runs that "
+                  "can hold its keys (`sqlengine/state/row_groups.py`); no Spark job.", "",
+              f"| N | {args.small:,}-row change, listened, on the driver ms | on Spark (above) ms | Spark ÷ driver | "
+              "steps on the driver | state rows decoded per step |", "|---|---|---|---|---|---|"]
+    for r in results:
+        lines.append(f"| {r['n']:,} | {r['by_key'] * 1000:.0f} | {r['listened'] * 1000:.0f} | "
+                     f"{r['listened'] / r['by_key']:.1f}× | {r['by_key_driver_steps']} of {args.repeats + 1} | "
+                     f"{r['by_key_rows_read']:,.0f} |")
     for a, b in zip(results, results[1:]):
         lines += ["", f"From N = {a['n']:,} to {b['n']:,} ({b['n'] / a['n']:.0f}× the state): the load took "
                       f"{b['load_s'] / a['load_s']:.2f}× as long, the {args.small:,}-row change "
                       f"{b['small'] / a['small']:.2f}× (listened {b['listened'] / a['listened']:.2f}×), the "
                       f"{args.large:,}-row change {b['large'] / a['large']:.2f}×, Spark's recompute "
-                      f"{b['recompute'] / a['recompute']:.2f}×."]
+                      f"{b['recompute'] / a['recompute']:.2f}×; on the driver by key, the listened "
+                      f"{args.small:,}-row change {b['by_key'] / a['by_key']:.2f}×."]
     if args.flink_results:
         flinks = {f["n"]: f for f in args.flink_results if "error" not in f}
         lines += ["", "**Loads beside Flink SQL**, in the same run (`--flink`): the same rows of `t` and `d` into the "

@@ -148,3 +148,31 @@ def test_a_read_narrowed_by_many_keys_runs(make_pipeline, tiny_row_groups):
     assert found is not None and len(found[0]) == n
     got = eng.read_state(t_int, key=((col,), [probe], [(col,)])).toArrow().column(col).to_pylist()
     assert sorted(got) == list(range(0, n, 2))
+
+
+@pytest.mark.parametrize("max_keys", [2000, 3])
+def test_driver_steps_read_uncached_state_by_key_from_files(make_pipeline, monkeypatch, max_keys):
+    """With nothing cached and the disk tier off, a small step still runs on the driver: it reads the state
+    rows of its keys from the row groups of the runs' files that can hold them (``state.row_groups``).  With
+    ``max_keys`` 3, most reads cannot be narrowed so, and those steps run on Spark instead (same answers)."""
+    from sqlengine.state import cache
+    monkeypatch.setattr(store, "ROW_GROUP_ROWS", 16)
+    monkeypatch.setattr(keyed_reads, "ROW_GROUP_ROWS", 16)
+    monkeypatch.setattr(keyed_reads, "MAX_KEYS", max_keys)
+    monkeypatch.setattr(cache, "DISK_TIER", False)
+    p = make_pipeline(SQL)
+    uncached(p)
+    changes = p.listen("ja")
+    model = Model(SCHEMA, COLUMNS)
+    for i, ops in enumerate(rounds(23, 6)):
+        feed(p, model, ops, COLUMNS)
+        check_views(p, model, VIEWS, f"round {i}")
+    con = model.duck()
+    assert not diff(bag_from_changes(changes.to_pandas()), model.view(con, VIEWS["ja"]))
+    eng, ran = p.engine, p.status()["steps_run_on"]
+    assert eng.local.cache.used == 0 and not eng.local.cache.mapped   # nothing was cached
+    assert eng.spark_fallbacks == 0, eng.last_spark_error
+    if max_keys == 2000:
+        assert ran["spark"] == 0 and ran["driver"] > 0 and eng.local.files.rows_read > 0
+    else:
+        assert eng.driver_attempts_failed > 0 and ran["spark"] > 0

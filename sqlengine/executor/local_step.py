@@ -26,11 +26,13 @@ import pyarrow.parquet as pq
 from planner.logical import Aggregate, Project
 
 from sqlengine.executor import arrow_ops
+from sqlengine.executor import keyed_reads
 from sqlengine.executor import delta_rules as rules
 from sqlengine.executor.local_lower import LocalLowerer, ProbeSpec, cols, readable
 from sqlengine.executor.row_errors import RowErrors, named_row
 from sqlengine.state.store import Manifest, Run
 from sqlengine.state.cache import StateCache
+from sqlengine.state.row_groups import RowGroupReader
 from sqlengine.zset import W, consolidate_arrow
 
 # Steps with at most this many input rows run on the driver when Spark runs on a cluster; with a local master
@@ -41,6 +43,15 @@ SQL_INTEGER = {8: "TINYINT", 16: "SMALLINT", 32: "INT", 64: "BIGINT"}
 
 
 BULK_ROWS = 100_000   # after a step or merge of at least this many rows, freed memory goes back to the OS
+# A step of at most this many input rows whose state is not all cached may still run here, reading the state
+# it needs by key from the runs' files (``LocalExecutor.read``), with at most FILE_READ_ROWS rows decoded per
+# read; a read it cannot narrow so raises NeedsSpark, and the step runs on Spark.
+FILE_STEP_ROWS = 20_000
+FILE_READ_ROWS = 2_000_000
+
+
+class NeedsSpark(Exception):
+    """A driver step cannot read some state it needs: not cached, and not readable by key from its files."""
 
 
 def release_memory() -> None:
@@ -97,6 +108,7 @@ class LocalExecutor:
     def __init__(self, engine):
         self.engine = engine
         self.cache = StateCache(engine.store.root)
+        self.files = RowGroupReader(engine.store.root)   # uncached state read by key from its runs' files
         self.lowerer = LocalLowerer()
         self.lowerer.op_views = engine.op_views
         env = os.environ.get("SQLENGINE_LOCAL_STEP_ROWS")
@@ -128,11 +140,37 @@ class LocalExecutor:
                 rows = cast_to(self.lowerer.lower_map(op, [rows], []), self.engine.arrow_schemas[op.id])
             return cast_to(rows, self.engine.state_arrow[op_id])
         paths, schema = self._runs(op_id, m), self.engine.state_arrow[op_id]
+        cached = [p for p in paths if self.cache.load(p, schema) is not None]
+        parts = []
+        if len(cached) < len(paths):
+            parts.append(self._read_files(op_id, [p for p in paths if p not in cached], schema, spec,
+                                          probe_tables, probe_specs))
         if not spec:
-            return self.cache.full(paths, schema)
-        hashes = [self.cache.hasher.hashes(t, s) for t, s in zip(probe_tables, probe_specs) if t is not None]
-        probe = np.concatenate(hashes) if hashes else np.zeros(0, np.uint64)
-        return self.cache.lookup(paths, schema, spec, probe)
+            parts.append(self.cache.full(cached, schema))
+        elif cached:
+            hashes = [self.cache.hasher.hashes(t, s) for t, s in zip(probe_tables, probe_specs) if t is not None]
+            probe = np.concatenate(hashes) if hashes else np.zeros(0, np.uint64)
+            parts.append(self.cache.lookup(cached, schema, spec, probe))
+        return parts[0] if len(parts) == 1 else pa.concat_tables(parts) if parts else schema.empty_table()
+
+    def _read_files(self, op_id: int, paths: List[str], schema: pa.Schema, spec: tuple,
+                    probe_tables: List[pa.Table], probe_specs: List[tuple]) -> pa.Table:
+        """Rows of runs not cached whose ``spec`` key can equal a probe row's, read from their files through the
+        row groups that can hold the probes' values of the op's sort column; raises NeedsSpark when the read
+        cannot be narrowed so (see ``keyed_reads.key_filter``) or would decode more than FILE_READ_ROWS rows."""
+        column = self.engine.sort_columns.get(op_id)
+        found = keyed_reads.key_filter(column, spec, probe_tables, probe_specs) if column and spec else None
+        if found is None:
+            raise NeedsSpark(f"state #{op_id} is not cached and its read by {spec or 'all rows'} cannot be narrowed")
+        values, has_null = found
+        parts, left = [], FILE_READ_ROWS
+        for p in paths:
+            t = self.files.read(p, schema, column, values, has_null, left)
+            if t is None:
+                raise NeedsSpark(f"state #{op_id}: reading {len(values)} keys would decode over {FILE_READ_ROWS} rows")
+            left -= t.num_rows
+            parts.append(t)
+        return pa.concat_tables(parts)
 
     def _read_below(self, d, m: Manifest, spec: tuple, probe_tables, probe_specs) -> pa.Table:
         """The rows under a derived integral's maps whose key is ``spec``'s: the table's; or, over a join, the
@@ -167,18 +205,28 @@ class LocalExecutor:
             if not isinstance(d, pa.Table):
                 return False
             rows += d.num_rows
-        return 0 < self.max_rows and rows <= self.max_rows and self.fits(need, m)
+        if not (0 < self.max_rows and rows <= self.max_rows):
+            return False
+        return self.fits(need, m) or (rows <= FILE_STEP_ROWS and self.fits(need, m, by_key=True))
 
-    def fits(self, need: Set[int], m: Manifest) -> bool:
-        """Is every state the ops in ``need`` read (as of ``m``) in the cache (loading it if it fits)?"""
+    def fits(self, need: Set[int], m: Manifest, by_key: bool = False) -> bool:
+        """Is every state the ops in ``need`` read (as of ``m``) in the cache (loading it if it fits)?  With
+        ``by_key``: or may it be read by key from its files (it has a sort column; whether a read can be
+        narrowed is known only when it runs, see ``_read_files``)?"""
         eng = self.engine
         for op in eng.ops:
             if op.id not in need:
                 continue
             states = list(op.reads) + ([op.id] if op.kind == "aggregate" and op.mode == "accumulate" else [])
-            if not all(self.cached(s, m) for s in states):
+            if not all(self.cached(s, m) or (by_key and self._by_key(s)) for s in states):
                 return False
         return True
+
+    def _by_key(self, op_id: int) -> bool:
+        d = self.engine.derived.get(op_id)
+        if d is not None:
+            return d.aggregate is None and all(self._by_key(b) for b in d.base)
+        return op_id in self.engine.sort_columns
 
     # ------------------------------------------------------------ the step
     def _finish(self, op, out, schema: pa.Schema, consolidate: bool, unless_inserts: bool = False,
@@ -254,49 +302,51 @@ class LocalExecutor:
         def writes(op_id: int) -> bool:
             return write_keys is None or eng.keys[op_id] in write_keys
 
-        outputs = {o.delta for o in eng.circuit.outputs.values()}
-        for op in eng.ops:
-            if op.id not in need:
-                continue
-            if op.kind == "input":
-                d = table_deltas.get(op.node.table)
-                deltas[op.id] = d if d is not None and d.num_rows else None
-                continue
-            if op.kind == "constant":
-                deltas[op.id] = pa.table({W: pa.array([1], pa.int64())}) if initial else None
-                continue
-            if op.kind == "integrate":
-                d = deltas[op.inputs[0]]
-                if d is not None and op.id not in eng.derived and writes(op.id):
-                    self.write_run(op.id, d.cast(eng.state_arrow[op.id]), step, new_runs)
-                continue
-            ins = [deltas[i] for i in op.inputs]
-            seeds = initial and op.kind == "aggregate" and not op.node.keys
-            if all(x is None for x in ins) and not seeds:
-                deltas[op.id] = None
-                continue
-            if op.kind not in ("join", "union", "setop"):
-                ins = [eng.arrow_schemas[i].empty_table() if x is None else x for x, i in zip(ins, op.inputs)]
-            if op.kind == "aggregate" and op.mode == "accumulate":
-                out = self._accumulate(op, ins[0], old, step, initial, new_runs, writes(op.id),
-                                       emit=eng.emits(op, need, listened))
-            else:
-                reads = []
-                for j, (r, ps) in enumerate(zip(op.reads, LocalLowerer.probe_specs(op))):
-                    if op.kind == "join" and op.node.kind == "inner" and ins[1 - j] is None:
-                        # d(A join B) = dA join B_new + A_old join dB: A_old only meets dB, B_old only dA
-                        reads.append(eng.state_arrow[r].empty_table())
-                        continue
-                    reads.append(self.read(r, old, ps.spec, [ins[i] for i, _ in ps.sources],
-                                           [s for _, s in ps.sources]))
-                out = self.lowerer.lower(op, ins, reads, initial=initial)
-            # linear ops pass duplicates on (still the right Z-set); what users receive is consolidated
-            # a change with only positive weights has nothing to cancel: merging its duplicate rows is left to
-            # whoever needs it (users get consolidated changes; operators accept duplicates, as from linear ops)
-            deltas[op.id] = self._finish(op, out, eng.arrow_schemas[op.id],
-                                         consolidate=op.algebra != "linear" or op.id in outputs,
-                                         unless_inserts=op.id not in outputs)
-        self.lowerer.errors = None
+        try:
+            outputs = {o.delta for o in eng.circuit.outputs.values()}
+            for op in eng.ops:
+                if op.id not in need:
+                    continue
+                if op.kind == "input":
+                    d = table_deltas.get(op.node.table)
+                    deltas[op.id] = d if d is not None and d.num_rows else None
+                    continue
+                if op.kind == "constant":
+                    deltas[op.id] = pa.table({W: pa.array([1], pa.int64())}) if initial else None
+                    continue
+                if op.kind == "integrate":
+                    d = deltas[op.inputs[0]]
+                    if d is not None and op.id not in eng.derived and writes(op.id):
+                        self.write_run(op.id, d.cast(eng.state_arrow[op.id]), step, new_runs)
+                    continue
+                ins = [deltas[i] for i in op.inputs]
+                seeds = initial and op.kind == "aggregate" and not op.node.keys
+                if all(x is None for x in ins) and not seeds:
+                    deltas[op.id] = None
+                    continue
+                if op.kind not in ("join", "union", "setop"):
+                    ins = [eng.arrow_schemas[i].empty_table() if x is None else x for x, i in zip(ins, op.inputs)]
+                if op.kind == "aggregate" and op.mode == "accumulate":
+                    out = self._accumulate(op, ins[0], old, step, initial, new_runs, writes(op.id),
+                                           emit=eng.emits(op, need, listened))
+                else:
+                    reads = []
+                    for j, (r, ps) in enumerate(zip(op.reads, LocalLowerer.probe_specs(op))):
+                        if op.kind == "join" and op.node.kind == "inner" and ins[1 - j] is None:
+                            # d(A join B) = dA join B_new + A_old join dB: A_old only meets dB, B_old only dA
+                            reads.append(eng.state_arrow[r].empty_table())
+                            continue
+                        reads.append(self.read(r, old, ps.spec, [ins[i] for i, _ in ps.sources],
+                                               [s for _, s in ps.sources]))
+                    out = self.lowerer.lower(op, ins, reads, initial=initial)
+                # linear ops pass duplicates on (still the right Z-set); what users receive is consolidated
+                # a change with only positive weights has nothing to cancel: merging its duplicate rows is left to
+                # whoever needs it (users get consolidated changes; operators accept duplicates, as from linear ops)
+                deltas[op.id] = self._finish(op, out, eng.arrow_schemas[op.id],
+                                             consolidate=op.algebra != "linear" or op.id in outputs,
+                                             unless_inserts=op.id not in outputs)
+        finally:   # also when a read raises NeedsSpark: the step then runs on Spark
+            self.lowerer.errors = None
         return deltas, new_runs, errors
 
     def _accumulate(self, op, d: pa.Table, old: Manifest, step: int, initial: bool,

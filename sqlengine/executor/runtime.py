@@ -28,7 +28,7 @@ from planner.program import Program
 from sqlengine.executor.derived import derivation
 from sqlengine.executor import keyed_reads
 from sqlengine.executor.local_lower import LocalLowerer
-from sqlengine.executor.local_step import BULK_ROWS, LocalExecutor, cast_to, release_memory
+from sqlengine.executor.local_step import BULK_ROWS, LocalExecutor, NeedsSpark, cast_to, release_memory
 from sqlengine.executor.row_errors import ERRORS_KEY, RowErrors, read_errors
 from sqlengine.executor import delta_rules as rules
 from sqlengine.executor.lower import Lowerer
@@ -101,6 +101,7 @@ class Engine:
         self._sum_bounds: Dict[str, int] = {}   # this step's bounds on integer SUMs (sums_fit)
         self.narrowed_reads = 0   # Spark state reads narrowed to a change's keys (keyed_reads)
         self.spark_fallbacks = 0  # Spark steps that failed (e.g. on a row) and were re-run on the driver
+        self.driver_attempts_failed = 0   # driver steps that could not read uncached state by key: run on Spark
         self.last_spark_error: Optional[str] = None
 
     @property
@@ -260,6 +261,10 @@ class Engine:
         on the driver (one Spark job when not cached)."""
         if self.local.cached(op, self.store.current):
             return self.local.stored_rows(op, probe, cols)
+        try:   # few keys: from the row groups of its files that can hold them, on the driver
+            return self.local.stored_rows(op, probe, cols)
+        except NeedsSpark:
+            pass
         from pyspark.sql.types import StructType
         keys = probe.select(cols).group_by(cols).aggregate([])
         schema = StructType([self.state_schemas[op][c] for c in cols])
@@ -410,11 +415,17 @@ class Engine:
         self.local.cache.retain([r.path for runs in old.runs.values() for r in runs])
         out_ids = {self.circuit.outputs[v].delta for v in listened}
         args = (step, listened, out_ids, initial, need, reads_from, write_keys)
+        self.local.files.retain([r.path for runs in old.runs.values() for r in runs])
         if self.local.usable(table_deltas, need, reads_from):
-            result = self._run_local(table_deltas, *args)
-            if sum(d.num_rows for d in table_deltas.values() if isinstance(d, pa.Table)) >= BULK_ROWS:
-                release_memory()
-            return result
+            try:
+                result = self._run_local(table_deltas, *args)
+            except NeedsSpark as e:   # state not cached that the change's keys cannot narrow: on Spark
+                self.driver_attempts_failed += 1
+                log.debug("step %d runs on Spark: %s", step, e)
+            else:
+                if sum(d.num_rows for d in table_deltas.values() if isinstance(d, pa.Table)) >= BULK_ROWS:
+                    release_memory()
+                return result
         try:
             return self._run_spark(table_deltas, *args)
         except StorageError:
@@ -434,11 +445,11 @@ class Engine:
         self._sum_bounds = dict(self.store.current.meta.get("sum_bounds", {}))
 
     def _run_local(self, table_deltas, step, listened, out_ids, initial, need, reads_from, write_keys) -> StepResult:
-        self.steps_local += 1
         self._start_attempt()
         deltas, new_runs, errors = self.local.run_step(step, table_deltas, need, initial, out_ids,
                                                        reads_from=None if write_keys is None else reads_from,
                                                        write_keys=write_keys)
+        self.steps_local += 1
         return self._result(step, self.store.current, new_runs, deltas, listened, errors)
 
     def _run_spark(self, table_deltas, step, listened, out_ids, initial, need, reads_from, write_keys) -> StepResult:
