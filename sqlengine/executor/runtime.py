@@ -256,9 +256,9 @@ class Engine:
         return t if t.num_rows else EMPTY
 
     def stored_rows(self, op: int, probe: pa.Table, cols: List[str]) -> pa.Table:
-        """Committed rows of integral ``op`` equal (NULL-safely) on ``cols`` to some row of ``probe`` (from the
-        driver's state cache: possibly more rows, see ``LocalExecutor.stored_rows``), consolidated, as Arrow
-        on the driver (one Spark job when not cached)."""
+        """Committed rows of integral ``op`` equal (NULL-safely) on ``cols`` to some row of ``probe`` (possibly more
+        rows, see ``LocalExecutor.stored_rows``), consolidated, as Arrow on the driver: from the driver's state
+        cache, else by key from the runs' files when the probe's keys are few, else in one Spark job."""
         if self.local.cached(op, self.store.current):
             return self.local.stored_rows(op, probe, cols)
         try:   # few keys: from the row groups of its files that can hold them, on the driver
@@ -279,7 +279,7 @@ class Engine:
         """Apply a step's input batches for ``table`` in order, with bag semantics: a delete removes at
         most the copies that exist at that point (in the committed state or added by earlier batches).
 
-        Looks up the existing copies of every deleted row in one Spark job (none without deletes).
+        Looks up the existing copies of every deleted row (none without deletes) with ``stored_rows``.
         """
         op = self.table_integral(table)
         schema = self.state_arrow[op]
@@ -296,7 +296,7 @@ class Engine:
         """Batches for a table with a PRIMARY KEY, applied in order: an insert replaces the row with the
         same key (emits -old +new), a delete removes the row with the key (only key columns are read).
 
-        Looks up the current rows of every key in the batches in one Spark job.
+        Looks up the current rows of every key in the batches with ``stored_rows``.
         """
         op = self.table_integral(table)
         schema = self.state_arrow[op]
