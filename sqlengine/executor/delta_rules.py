@@ -360,30 +360,53 @@ def partial_sql(node: Aggregate) -> str:
 
 
 def output_sql(node: Aggregate, accs: List[str], initial: bool = False) -> str:
-    """-final(old) + final(old + partial) for the groups of partial sums ``P``, from state ``S``."""
+    """-final(old) + final(old + partial) for the groups of partial sums ``P``, from state ``S``.
+
+    With group keys, in one pass over the state: the old totals of ``P``'s groups (one aggregation of the state
+    rows of their keys), joined with ``P``'s, each group then emits its old row (weight -1) and its new one
+    (+1) through a join with a two-row table.  A union of the two totals reads the state twice on Spark, which
+    inlines a CTE at each use."""
     k = len(node.keys)
     keys = cols(k)
     sums = [f"COALESCE(SUM({c}), 0) AS {c}" if c.startswith(("__cnt", "__n")) else f"SUM({c}) AS {c}" for c in accs]
-    outs = []
-    for i, a in enumerate(node.aggs):
-        if a.func == "COUNT_STAR":
-            e = "__cnt"
-        elif a.func == "COUNT":
-            e = f"__n{i}"
-        elif a.func == "SUM":
-            e = f"CASE WHEN __n{i} > 0 THEN __s{i} END"
-        else:
-            e = f"CASE WHEN __n{i} > 0 THEN __s{i} / __n{i} END"
-        outs.append(f"{e} AS {col(k + i)}")
+
+    def finals(pre: str = "") -> List[str]:
+        out = []
+        for i, a in enumerate(node.aggs):
+            if a.func == "COUNT_STAR":
+                out.append(f"{pre}__cnt")
+            elif a.func == "COUNT":
+                out.append(f"{pre}__n{i}")
+            elif a.func == "SUM":
+                out.append(f"CASE WHEN {pre}__n{i} > 0 THEN {pre}__s{i} END")
+            else:
+                out.append(f"CASE WHEN {pre}__n{i} > 0 THEN {pre}__s{i} / {pre}__n{i} END")
+        return out
 
     def total(name, weight):
         g = f"SELECT {listed(keys + sums)} FROM {name}" + \
             (f" GROUP BY {listed(keys)} HAVING SUM(__cnt) != 0" if k else "")
+        outs = [f"{e} AS {col(k + i)}" for i, e in enumerate(finals())]
         return f"SELECT {listed(keys + outs)}, {weight}::BIGINT AS {W} FROM ({g}) g"
 
     if initial:
         return total("P", 1)
-    return f"{old_and_new('S', 'P', keys, keys + accs)} {total('s_new', 1)} UNION ALL {total('s_old', -1)}"
+    if not k:   # one group
+        return f"{old_and_new('S', 'P', keys, keys + accs)} {total('s_new', 1)} UNION ALL {total('s_old', -1)}"
+    group = f" GROUP BY {listed(keys)}"
+
+    def added(c: str) -> str:
+        if c.startswith(("__cnt", "__n")):
+            return f"COALESCE(o.{c}, 0) + p.{c} AS {c}"
+        return f"CASE WHEN o.{c} IS NULL THEN p.{c} WHEN p.{c} IS NULL THEN o.{c} ELSE o.{c} + p.{c} END AS {c}"
+    joined = (f"SELECT {listed([f'p.{c}' for c in keys] + [f'o.{c} AS o{c}' for c in accs] + [added(c) for c in accs])}"
+              f" FROM p LEFT JOIN o ON {_matching('p', 'o', keys)}")
+    both = [f"CASE WHEN g.{W} = 1 THEN {new} ELSE {old} END AS {col(k + i)}"
+            for i, (new, old) in enumerate(zip(finals(), finals("o")))]
+    return (f"WITH o AS (SELECT {listed(keys + sums)} FROM ({semi('S', keys, 'P', keys + accs)}) x{group}), "
+            f"p AS (SELECT {listed(keys + sums)} FROM P{group}), j AS ({joined}) "
+            f"SELECT {listed(keys + both)}, g.{W} FROM j CROSS JOIN (SELECT 1::BIGINT AS {W} UNION ALL "
+            f"SELECT -1::BIGINT AS {W}) g WHERE CASE WHEN g.{W} = 1 THEN __cnt != 0 ELSE o__cnt != 0 END")
 
 
 def merge_sql(node: Aggregate, accs: List[str]) -> str:
