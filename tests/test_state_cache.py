@@ -1,5 +1,6 @@
 """The state cache's key lookups (``sqlengine.state.cache``): the vectorized helpers against their plain
 definitions, and a lookup against a scan of the same run."""
+import pytest
 import numpy as np
 import pyarrow as pa
 from hypothesis import given, strategies as st
@@ -48,3 +49,36 @@ def test_scratch_files_live_until_cleared(tmp_path):
     s.clear()
     assert not (tmp_path / "scratch").exists()
     assert pq.read_table(s.write(t)).equals(t)   # usable again after a clear
+
+
+@pytest.mark.parametrize("big", [False, True])
+def test_a_merge_cancels_deletes_like_a_consolidation(monkeypatch, big):
+    """A merge of a table's runs (``LocalExecutor._cancel_deletes``) gives the Z-set a full consolidation gives,
+    NULLs and duplicates included, by DuckDB's aggregation for big runs (``big``) and Arrow's otherwise."""
+    import random
+    from collections import Counter
+    import pyarrow as pa
+    from sqlengine.executor import local_step
+    from sqlengine.executor.local_lower import LocalLowerer
+    from sqlengine.zset import consolidate_arrow
+    monkeypatch.setattr(local_step, "BULK_ROWS", 0 if big else 1 << 40)
+    rng = random.Random(7)
+    rows = [(rng.choice([None, 1, 2, 3]), rng.choice([None, "a", "b", "é"]), rng.choice([1, 2, -1, -2]))
+            for _ in range(60)]   # some rows cancel, some end negative (deletes of rows in older runs)
+    t = pa.table({"c0": pa.array([r[0] for r in rows], pa.int32()), "c1": pa.array([r[1] for r in rows]),
+                  "__w": pa.array([r[2] for r in rows], pa.int64())})
+    ex = object.__new__(local_step.LocalExecutor)
+    ex.lowerer = LocalLowerer()
+
+    def zset(x):
+        c = Counter()
+        for a, b, w in zip(*(x.column(n).to_pylist() for n in ("c0", "c1", "__w"))):
+            c[(a, b)] += w
+        return {k: v for k, v in c.items() if v}
+
+    out = ex._cancel_deletes(t)
+    assert out.schema == t.schema
+    want = zset(consolidate_arrow(t))
+    assert any(v < 0 for v in want.values()) and zset(out) == want and len(out) == len(want)
+    ins = t.filter(pa.compute.greater(t.column("__w"), 0))
+    assert ex._cancel_deletes(ins) is ins   # insert-only runs are kept as they are

@@ -381,6 +381,19 @@ class LocalExecutor:
         t = self.cache.load(path, schema)
         return t if t is not None else pq.read_table(os.path.join(self.engine.store.root, path)).cast(schema)
 
+    def _cancel_deletes(self, t: pa.Table) -> pa.Table:
+        """Runs of a table or an integral, concatenated (``t``), consolidated where a row may cancel: as they are
+        when every weight is positive (a Z-set need not be consolidated), else summed per row, by DuckDB's
+        parallel aggregation when they are big (30M rows: 3.7 s, against 10 s for Arrow's group-by)."""
+        if not t.num_rows or pc.min(t.column(W)).as_py() > 0:
+            return t
+        cols = [c for c in t.column_names if c != W]
+        if t.num_rows < BULK_ROWS or not cols:
+            return consolidate_arrow(t)
+        sql = (f"SELECT {', '.join(cols)}, SUM({W})::BIGINT AS {W} FROM R GROUP BY {', '.join(cols)} "
+               f"HAVING SUM({W}) != 0")
+        return cast_to(self.lowerer.rule(sql, R=t), t.schema)
+
     def merge(self, op, paths: List[str], small: bool = False) -> Optional[pa.Table]:
         """The runs at ``paths`` merged into one (``None`` if they are not all cached, unless ``small``: then
         the runs not cached are read from their files)."""
@@ -392,9 +405,7 @@ class LocalExecutor:
         else:
             return None
         if op.kind != "aggregate":
-            if t.num_rows and pc.min(t.column(W)).as_py() > 0:
-                return t     # insert-only runs: nothing cancels (a Z-set need not be consolidated)
-            return consolidate_arrow(t)
+            return self._cancel_deletes(t)
         accs = [c for c in schema.names if c.startswith("__")]
         out = self.lowerer.rule(rules.merge_sql(op.node, accs), R=t)
         return cast_to(out, schema)

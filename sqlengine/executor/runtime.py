@@ -42,7 +42,9 @@ from sqlengine.zset import W, clamp_in_order, consolidate_arrow, consolidate_spa
 
 EMPTY = None  # an op whose change is empty in this step
 BIGINT_MAX = (1 << 63) - 1
-DRIVER_MERGE_ROWS = 1_000_000   # runs this small are merged on the driver, read from their files if not cached
+# runs this small are merged on the driver, read from their files if not cached (a merge on Spark collects the
+# merged run to the driver too, to write it: 30M rows of a table took 39 s there, see LocalExecutor.merge)
+DRIVER_MERGE_ROWS = 100_000_000
 DRIVER_ROWS = 100_000   # a Spark step filters, projects and sums (partial sums) a change this small on the driver
 BROADCAST_BYTES = 64 << 20   # the delete clamp's probe keys are broadcast up to this size (500k keys over 10M rows:
                              # 3.0 s, against 3.7-4.2 s with the shuffle Spark chose)
