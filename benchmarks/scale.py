@@ -236,7 +236,7 @@ def report(results, clusters, args, load_avg) -> str:
              + (" --flink" if args.flink else "") + "`", "",
              f"Machine: {os.cpu_count()} CPUs, Linux {platform.release()}; Python {platform.python_version()}; "
              f"local Spark `local[2]`, driver memory 8g; load average at the end {load_avg}.", "",
-             "Every timed step ran on Spark with the driver's state cache emptied, its budget set to 0 and its disk "
+             "Every timed step of the first table ran on Spark with the driver's state cache emptied, its budget set to 0 and its disk "
              "tier off (the state read by Spark from parquet runs, as when it outgrows the driver without the disk "
              "tier; `benchmarks/state_disk.py` measures the driver path with it). A change is half inserts of new rows "
              "and half deletes of existing rows, one step. Nobody listens to the views' changes (the views are "

@@ -140,11 +140,12 @@ class LocalExecutor:
                 rows = cast_to(self.lowerer.lower_map(op, [rows], []), self.engine.arrow_schemas[op.id])
             return cast_to(rows, self.engine.state_arrow[op_id])
         paths, schema = self._runs(op_id, m), self.engine.state_arrow[op_id]
-        cached = [p for p in paths if self.cache.load(p, schema) is not None]
+        cached, on_disk = [], []
+        for p in paths:
+            (cached if self.cache.load(p, schema) is not None else on_disk).append(p)
         parts = []
-        if len(cached) < len(paths):
-            parts.append(self._read_files(op_id, [p for p in paths if p not in cached], schema, spec,
-                                          probe_tables, probe_specs))
+        if on_disk:
+            parts.append(self._read_files(op_id, on_disk, schema, spec, probe_tables, probe_specs))
         if not spec:
             parts.append(self.cache.full(cached, schema))
         elif cached:

@@ -13,10 +13,9 @@ from __future__ import annotations
 import hashlib
 import logging
 import os
+from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Set, Tuple
-
-from concurrent.futures import Future, ThreadPoolExecutor, wait
 
 import numpy as np
 import pyarrow as pa
@@ -267,9 +266,7 @@ class Engine:
         """Committed rows of integral ``op`` equal (NULL-safely) on ``cols`` to some row of ``probe`` (possibly more
         rows, see ``LocalExecutor.stored_rows``), consolidated, as Arrow on the driver: from the driver's state
         cache, else by key from the runs' files when the probe's keys are few, else in one Spark job."""
-        if self.local.cached(op, self.store.current):
-            return self.local.stored_rows(op, probe, cols)
-        try:   # few keys: from the row groups of its files that can hold them, on the driver
+        try:   # the cache, or (few keys) the row groups of the runs' files that can hold them, on the driver
             return self.local.stored_rows(op, probe, cols)
         except NeedsSpark:
             pass
@@ -422,10 +419,11 @@ class Engine:
         reads_from = old if write_keys is None else Manifest()
         need = self.needed_ops(listened) if need is None else need
         self.scratch.clear()   # the last step's (and the delete clamp's, which has run)
-        self.local.cache.retain([r.path for runs in old.runs.values() for r in runs])
+        live = [r.path for runs in old.runs.values() for r in runs]
+        self.local.cache.retain(live)
+        self.local.files.retain(live)
         out_ids = {self.circuit.outputs[v].delta for v in listened}
         args = (step, listened, out_ids, initial, need, reads_from, write_keys)
-        self.local.files.retain([r.path for runs in old.runs.values() for r in runs])
         if self.local.usable(table_deltas, need, reads_from):
             try:
                 result = self._run_local(table_deltas, *args)
@@ -468,8 +466,7 @@ class Engine:
         self._start_attempt()
         deltas: Dict[int, object] = {}
         try:
-            deltas, new_runs = self._spark_changes(deltas, table_deltas, step, out_ids, initial, need, reads_from,
-                                                   write_keys)
+            new_runs = self._spark_changes(deltas, table_deltas, step, out_ids, initial, need, reads_from, write_keys)
             for i, x in deltas.items():
                 deltas[i] = x.result() if isinstance(x, Future) else x
         finally:   # a failed step leaves no job of its own running
@@ -478,7 +475,7 @@ class Engine:
 
     def _spark_changes(self, deltas, table_deltas, step, out_ids, initial, need, reads_from, write_keys):
         """The step's changes on Spark, into ``deltas`` (op id -> EMPTY, Arrow, a lazy DataFrame, or the Future
-        of a cut), and its new runs."""
+        of a cut); returns its new runs."""
         old = self.store.current
         new_runs: Dict[str, List[Run]] = {k: list(v) for k, v in old.runs.items()}
 
@@ -560,7 +557,7 @@ class Engine:
                 deltas[op.id] = self._cut(df, self.arrow_schemas[op.id])
             else:
                 deltas[op.id] = df
-        return deltas, new_runs
+        return new_runs
 
     def _cut(self, df: DataFrame, schema: pa.Schema) -> Future:
         """``collect(df)`` in a job of its own, on one of ``CUT_THREADS`` threads: the cuts of independent
