@@ -88,9 +88,13 @@ def open_pipeline(storage: str, sink: str, spark=None):
     return p
 
 
-def run_child(store, sink, acks, batches, crash_at=None, kill_after=None, timeout=240):
-    """Run this module in a child process; SIGKILL it ``kill_after`` seconds after it is ready."""
+def run_child(store, sink, acks, batches, crash_at=None, kill_after=None, timeout=240, slow_merges=None):
+    """Run this module in a child process; SIGKILL it ``kill_after`` seconds after it is ready.  With
+    ``slow_merges`` (seconds): state runs are merged whenever there are more than 2, and each background
+    merge takes that much longer, so that kills land in them."""
     env = dict(os.environ, PYTHONPATH=ROOT)
+    if slow_merges is not None:
+        env["CRASH_CHILD_SLOW_MERGES"] = str(slow_merges)
     env.pop("SQLENGINE_CRASH_AT", None)
     if crash_at:
         env["SQLENGINE_CRASH_AT"] = crash_at
@@ -140,7 +144,22 @@ def verify(store: str, sink: str, acks: str, batches: int, spark=None) -> list:
     return problems
 
 
+def slow_down_merges(seconds: float) -> None:
+    """Merge state runs whenever there are more than 2, each merge ``seconds`` slower (in this process)."""
+    from sqlengine.executor.runtime import Engine
+    from sqlengine.state.store import StateStore
+    StateStore.MAX_RUNS = 2
+    merge_runs = Engine.merge_runs
+
+    def slow(self, *a, **kw):
+        time.sleep(seconds)
+        return merge_runs(self, *a, **kw)
+    Engine.merge_runs = slow
+
+
 def main(storage: str, sink: str, acks_path: str, batches: int) -> None:
+    if os.environ.get("CRASH_CHILD_SLOW_MERGES"):
+        slow_down_merges(float(os.environ["CRASH_CHILD_SLOW_MERGES"]))
     p = open_pipeline(storage, sink)
     feed(p, acks_path, batches, announce=lambda k: print("ready", k, flush=True))
     p.stop()

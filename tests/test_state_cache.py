@@ -68,7 +68,7 @@ def test_a_merge_cancels_deletes_like_a_consolidation(monkeypatch, big):
     t = pa.table({"c0": pa.array([r[0] for r in rows], pa.int32()), "c1": pa.array([r[1] for r in rows]),
                   "__w": pa.array([r[2] for r in rows], pa.int64())})
     ex = object.__new__(local_step.LocalExecutor)
-    ex.lowerer = LocalLowerer()
+    duck = LocalLowerer()
 
     def zset(x):
         c = Counter()
@@ -76,9 +76,9 @@ def test_a_merge_cancels_deletes_like_a_consolidation(monkeypatch, big):
             c[(a, b)] += w
         return {k: v for k, v in c.items() if v}
 
-    out = ex._cancel_deletes(t)
+    out = ex._cancel_deletes(t, duck)
     assert out.schema == t.schema
     want = zset(consolidate_arrow(t))
     assert any(v < 0 for v in want.values()) and zset(out) == want and len(out) == len(want)
     ins = t.filter(pa.compute.greater(t.column("__w"), 0))
-    assert ex._cancel_deletes(ins) is ins   # insert-only runs are kept as they are
+    assert ex._cancel_deletes(ins, duck) is ins   # insert-only runs are kept as they are

@@ -25,6 +25,7 @@ from sqlengine.ingest.batches import Ingest
 from sqlengine.state.inputlog import InputLog
 from sqlengine.api.output import Dispatcher, OutputHandler
 from sqlengine.api.query import Snapshot, check_query, load_relation
+from sqlengine.executor.compaction import Compactor
 from sqlengine.executor.row_errors import ERRORS_KEY, ERRORS_RELATION, read_errors
 from sqlengine.executor.session import (START_OPTION, check_storage_reachable, is_local, resolve_conf,
                                         spark_master, start_spark)
@@ -96,6 +97,7 @@ class Pipeline:
         self._cv = threading.Condition()
         self._commit_lock = threading.RLock()
         self._thread: Optional[threading.Thread] = None
+        self._compactor: Optional[Compactor] = None
         self._stop_requested = False
         self._stepping = False
         self._error: Optional[BaseException] = None
@@ -162,6 +164,7 @@ class Pipeline:
         if not is_local(master):   # a cluster: its executors must see the storage (waits for the session)
             check_storage_reachable(self._spark if self._spark is not None else source(), self.storage_dir)
         self.engine = Engine(self.program, source, self.store, master=master)
+        self._compactor = Compactor(self.engine, self._wake)
         self._outbox.recover(self.store.current.step)
         self._apply_program_change()
         set_base(self.store.current.step)
@@ -329,6 +332,11 @@ class Pipeline:
             self._cv.notify_all()
         if self._thread is not None:
             self._thread.join()
+        if self._compactor is not None and (force or self._error is not None):
+            self._compactor.close(wait=False)
+        elif self._compactor is not None:   # a clean stop leaves the state merged
+            self._install_merges(wait=True)
+            self._compactor.close()
         self._stop_connectors()
         self._dispatcher.drain(timeout=None if not force else 5)
         self._dispatcher.stop()
@@ -721,14 +729,18 @@ class Pipeline:
     def _loop(self) -> None:
         while True:
             with self._cv:
-                while not self._stop_requested and (self._state == "paused" or
-                                                    (self._idle() and self.store.current.step > 0)):
+                while not self._stop_requested and self._nothing_to_step() and not self._compactor.done():
                     self._cv.wait(timeout=0.2)
                 if self._stop_requested:
                     return
-                self._wait_for_batch()
-                self._stepping = True
+                stepping = not self._nothing_to_step()
+                if stepping:
+                    self._wait_for_batch()
+                    self._stepping = True
             try:
+                if not stepping:   # a background merge ended: its runs replace those it merged
+                    self._install_merges()
+                    continue
                 self._step()
                 self._storage_error = None
             except StorageError as e:   # disk full, read-only: the step did not commit; retry it later
@@ -747,6 +759,25 @@ class Pipeline:
             with self._cv:
                 self._stepping = False
                 self._cv.notify_all()
+
+    def _nothing_to_step(self) -> bool:
+        return self._state == "paused" or (self._idle() and self.store.current.step > 0)
+
+    def _install_merges(self, wait: bool = False) -> None:
+        """Commit the runs of a background merge that has ended (``wait``: once the running one ends), see
+        ``sqlengine.executor.compaction``.  A storage error is reported like a step's and the merge is redone
+        later: merging is an optimization."""
+        try:
+            merged = self._compactor.take(wait=wait)
+            if merged is not None:
+                with self._commit_lock:
+                    self.store.commit(merged)
+        except StorageError as e:
+            self._storage_error = str(e)
+
+    def _wake(self) -> None:
+        with self._cv:
+            self._cv.notify_all()
 
     def _wait_for_batch(self) -> None:
         """With a RuntimeConfig's min_batch_size_records: let input accumulate until that many rows are pending
@@ -838,13 +869,8 @@ class Pipeline:
                     self._storage_error = str(e)
         self._last_step_jobs = len(sc.statusTracker().getJobIdsForGroup(group)) if sc is not None else 0
         self._latencies.append((time.perf_counter() - t0) * 1000)
-        try:
-            merged = self.engine.compact(step)
-            if merged is not None:
-                with self._commit_lock:
-                    self.store.commit(merged)
-        except StorageError as e:   # compaction is an optimization: the step is committed; merge later
-            self._storage_error = str(e)
+        self._install_merges(wait=self._compactor.behind())   # one that ended (or, if behind, wait for it)
+        self._compactor.start(step)   # state runs merged in the background, off the steps' path
 
     def _drop_late(self, per_table: Dict[str, List[pa.Table]], step: int):
         """Take late rows out of the step's batches (see :mod:`sqlengine.executor.watermarks`); the watermarks after the

@@ -382,7 +382,7 @@ class LocalExecutor:
         t = self.cache.load(path, schema)
         return t if t is not None else pq.read_table(os.path.join(self.engine.store.root, path)).cast(schema)
 
-    def _cancel_deletes(self, t: pa.Table) -> pa.Table:
+    def _cancel_deletes(self, t: pa.Table, lowerer: LocalLowerer) -> pa.Table:
         """Runs of a table or an integral, concatenated (``t``), consolidated where a row may cancel: as they are
         when every weight is positive (a Z-set need not be consolidated), else summed per row, by DuckDB's
         parallel aggregation when they are big (30M rows: 3.7 s, against 10 s for Arrow's group-by)."""
@@ -393,11 +393,13 @@ class LocalExecutor:
             return consolidate_arrow(t)
         sql = (f"SELECT {', '.join(cols)}, SUM({W})::BIGINT AS {W} FROM R GROUP BY {', '.join(cols)} "
                f"HAVING SUM({W}) != 0")
-        return cast_to(self.lowerer.rule(sql, R=t), t.schema)
+        return cast_to(lowerer.rule(sql, R=t), t.schema)
 
-    def merge(self, op, paths: List[str], small: bool = False) -> Optional[pa.Table]:
+    def merge(self, op, paths: List[str], small: bool = False, lowerer: Optional[LocalLowerer] = None
+              ) -> Optional[pa.Table]:
         """The runs at ``paths`` merged into one (``None`` if they are not all cached, unless ``small``: then
-        the runs not cached are read from their files)."""
+        the runs not cached are read from their files); DuckDB runs on ``lowerer`` (default: the steps')."""
+        lowerer = lowerer or self.lowerer
         schema = self.engine.state_arrow[op.id]
         if self.cache.all_cached(paths, schema):
             t = self.cache.full(paths, schema)
@@ -406,7 +408,7 @@ class LocalExecutor:
         else:
             return None
         if op.kind != "aggregate":
-            return self._cancel_deletes(t)
+            return self._cancel_deletes(t, lowerer)
         accs = [c for c in schema.names if c.startswith("__")]
-        out = self.lowerer.rule(rules.merge_sql(op.node, accs), R=t)
+        out = lowerer.rule(rules.merge_sql(op.node, accs), R=t)
         return cast_to(out, schema)

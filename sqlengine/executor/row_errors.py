@@ -23,8 +23,9 @@ deleted, and a view stays equal to its query over the rows that did not fail.
 from __future__ import annotations
 
 import json
+import os
 import re
-from typing import Dict, List, Sequence, Tuple
+from typing import Dict, List, Optional, Sequence, Tuple
 
 import duckdb
 import pyarrow as pa
@@ -90,8 +91,10 @@ class RowErrors:
                                     schema=SCHEMA)
 
 
-def read_errors(store) -> pa.Table:
-    """The committed error relation of ``store`` (a ``StateStore``), oldest step first."""
+def read_errors(store, runs: Optional[List[str]] = None) -> pa.Table:
+    """The committed error relation of ``store`` (a ``StateStore``), oldest step first (or the rows of its
+    ``runs``, paths relative to the store)."""
     import pyarrow.parquet as pq
-    parts = [pq.read_table(p).cast(SCHEMA) for p in store.paths(ERRORS_KEY)]
+    paths = store.paths(ERRORS_KEY) if runs is None else [os.path.join(store.root, r) for r in runs]
+    parts = [pq.read_table(p).cast(SCHEMA) for p in paths]
     return pa.concat_tables(parts) if parts else SCHEMA.empty_table()

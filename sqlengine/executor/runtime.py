@@ -60,6 +60,14 @@ def state_key(op: Op) -> str:
 
 
 @dataclass
+class Merged:
+    """A merge of runs ``old`` (paths, oldest first) of state ``key`` into ``run``."""
+    key: str
+    old: List[str]
+    run: Run
+
+
+@dataclass
 class StepResult:
     manifest: Manifest
     outputs: Dict[str, Optional[pa.Table]]
@@ -419,7 +427,7 @@ class Engine:
         reads_from = old if write_keys is None else Manifest()
         need = self.needed_ops(listened) if need is None else need
         self.scratch.clear()   # the last step's (and the delete clamp's, which has run)
-        live = [r.path for runs in old.runs.values() for r in runs]
+        live = [r.path for runs in old.runs.values() for r in runs] + list(self.store.keep)   # + a merge's
         self.local.cache.retain(live)
         self.local.files.retain(live)
         out_ids = {self.circuit.outputs[v].delta for v in listened}
@@ -606,40 +614,66 @@ class Engine:
         return StepResult(m, outputs, changed)
 
     # ------------------------------------------------------------ compaction
-    def compact(self, step: int) -> Optional[Manifest]:
-        """Merge runs of operators that have too many; returns a new manifest if anything changed."""
-        m = self.store.current
-        changed = False
-        merged_rows = 0
-        runs = {k: list(v) for k, v in m.runs.items()}
+    def merge_plan(self, m: Manifest) -> List[Tuple[str, List[Run]]]:
+        """(state key, the runs to merge into one) for every key of ``m`` with too many runs: the newest runs
+        (size-tiered, ``StateStore.merge_plan``); the error log's runs all."""
         by_key = {self.keys[i]: i for i in self.keys}
+        out = []
         for key, rs in m.runs.items():
             if not self.store.needs_merge(rs):
                 continue
             if key == ERRORS_KEY:   # an append-only log: its runs are concatenated, oldest first
-                runs[key] = [self.store.write_run(key, read_errors(self.store), step, tag=f"m{len(rs)}")]
-                changed = True
+                out.append((key, list(rs)))
+            elif key in by_key:
+                out.append((key, list(rs[self.store.merge_plan(rs):])))
+        return out
+
+    def merge_runs(self, key: str, part: List[Run], step: int, lowerer: Optional[LocalLowerer] = None) -> Merged:
+        """Write the merge of runs ``part`` of state ``key`` as a new run (listed by no manifest until
+        ``apply_merges``) and cache its rows.  Safe beside a running step (see ``compaction``): it reads only
+        immutable runs, and runs DuckDB on ``lowerer``'s connection."""
+        old = [r.path for r in part]
+        if key == ERRORS_KEY:
+            run = self.store.write_run(key, read_errors(self.store, old), step, tag=f"m{len(part)}")
+            return Merged(key, old, run)
+        op = self.ops[{self.keys[i]: i for i in self.keys}[key]]
+        small = sum(r.rows for r in part) <= DRIVER_MERGE_ROWS
+        t = self.local.merge(op, old, small=small, lowerer=lowerer)
+        if t is None:
+            t = self._merge_on_spark(op, part)
+        run, t = self.write_state_run(op.id, t, step, tag=f"m{len(part)}")
+        self.local.cache.put(run.path, t)
+        if run.rows >= BULK_ROWS:
+            del t
+            release_memory()
+        return Merged(key, old, run)
+
+    @staticmethod
+    def apply_merges(m: Manifest, merged: List[Merged]) -> Optional[Manifest]:
+        """``m`` with each merged run in place of the runs it merged, where ``m`` still lists them all, in
+        order (a merge whose runs were rewritten meanwhile, by dropping closed rows, is dropped); None if no
+        merge applies."""
+        runs = {k: list(v) for k, v in m.runs.items()}
+        changed = False
+        for g in merged:
+            rs = runs.get(g.key, [])
+            paths = [r.path for r in rs]
+            if g.old[0] not in paths:
                 continue
-            if key not in by_key:
+            i = paths.index(g.old[0])
+            if paths[i:i + len(g.old)] != g.old:
                 continue
-            op_id = by_key[key]
-            start = self.store.merge_plan(rs)
-            part = rs[start:]
-            op = self.ops[op_id]
-            small = sum(r.rows for r in part) <= DRIVER_MERGE_ROWS
-            t = self.local.merge(op, [r.path for r in part], small=small)
-            if t is None:
-                t = self._merge_on_spark(op, part)
-            run, t = self.write_state_run(op_id, t, step, tag=f"m{len(rs)}")
-            self.local.cache.put(run.path, t)
-            runs[key] = rs[:start] + [run]
-            merged_rows += run.rows
+            runs[g.key] = rs[:i] + [g.run] + rs[i + len(g.old):]
             changed = True
         if not changed:
             return None
-        if merged_rows >= BULK_ROWS:
-            release_memory()
-        return Manifest(step=m.step, log_position=m.log_position, runs=runs, meta=m.meta)
+        return Manifest(step=m.step, log_position=list(m.log_position), runs=runs, meta=m.meta)
+
+    def compact(self, step: int) -> Optional[Manifest]:
+        """Merge runs of operators that have too many, here and now; returns a new manifest if anything
+        changed (the pipeline merges in the background instead, see ``compaction.Compactor``)."""
+        m = self.store.current
+        return self.apply_merges(m, [self.merge_runs(k, part, step) for k, part in self.merge_plan(m)])
 
     def drop_closed(self, step: int, closed: Dict[int, tuple]) -> Optional[Manifest]:
         """Drop closed rows (``{op id: (state column, bound)}``, see :mod:`sqlengine.executor.watermarks`) from

@@ -17,9 +17,10 @@ from __future__ import annotations
 import glob
 import json
 import os
+import threading
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Dict, List, Optional
+from typing import Dict, List, Optional, Set
 
 import pyarrow as pa
 import pyarrow.ipc as ipc
@@ -122,6 +123,8 @@ class StateStore:
     def __init__(self, root: str):
         self.root = root
         self._unsynced = set()   # run files written but not yet fsynced (done at the next commit)
+        self._unsynced_lock = threading.Lock()   # a background merge writes runs while a step commits
+        self.keep: Set[str] = set()   # runs a background merge reads or writes: garbage collection spares them
         os.makedirs(root, exist_ok=True)
         self.current = self._load_latest()
 
@@ -146,12 +149,14 @@ class StateStore:
         """fsync the run files written since the last commit, and their directories, in parallel (fsync
         releases the GIL; a step writes a run per changed operator, and one fsync after another would cost
         a step ~2 ms per operator)."""
-        files = sorted(self._unsynced)
+        with self._unsynced_lock:
+            files = sorted(self._unsynced)
         if not files:
             return
         with ThreadPoolExecutor(max_workers=min(8, len(files))) as pool:
             list(pool.map(fsync_dir, files + sorted({os.path.dirname(f) for f in files})))
-        self._unsynced.clear()
+        with self._unsynced_lock:
+            self._unsynced.difference_update(files)
 
     def commit(self, m: Manifest) -> None:
         """Make ``m`` the current manifest (the step's commit point), then drop garbage."""
@@ -170,10 +175,10 @@ class StateStore:
             pass   # garbage is collected again after the next commit
 
     def collect_garbage(self) -> None:
-        """Remove manifests older than the last two and run files no kept manifest lists."""
+        """Remove manifests older than the last two and run files no kept manifest lists (nor ``keep``)."""
         steps = self._manifest_steps()
         keep = set(steps[-2:])
-        live = set()
+        live = set(self.keep)
         for s in keep:
             try:
                 with open(os.path.join(self.root, f"manifest-{s}.json")) as f:
@@ -191,9 +196,10 @@ class StateStore:
                     base = sidecar_of(n)   # a state cache's sidecar lives as long as its run
                     if base is not None and f"{d}/{base}" in live:
                         continue
-                    if rel not in live and not n.endswith(".tmp"):
-                        os.remove(os.path.join(full, n))
-                    elif n.endswith(".tmp"):
+                    if n.endswith(".tmp"):   # unless a background merge is writing it (a run or its sidecar)
+                        if f"{d}/{n.split('.parquet', 1)[0]}.parquet" not in self.keep:
+                            os.remove(os.path.join(full, n))
+                    elif rel not in live:
                         os.remove(os.path.join(full, n))
                 if not os.listdir(full):
                     os.rmdir(full)    # an operator the program no longer has
@@ -205,11 +211,16 @@ class StateStore:
     def paths(self, key: str, m: Optional[Manifest] = None) -> List[str]:
         return [os.path.join(self.root, r.path) for r in self.runs(key, m)]
 
+    @staticmethod
+    def run_path(key: str, step: int, tag: str) -> str:
+        """The path (relative to the store) of the run of state ``key`` that step ``step`` writes as ``tag``."""
+        return f"{key}/run-{step:010d}-{tag}.parquet"
+
     def write_run(self, key: str, table: pa.Table, step: int, tag: str = "d", small_groups: bool = False) -> Run:
         """Write one immutable run file (not yet visible: the manifest lists it at commit, which first makes
         it durable); ``small_groups``: in row groups of ``ROW_GROUP_ROWS`` rows with a page index (else parquet's default)."""
         d = os.path.join(self.root, key)
-        name = f"run-{step:010d}-{tag}.parquet"
+        name = os.path.basename(self.run_path(key, step, tag))
         full = os.path.join(d, name)
         tmp = full + ".tmp"
         try:
@@ -223,7 +234,8 @@ class StateStore:
                     if not side.endswith(".tmp"):
                         os.remove(side)
             os.replace(tmp, full)
-            self._unsynced.add(full)
+            with self._unsynced_lock:
+                self._unsynced.add(full)
         except OSError as e:
             try:
                 os.remove(tmp)
