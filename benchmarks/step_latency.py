@@ -177,10 +177,12 @@ class EngineProbe:
 
     Read-only instrumentation (nothing in sqlengine/ is changed).  Top-level phases of a step
     (disjoint): ``clamp_deletes`` (turning a delete batch into deletes of existing copies),
-    ``run_step`` (the circuit), ``compact`` (merging state runs) and ``commit`` (writing the
+    ``run_step`` (the circuit), ``compact`` (waiting for and putting in place the background merges of
+    state runs, see ``sqlengine.executor.compaction``) and ``commit`` (writing the
     manifest).  Nested in them: ``spark_actions`` (every ``DataFrame.toArrow`` call, i.e. every
     Spark action the engine runs; ``actions`` counts them) and ``write_run`` (state files).
-    All of these run on the pipeline's step thread.
+    All of these run on the pipeline's step thread, except the state files of background merges, which
+    ``write_run`` counts too.
     """
 
     TOP = ("clamp_deletes", "run_step", "compact", "commit")
@@ -188,11 +190,12 @@ class EngineProbe:
     _df_class = None
     _active: Optional["EngineProbe"] = None
 
-    def __init__(self, engine, store, spark):
+    def __init__(self, engine, store, spark, compactor):
         self.ms: Dict[str, float] = defaultdict(float)
         self.calls: Dict[str, int] = defaultdict(int)
-        for name in ("clamp_deletes", "run_step", "compact"):
+        for name in ("clamp_deletes", "run_step"):
             setattr(engine, name, self._wrap(name, getattr(engine, name)))
+        setattr(compactor, "take", self._wrap("compact", compactor.take))
         setattr(store, "write_run", self._wrap("write_run", store.write_run))
         setattr(store, "commit", self._wrap("commit", store.commit))
         self._patch_to_arrow(spark)
@@ -425,7 +428,7 @@ def run_one(w: Workload, n: int, args, seed: int) -> Result:
                               spark_conf=SPARK_CONF)
         p.start()
         spark = get_spark()
-        probe = EngineProbe(p.engine, p.store, spark)
+        probe = EngineProbe(p.engine, p.store, spark, p._compactor)
 
         log(f"{w.name} N={n:,}: loading {_rows_text(res)}")
         t0 = time.perf_counter()
@@ -755,8 +758,8 @@ def render_markdown(results: List[Result], args, cmdline: str, code: str, starte
             "pipeline's `Engine` and `StateStore` instances and `DataFrame.toArrow` (read-only "
             "instrumentation, no engine code changed). The top-level phases of a step are disjoint: "
             "`clamp_deletes` (turning a delete batch into deletes of existing copies, a Spark query over the "
-            "table's stored state), `run_step` (the circuit), `compact` (merging state runs, every few "
-            "steps) and `commit` (the manifest); *outside these* is the rest of the wall time (input "
+            "table's stored state), `run_step` (the circuit), `compact` (waiting for and putting in "
+            "place the background merges of state runs; the merges themselves run on their own thread) and `commit` (the manifest); *outside these* is the rest of the wall time (input "
             "validation, the durable input log, taking the batch, waiting/wake-ups). Nested inside them: "
             "*Spark actions* are the engine's `toArrow` calls (each runs one or more Spark jobs; the time "
             "includes Spark's planning of that query) and *state writes* the parquet runs written. "
