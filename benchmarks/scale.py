@@ -75,6 +75,17 @@ def timed_change(p, ins: pd.DataFrame, gone: pd.DataFrame, timeout_s: float = 72
     return time.time() - t
 
 
+def settle(p, timeout_s: float = 7200) -> float:
+    """Seconds until no background merge of state runs is running (see sqlengine.executor.compaction), so that
+    the next timed step does not share the machine with one."""
+    t = time.time()
+    while p.status()["state_merges"]["running"]:
+        if time.time() - t > timeout_s:
+            raise TimeoutError("a background merge did not end")
+        time.sleep(0.02)
+    return time.time() - t
+
+
 def measure(n: int, small: int, large: int, repeats: int, master: Optional[str], log) -> Dict[str, object]:
     from sqlengine import Pipeline
     rng = np.random.default_rng(n)
@@ -94,8 +105,10 @@ def measure(n: int, small: int, large: int, repeats: int, master: Optional[str],
         live.append(chunk)
         p.input_pandas("t", chunk)
         p.wait_for_idle(timeout_s=7200)
-    load_s = time.time() - t0
-    log(f"N={n:,}: loaded in {load_s:.1f} s ({n / load_s:,.0f} rows/s), steps {p.status()['steps_run_on']}")
+    load_s = time.time() - t0   # every row queryable
+    load_merged_s = load_s + settle(p)   # and the background merges the load started have ended
+    log(f"N={n:,}: loaded in {load_s:.1f} s ({n / load_s:,.0f} rows/s), merges settled at {load_merged_s:.1f} s, "
+        f"steps {p.status()['steps_run_on']}, merges {p.status()['state_merges']}")
     eng = p.engine
     spark = eng.spark
     max_rows, eng.local.max_rows = eng.local.max_rows, 0   # every step on Spark, reading state from its runs, as when
@@ -103,6 +116,7 @@ def measure(n: int, small: int, large: int, repeats: int, master: Optional[str],
     table = pd.concat(live, ignore_index=True)
     next_id = n
     pos = 0
+    merge_waits: List[float] = []
 
     def change(size: int) -> float:
         nonlocal next_id, pos, table
@@ -110,6 +124,7 @@ def measure(n: int, small: int, large: int, repeats: int, master: Optional[str],
         next_id += size // 2
         gone = table.iloc[pos:pos + size // 2]
         pos += size // 2
+        merge_waits.append(settle(p))   # the last change's background merges, not timed
         took = timed_change(p, ins, gone)
         table = pd.concat([table, ins], ignore_index=True)   # the first ``pos`` rows are the deleted ones
         return took
@@ -120,6 +135,7 @@ def measure(n: int, small: int, large: int, repeats: int, master: Optional[str],
     handlers = [p.listen("g"), p.listen("j")]
     listened = [change(small) for _ in range(repeats)]
     larges = [change(large) for _ in range(max(1, repeats // 2))]
+    after_large = settle(p)   # the merges the last large change started, in the background
     spark_steps = p.status()["steps_run_on"]["spark"] - before
     # the default routing: a small step runs on the driver, reading the state of its keys from the runs' row
     # groups (nothing cached); still nothing cached, disk tier off
@@ -133,7 +149,8 @@ def measure(n: int, small: int, large: int, repeats: int, master: Optional[str],
         f"listened {[round(x, 2) for x in listened]} s, {large:,}-row change (listened) "
         f"{[round(x, 2) for x in larges]} s ({spark_steps} Spark steps; {sum(len(h.to_pandas()) for h in handlers)} "
         f"change rows delivered); on the driver by key, listened {[round(x, 3) for x in by_key]} s "
-        f"({on_driver} driver steps, {rows_read:,.0f} state rows decoded per step)")
+        f"({on_driver} driver steps, {rows_read:,.0f} state rows decoded per step); background merges ran on for "
+        f"{after_large:.2f} s after the last large change; merges {p.status()['state_merges']}")
     # the table as it is now, for the check and the recompute (deleted rows are the first ``pos`` rows)
     table = table.iloc[pos:].reset_index(drop=True)
     pq_dir = os.path.join(work, "pq")
@@ -143,6 +160,7 @@ def measure(n: int, small: int, large: int, repeats: int, master: Optional[str],
     pq.write_table(pa.Table.from_pandas(table, preserve_index=False), os.path.join(pq_dir, "t.parquet"))
     pq.write_table(pa.Table.from_pandas(d, preserve_index=False), os.path.join(pq_dir, "d.parquet"))
     recompute = []
+    settle(p)
     for _ in range(max(2, repeats // 2)):
         t = time.time()
         spark.read.parquet(os.path.join(pq_dir, "t.parquet")).createOrReplaceTempView("t")
@@ -160,9 +178,11 @@ def measure(n: int, small: int, large: int, repeats: int, master: Optional[str],
         want = sorted(con.execute(q).fetchall())
         got = sorted(tuple(r.values()) for r in p.query(f"SELECT * FROM {name}"))
         ok &= [tuple(map(str, r)) for r in want] == [tuple(map(str, r)) for r in got]
+    merges_seen = p.status()["state_merges"]
     p.stop()
     shutil.rmtree(work, ignore_errors=True)
-    return {"n": n, "load_s": load_s, "small": statistics.median(smalls), "small_all": smalls,
+    return {"n": n, "load_s": load_s, "load_merged_s": load_merged_s, "after_large": after_large,
+            "merges": merges_seen, "small": statistics.median(smalls), "small_all": smalls,
             "listened": statistics.median(listened), "listened_all": listened,
             "large": statistics.median(larges), "large_all": larges, "recompute": statistics.median(recompute),
             "by_key": statistics.median(by_key), "by_key_all": by_key, "by_key_driver_steps": on_driver,
@@ -244,14 +264,20 @@ def report(results, clusters, args, load_avg) -> str:
              "change after `listen()` on both views, so the step also computes and delivers their changes; the "
              f"{args.large:,}-row changes come last, listened too. "
              "*Spark recompute*: the same Spark session reads the final tables from parquet and computes both "
-             "views (`noop` sink).", "",
-             f"| N (rows of t) | driver load s | driver load rows/s | {args.small:,}-row change s | "
-             f"{args.small:,}-row change, listened s | {args.large:,}-row change, listened s | Spark recompute s | "
-             f"recompute ÷ {args.large:,}-row change | check |", "|---|---|---|---|---|---|---|---|---|"]
+             "views (`noop` sink). State runs are merged in the background (`sqlengine/executor/compaction.py`): "
+             "a timed change or load ends when its rows are queryable and its changes delivered "
+             "(`wait_for_idle`); *incl. merges* also waits for the background merges it started to end, and "
+             "*merging after* is how long those ran on after the large change. Every timed change starts with no "
+             "merge running.", "",
+             f"| N (rows of t) | driver load s | driver load rows/s | load incl. merges s | {args.small:,}-row change s | "
+             f"{args.small:,}-row change, listened s | {args.large:,}-row change, listened s | merging after s | "
+             f"Spark recompute s | recompute ÷ {args.large:,}-row change | check |",
+             "|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in results:
-        lines.append(f"| {r['n']:,} | {r['load_s']:.2f} | {r['n'] / r['load_s']:,.0f} | {r['small']:.2f} | "
-                     f"{r.get('listened', float('nan')):.2f} | {r['large']:.2f} | "
-                     f"{r['recompute']:.2f} | {r['recompute'] / r['large']:.2f}× | {'OK' if r['check'] else 'WRONG'} |")
+        lines.append(f"| {r['n']:,} | {r['load_s']:.2f} | {r['n'] / r['load_s']:,.0f} | {r['load_merged_s']:.2f} | "
+                     f"{r['small']:.2f} | {r.get('listened', float('nan')):.2f} | {r['large']:.2f} | "
+                     f"{r['after_large']:.2f} | {r['recompute']:.2f} | {r['recompute'] / r['large']:.2f}× | "
+                     f"{'OK' if r['check'] else 'WRONG'} |")
     lines += ["", f"**Small steps on the driver, state read by key from files** (the default routing, after the "
                   f"Spark steps above): still nothing cached and the disk tier off, a {args.small:,}-row change, "
                   "both views listened, runs on the driver (DuckDB), reading only the row groups of the runs that "
@@ -264,7 +290,8 @@ def report(results, clusters, args, load_avg) -> str:
                      f"{r['by_key_rows_read']:,.0f} |")
     for a, b in zip(results, results[1:]):
         lines += ["", f"From N = {a['n']:,} to {b['n']:,} ({b['n'] / a['n']:.0f}× the state): the load took "
-                      f"{b['load_s'] / a['load_s']:.2f}× as long, the {args.small:,}-row change "
+                      f"{b['load_s'] / a['load_s']:.2f}× as long ({b['load_merged_s'] / a['load_merged_s']:.2f}× incl. "
+                      f"merges), the {args.small:,}-row change "
                       f"{b['small'] / a['small']:.2f}× (listened {b['listened'] / a['listened']:.2f}×), the "
                       f"{args.large:,}-row change {b['large'] / a['large']:.2f}×, Spark's recompute "
                       f"{b['recompute'] / a['recompute']:.2f}×; on the driver by key, the listened "

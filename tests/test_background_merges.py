@@ -86,7 +86,9 @@ def test_steps_go_on_while_state_runs_merge_in_the_background(make_pipeline, slo
     assert not diff(bag_from_changes(changes.to_pandas()), model.view(model.duck(), VIEWS["ja"]))
     assert slow_merges["overlapped"] > 0, slow_merges   # steps committed while merges ran
     assert slow_merges["installed"] > 0, slow_merges
-    assert p.status()["steps_run_on"]["spark" if path == "spark" else "driver"] > 0
+    st = p.status()
+    assert st["steps_run_on"]["spark" if path == "spark" else "driver"] > 0
+    assert st["state_merges"]["installed"] == slow_merges["installed"]
     wait_for_merges(p)
     p.stop()   # a clean stop puts a running merge in place
     root = p.store.root

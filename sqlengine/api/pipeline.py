@@ -426,6 +426,8 @@ class Pipeline:
             "state_cache_bytes": self.engine.local.cache.used if self.engine else 0,
             "backlog_batches": len(self.log.pending(m.log_position[0])) if m else len(self.log.pending(0)),
             "state_size": state_sizes,
+            "state_merges": self._compactor.status() if self._compactor else {"running": False, "installed": 0,
+                                                                               "stalls": 0},
             "dead_letter_rows": dict(self._ingest.dead_lettered),
             "watermarks": {t: str(pd.Timestamp(w, unit="us")) for t, w in (m.meta.get("watermarks", {}) if m else {}).items()},
             "late_rows": dict(m.meta.get("late_rows", {})) if m else {},

@@ -43,6 +43,8 @@ class Compactor:
         self._future: Optional[Future] = None
         self._pool: Optional[ThreadPoolExecutor] = None
         self._lowerer: Optional[LocalLowerer] = None   # DuckDB of its own: a merge never waits for a step's
+        self.installed = 0   # merges put in place
+        self.stalls = 0      # steps that waited for a merge (``behind``)
 
     @property
     def running(self) -> bool:
@@ -58,9 +60,12 @@ class Compactor:
         return STALL_FACTOR * self.engine.store.MAX_RUNS
 
     def behind(self) -> bool:
-        """Is a merge running while some operator has more than ``stall_runs`` runs?"""
+        """Is a merge running while some operator has more than ``stall_runs`` runs (counted as a stall)?"""
         limit = self.stall_runs()
-        return self._future is not None and any(len(rs) > limit for rs in self.engine.store.current.runs.values())
+        if self._future is None or not any(len(rs) > limit for rs in self.engine.store.current.runs.values()):
+            return False
+        self.stalls += 1
+        return True
 
     def start(self, step: int) -> bool:
         """Start merging the runs that need it as of the committed manifest (after step ``step``); False if a
@@ -97,7 +102,12 @@ class Compactor:
             merged: List = f.result()
         finally:
             self.engine.store.keep.clear()
-        return self.engine.apply_merges(self.engine.store.current, merged)
+        m = self.engine.apply_merges(self.engine.store.current, merged)
+        self.installed += m is not None
+        return m
+
+    def status(self) -> dict:
+        return {"running": self.running, "installed": self.installed, "stalls": self.stalls}
 
     def close(self, wait: bool = True) -> None:
         """Stop the merge thread (a running merge is finished first with ``wait``, else left to end alone;

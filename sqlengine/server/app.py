@@ -898,6 +898,13 @@ def prometheus(mgr: Manager) -> str:
         except Exception:  # noqa: BLE001
             continue
         add("sqlengine_pipeline_step", "gauge", "the last committed step", pl, st.get("step"))
+        merges = st.get("state_merges", {})
+        add("sqlengine_state_merges_total", "counter", "background merges of state runs put in place", pl,
+            merges.get("installed"))
+        add("sqlengine_state_merge_stalls_total", "counter", "steps that waited for a background merge", pl,
+            merges.get("stalls"))
+        add("sqlengine_state_merge_running", "gauge", "1 while a background merge of state runs runs", pl,
+            None if not merges else int(merges.get("running", False)))
         for t, n in st.get("rows_in", {}).items():
             add("sqlengine_table_rows_in_total", "counter", "rows (weight units) processed per table",
                 {**pl, "table": t}, n)
