@@ -426,6 +426,7 @@ class Engine:
         old = self.store.current
         reads_from = old if write_keys is None else Manifest()
         need = self.needed_ops(listened) if need is None else need
+        self.local.finish_writes(raise_errors=False)   # of an attempt that failed before its result
         self.scratch.clear()   # the last step's (and the delete clamp's, which has run)
         live = [r.path for runs in old.runs.values() for r in runs] + list(self.store.keep)   # + a merge's
         self.local.cache.retain(live)
@@ -436,6 +437,7 @@ class Engine:
             try:
                 result = self._run_local(table_deltas, *args)
             except NeedsSpark as e:   # state not cached that the change's keys cannot narrow: on Spark
+                self.local.finish_writes(raise_errors=False)
                 self.driver_attempts_failed += 1
                 log.debug("step %d runs on Spark: %s", step, e)
             else:
@@ -447,6 +449,7 @@ class Engine:
         except StorageError:
             raise
         except Exception as e:
+            self.local.finish_writes(raise_errors=False)
             if not self.local.fits(need, reads_from):
                 raise
             self.spark_fallbacks += 1
@@ -592,6 +595,7 @@ class Engine:
 
     def _result(self, step: int, old: Manifest, new_runs, deltas, listened: Set[str],
                 errors: RowErrors) -> StepResult:
+        self.local.finish_writes()   # every new run written before the manifest lists it
         outputs = {}
         for v in listened:
             d = deltas.get(self.circuit.outputs[v].delta, EMPTY)
