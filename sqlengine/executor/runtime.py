@@ -35,6 +35,7 @@ from sqlengine.executor import delta_rules as rules
 from sqlengine.executor.lower import Lowerer
 from sqlengine.executor.op_schemas import derive as derive_schemas
 from sqlengine.executor.schema import spark_schema_of
+from sqlengine.executor.session import is_local
 from sqlengine.state.scratch import Scratch
 from sqlengine.state.store import Manifest, Run, StateStore, StorageError
 from sqlengine.zset import W, clamp_in_order, consolidate_arrow, consolidate_spark
@@ -48,6 +49,7 @@ DRIVER_ROWS = 100_000   # a Spark step filters, projects and sums (partial sums)
 BROADCAST_BYTES = 64 << 20   # the delete clamp's probe keys are broadcast up to this size (500k keys over 10M rows:
                              # 3.0 s, against 3.7-4.2 s with the shuffle Spark chose)
 CUT_THREADS = 2        # a Spark step's cuts run as concurrent jobs on this many threads
+DRIVER_SCANS = True     # with a local master, stored_rows beyond the cache scans the runs' files with DuckDB
 SCRATCH_ROWS = 20_000   # a driver-side change this big reaches Spark as a parquet file (see state.scratch)
 log = logging.getLogger("sqlengine")
 
@@ -273,11 +275,15 @@ class Engine:
     def stored_rows(self, op: int, probe: pa.Table, cols: List[str]) -> pa.Table:
         """Committed rows of integral ``op`` equal (NULL-safely) on ``cols`` to some row of ``probe`` (possibly more
         rows, see ``LocalExecutor.stored_rows``), consolidated, as Arrow on the driver: from the driver's state
-        cache, else by key from the runs' files when the probe's keys are few, else in one Spark job."""
+        cache, else by key from the runs' files when the probe's keys are few, else (a local master) by a DuckDB
+        scan of the runs' files, else in one Spark job."""
         try:   # the cache, or (few keys) the row groups of the runs' files that can hold them, on the driver
             return self.local.stored_rows(op, probe, cols)
         except NeedsSpark:
             pass
+        if DRIVER_SCANS and is_local(self.master or "local"):   # the runs are files on this machine: DuckDB
+            # scans them, 9x faster than the same job on local Spark (see LocalExecutor.scan_stored_rows)
+            return self.local.scan_stored_rows(op, probe, cols)
         from pyspark.sql.types import StructType
         keys = probe.select(cols).group_by(cols).aggregate([])
         schema = StructType([self.state_schemas[op][c] for c in cols])
