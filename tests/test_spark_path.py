@@ -7,7 +7,9 @@ run with ``SQLENGINE_LOCAL_STEP_ROWS=4``: a step with more than 4 input rows
 ones run on the driver, so the two paths also interleave over the same state,
 and both are held to DuckDB's answers after every step.  Driver-side changes of more
 than 8 rows reach Spark as scratch parquet files (``sqlengine.state.scratch``), smaller
-ones through ``createDataFrame``, so both hand-offs meet every type.
+ones through ``createDataFrame``, so both hand-offs meet every type.  A Spark step's filters, projections and
+partial sums run on the driver only for changes of at most 2 rows (``DRIVER_ROWS``), so both places are
+exercised.
 """
 import pytest
 
@@ -25,6 +27,7 @@ def make_pipeline(make_pipeline, monkeypatch):
     monkeypatch.setenv("SQLENGINE_LOCAL_STEP_ROWS", "4")
     from sqlengine.executor import runtime
     monkeypatch.setattr(runtime, "SCRATCH_ROWS", 8)
+    monkeypatch.setattr(runtime, "DRIVER_ROWS", 2)   # filters, projections and partial sums on Spark too
     made = []
 
     def make(*a, **kw):
