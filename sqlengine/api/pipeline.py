@@ -374,6 +374,8 @@ class Pipeline:
         if self._state in ("running", "paused"):
             raise PipelineError(f"pipeline {self.name} is {self._state}; stop() it before clear_storage()")
         import shutil
+        if self._compactor is not None:   # a merge left running by stop(force=True) writes no more files
+            self._compactor.close(wait=True)
         for n in os.listdir(self.storage_dir):
             path = os.path.join(self.storage_dir, n)
             try:

@@ -113,7 +113,8 @@ class Compactor:
         """Stop the merge thread (a running merge is finished first with ``wait``, else left to end alone;
         what it wrote is never listed, and is removed as garbage)."""
         if self._pool is not None:
-            self._pool.shutdown(wait=wait)
-            self._pool = None
+            self._pool.shutdown(wait=wait)   # may be called again with wait, to join a merge left running
+            if wait:
+                self._pool = None
         if not wait:
             self._future = None
