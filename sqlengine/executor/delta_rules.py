@@ -365,7 +365,8 @@ def output_sql(node: Aggregate, accs: List[str], initial: bool = False) -> str:
     With group keys, in one pass over the state: the old totals of ``P``'s groups (one aggregation of the state
     rows of their keys), joined with ``P``'s, each group then emits its old row (weight -1) and its new one
     (+1) through a join with a two-row table.  A union of the two totals reads the state twice on Spark, which
-    inlines a CTE at each use."""
+    inlines a CTE at each use.  ``P`` holds one row per group (an aggregate's partial sums, ``partial_sql``), so
+    it is joined as it is: grouping it again cost Spark a shuffle (632k groups: 4.4 s, against 2.9-3.5 s)."""
     k = len(node.keys)
     keys = cols(k)
     sums = [f"COALESCE(SUM({c}), 0) AS {c}" if c.startswith(("__cnt", "__n")) else f"SUM({c}) AS {c}" for c in accs]
@@ -404,7 +405,7 @@ def output_sql(node: Aggregate, accs: List[str], initial: bool = False) -> str:
     both = [f"CASE WHEN g.{W} = 1 THEN {new} ELSE {old} END AS {col(k + i)}"
             for i, (new, old) in enumerate(zip(finals(), finals("o")))]
     return (f"WITH o AS (SELECT {listed(keys + sums)} FROM ({semi('S', keys, 'P', keys + accs)}) x{group}), "
-            f"p AS (SELECT {listed(keys + sums)} FROM P{group}), j AS ({joined}) "
+            f"p AS (SELECT {listed(keys + accs)} FROM P), j AS ({joined}) "
             f"SELECT {listed(keys + both)}, g.{W} FROM j CROSS JOIN (SELECT 1::BIGINT AS {W} UNION ALL "
             f"SELECT -1::BIGINT AS {W}) g WHERE CASE WHEN g.{W} = 1 THEN __cnt != 0 ELSE o__cnt != 0 END")
 
