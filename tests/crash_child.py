@@ -144,22 +144,35 @@ def verify(store: str, sink: str, acks: str, batches: int, spark=None) -> list:
     return problems
 
 
-def slow_down_merges(seconds: float) -> None:
-    """Merge state runs whenever there are more than 2, each merge ``seconds`` slower (in this process)."""
+def merging_marker(storage: str) -> str:
+    """A file that exists while a background merge of the child runs (see ``slow_down_merges``)."""
+    return os.path.join(storage, "merging.marker")
+
+
+def slow_down_merges(seconds: float, storage: str) -> None:
+    """Merge state runs whenever there are more than 2, each merge ``seconds`` slower (in this process): half
+    before it writes its run and half after, while ``merging_marker`` exists."""
     from sqlengine.executor.runtime import Engine
     from sqlengine.state.store import StateStore
     StateStore.MAX_RUNS = 2
     merge_runs = Engine.merge_runs
 
     def slow(self, *a, **kw):
-        time.sleep(seconds)
-        return merge_runs(self, *a, **kw)
+        marker = merging_marker(storage)
+        open(marker, "w").close()
+        try:
+            time.sleep(seconds / 2)
+            out = merge_runs(self, *a, **kw)
+            time.sleep(seconds / 2)   # written, not yet in a manifest
+            return out
+        finally:
+            os.remove(marker)
     Engine.merge_runs = slow
 
 
 def main(storage: str, sink: str, acks_path: str, batches: int) -> None:
     if os.environ.get("CRASH_CHILD_SLOW_MERGES"):
-        slow_down_merges(float(os.environ["CRASH_CHILD_SLOW_MERGES"]))
+        slow_down_merges(float(os.environ["CRASH_CHILD_SLOW_MERGES"]), storage)
     p = open_pipeline(storage, sink)
     feed(p, acks_path, batches, announce=lambda k: print("ready", k, flush=True))
     p.stop()
