@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import io
+import logging
 import os
 import tempfile
 import threading
@@ -37,6 +38,7 @@ from sqlengine.executor.watermarks import EventTime
 from sqlengine.zset import W, WEIGHT
 
 MAX_STEP_ROWS = 1_000_000
+log = logging.getLogger(__name__)
 STORAGE_RETRY_S = 1.0   # wait before retrying a step whose commit failed (disk full, read-only storage)
 
 
@@ -335,7 +337,10 @@ class Pipeline:
         if self._compactor is not None and (force or self._error is not None):
             self._compactor.close(wait=False)
         elif self._compactor is not None:   # a clean stop leaves the state merged
-            self._install_merges(wait=True)
+            try:
+                self._install_merges(wait=True)
+            except Exception as e:  # noqa: BLE001 - the steps are committed; the runs are merged after a restart
+                log.warning("pipeline %s: a background merge failed at stop: %s", self.name, e)
             self._compactor.close()
         self._stop_connectors()
         self._dispatcher.drain(timeout=None if not force else 5)
