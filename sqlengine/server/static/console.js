@@ -161,7 +161,8 @@ async function refreshPipeline() {
   renderConnectors(st.connectors || {});
   const errs = Object.entries(st.errors || {});
   $("error-counts").textContent = errs.length ? errs.map(([v, n]) => `${v}: ${n}`).join(", ") : "none";
-  if (Date.now() - current.lastErrorsAt > 3000) {
+  // the error relation can be queried while the pipeline runs (or is paused): a stopped one answers 409
+  if (["running", "paused"].includes(st.state) && Date.now() - current.lastErrorsAt > 3000) {
     current.lastErrorsAt = Date.now();
     refreshErrorRows();
   }
