@@ -116,7 +116,6 @@ def measure(n: int, small: int, large: int, repeats: int, master: Optional[str],
     table = pd.concat(live, ignore_index=True)
     next_id = n
     pos = 0
-    merge_waits: List[float] = []
 
     def change(size: int) -> float:
         nonlocal next_id, pos, table
@@ -124,7 +123,7 @@ def measure(n: int, small: int, large: int, repeats: int, master: Optional[str],
         next_id += size // 2
         gone = table.iloc[pos:pos + size // 2]
         pos += size // 2
-        merge_waits.append(settle(p))   # the last change's background merges, not timed
+        settle(p)   # the last change's background merges, not timed
         took = timed_change(p, ins, gone)
         table = pd.concat([table, ins], ignore_index=True)   # the first ``pos`` rows are the deleted ones
         return took

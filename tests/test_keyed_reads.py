@@ -200,7 +200,7 @@ def test_stored_rows_the_driver_cannot_narrow_are_exactly_the_stored_copies(make
     real = eng.local.scan_stored_rows
     eng.local.scan_stored_rows = lambda *a: scans.append(1) or real(*a)
     model = Model(SCHEMA, COLUMNS)
-    for i, ops in enumerate(rounds(31, 4)):
+    for ops in rounds(31, 4):
         feed(p, model, ops, COLUMNS)
     live = sorted(model.rows["t"].elements(), key=repr)
     rnd = random.Random(5)
@@ -217,6 +217,7 @@ def test_stored_rows_the_driver_cannot_narrow_are_exactly_the_stored_copies(make
     got_bag = Counter()
     for r in got.to_pylist():
         got_bag[tuple(r[c] for c in names)] += r["__w"]
-    want_bag = Counter({r: n for r, n in model.rows["t"].items() if r in set(wanted)})
+    probed = set(wanted)
+    want_bag = Counter({r: n for r, n in model.rows["t"].items() if r in probed})
     assert +got_bag == want_bag and all(v > 0 for v in got_bag.values())
     assert bool(scans) == (scan == "duckdb")

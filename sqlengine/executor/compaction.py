@@ -28,6 +28,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Callable, List, Optional
 
 from sqlengine.executor.local_lower import LocalLowerer
+from sqlengine.executor.runtime import merge_tag
 from sqlengine.state.store import Manifest
 
 
@@ -78,11 +79,10 @@ class Compactor:
             return False
         for key, part in plan:
             store.keep.update(r.path for r in part)
-            store.keep.add(store.run_path(key, step, f"m{len(part)}"))
+            store.keep.add(store.run_path(key, step, merge_tag(part)))
         if self._pool is None:
             self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="sqlengine-merge")
-            self._lowerer = LocalLowerer()
-            self._lowerer.con.execute("RESET threads")   # a bulk job: DuckDB's default parallelism
+            self._lowerer = LocalLowerer(threads=None)   # a bulk job: DuckDB's default parallelism
         self._future = self._pool.submit(self._merge, plan, step)
         self._future.add_done_callback(lambda _: self._wake())
         return True

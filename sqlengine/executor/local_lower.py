@@ -79,9 +79,12 @@ class ProbeSpec:
 class LocalLowerer:
     """Runs ops on Arrow tables with a private DuckDB connection."""
 
-    def __init__(self):
+    def __init__(self, threads: Optional[int] = 1):
+        """``threads``: DuckDB's (1: steps are small, planning dominates, not scans; None: DuckDB's default, for
+        bulk work such as merges and scans of whole states)."""
         self.con = private_duckdb.connect()
-        self.con.execute("SET threads = 1")   # steps are small: planning dominates, not scans
+        if threads is not None:
+            self.con.execute(f"SET threads = {int(threads)}")
         self.lock = threading.Lock()
         self.careful = False                  # expressions under TRY: a failing row is recorded, not raised
         self.errors: Optional[RowErrors] = None

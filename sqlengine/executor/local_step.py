@@ -212,12 +212,11 @@ class LocalExecutor:
         if not runs or not probe.num_rows:
             return schema.empty_table()
         if self._bulk is None:
-            self._bulk = LocalLowerer()
-            self._bulk.con.execute("RESET threads")   # one scan of the whole state: DuckDB's parallelism
+            self._bulk = LocalLowerer(threads=None)   # one scan of the whole state: DuckDB's parallelism
         files = ", ".join("'" + p.replace("'", "''") + "'" for p in runs)
         on = " AND ".join(f's."{c}" IS NOT DISTINCT FROM k."{c}"' for c in key_cols)
-        sql = (f"SELECT s.* FROM read_parquet([{files}]) s SEMI JOIN "
-               f"(SELECT DISTINCT {', '.join(chr(34) + c + chr(34) for c in key_cols)} FROM K) k ON {on}")
+        keys = ", ".join(f'"{c}"' for c in key_cols)
+        sql = f"SELECT s.* FROM read_parquet([{files}]) s SEMI JOIN (SELECT DISTINCT {keys} FROM K) k ON {on}"
         rows = cast_to(self._bulk.run(sql, K=probe.select(key_cols)).select(schema.names), schema)
         return consolidate_arrow(rows) if rows.num_rows else rows
 

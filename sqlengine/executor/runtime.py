@@ -64,6 +64,11 @@ def state_key(op: Op) -> str:
     return f"{'acc' if op.kind == 'aggregate' else 'int'}-{digest}"
 
 
+def merge_tag(part: List[Run]) -> str:
+    """The tag of the run that merges runs ``part`` (see ``StateStore.run_path``)."""
+    return f"m{len(part)}"
+
+
 @dataclass
 class Merged:
     """A merge of runs ``old`` (paths, oldest first) of state ``key`` into ``run``."""
@@ -630,14 +635,13 @@ class Engine:
     def merge_plan(self, m: Manifest) -> List[Tuple[str, List[Run]]]:
         """(state key, the runs to merge into one) for every key of ``m`` with too many runs: the newest runs
         (size-tiered, ``StateStore.merge_plan``); the error log's runs all."""
-        by_key = {self.keys[i]: i for i in self.keys}
         out = []
         for key, rs in m.runs.items():
             if not self.store.needs_merge(rs):
                 continue
             if key == ERRORS_KEY:   # an append-only log: its runs are concatenated, oldest first
                 out.append((key, list(rs)))
-            elif key in by_key:
+            elif self._op_of(key) is not None:
                 out.append((key, list(rs[self.store.merge_plan(rs):])))
         return out
 
@@ -647,19 +651,23 @@ class Engine:
         immutable runs, and runs DuckDB on ``lowerer``'s connection."""
         old = [r.path for r in part]
         if key == ERRORS_KEY:
-            run = self.store.write_run(key, read_errors(self.store, old), step, tag=f"m{len(part)}")
+            run = self.store.write_run(key, read_errors(self.store, old), step, tag=merge_tag(part))
             return Merged(key, old, run)
-        op = self.ops[{self.keys[i]: i for i in self.keys}[key]]
+        op = self.ops[self._op_of(key)]
         small = sum(r.rows for r in part) <= DRIVER_MERGE_ROWS
         t = self.local.merge(op, old, small=small, lowerer=lowerer)
         if t is None:
             t = self._merge_on_spark(op, part)
-        run, t = self.write_state_run(op.id, t, step, tag=f"m{len(part)}")
+        run, t = self.write_state_run(op.id, t, step, tag=merge_tag(part))
         self.local.cache.put(run.path, t)
         if run.rows >= BULK_ROWS:
             del t
             release_memory()
         return Merged(key, old, run)
+
+    def _op_of(self, key: str) -> Optional[int]:
+        """The op whose state ``key`` is (None: not this engine's)."""
+        return next((i for i, k in self.keys.items() if k == key), None)
 
     @staticmethod
     def apply_merges(m: Manifest, merged: List[Merged]) -> Optional[Manifest]:
@@ -681,12 +689,6 @@ class Engine:
         if not changed:
             return None
         return Manifest(step=m.step, log_position=list(m.log_position), runs=runs, meta=m.meta)
-
-    def compact(self, step: int) -> Optional[Manifest]:
-        """Merge runs of operators that have too many, here and now; returns a new manifest if anything
-        changed (the pipeline merges in the background instead, see ``compaction.Compactor``)."""
-        m = self.store.current
-        return self.apply_merges(m, [self.merge_runs(k, part, step) for k, part in self.merge_plan(m)])
 
     def drop_closed(self, step: int, closed: Dict[int, tuple]) -> Optional[Manifest]:
         """Drop closed rows (``{op id: (state column, bound)}``, see :mod:`sqlengine.executor.watermarks`) from
