@@ -129,12 +129,27 @@ def measure(n: int, small: int, large: int, repeats: int, master: Optional[str],
         return took
 
     before = p.status()["steps_run_on"]["spark"]
+    local_master = eng.driver_ops
+    eng.driver_ops = False   # Spark jobs only: every op of these steps runs on Spark (but maps and partial sums)
     smalls = [change(small) for _ in range(repeats + 1)][1:]
     # with a listener on both views, a step also computes (and delivers) the views' changes
     handlers = [p.listen("g"), p.listen("j")]
     listened = [change(small) for _ in range(repeats)]
     larges = [change(large) for _ in range(max(1, repeats // 2))]
     after_large = settle(p)   # the merges the last large change started, in the background
+    hybrid: Dict[str, object] = {}
+    if local_master:   # the default with a local master: an op runs on the driver when its changes are there
+        eng.driver_ops = True   # and the state rows they meet can be read by key or scanned (runtime.DRIVER_OPS)
+        ops0, declined0, scanned0 = eng.ops_on_driver, eng.ops_declined, eng.local.rows_scanned
+        hybrid["listened_all"] = [change(small) for _ in range(repeats)]
+        hybrid["large_all"] = [change(large) for _ in range(max(1, repeats // 2))]
+        hybrid.update(listened=statistics.median(hybrid["listened_all"]),
+                      large=statistics.median(hybrid["large_all"]), ops=eng.ops_on_driver - ops0,
+                      declined=eng.ops_declined - declined0, scanned=eng.local.rows_scanned - scanned0,
+                      after_large=settle(p))
+        log(f"N={n:,}: ops on the driver: {small}-row change, listened {[round(x, 2) for x in hybrid['listened_all']]} "
+            f"s, {large:,}-row change, listened {[round(x, 2) for x in hybrid['large_all']]} s ({hybrid['ops']} ops "
+            f"on the driver, {hybrid['declined']} on Spark, {hybrid['scanned']:,} state rows scanned)")
     spark_steps = p.status()["steps_run_on"]["spark"] - before
     # the default routing: a small step runs on the driver, reading the state of its keys from the runs' row
     # groups (nothing cached); still nothing cached, disk tier off
@@ -169,6 +184,17 @@ def measure(n: int, small: int, large: int, repeats: int, master: Optional[str],
         recompute.append(time.time() - t)
     log(f"N={n:,}: Spark batch recompute {[round(x, 2) for x in recompute]} s")
     import duckdb
+    duck = []   # DuckDB recomputing both views from the same files, in this process (its default threads: all cores)
+    for _ in range(max(2, repeats // 2)):
+        t = time.time()
+        c = duckdb.connect()
+        c.execute(f"CREATE VIEW t AS SELECT * FROM read_parquet('{os.path.join(pq_dir, 't.parquet')}')")
+        c.execute(f"CREATE VIEW d AS SELECT * FROM read_parquet('{os.path.join(pq_dir, 'd.parquet')}')")
+        for q in (G, J):
+            c.sql(q).to_arrow_table()
+        c.close()
+        duck.append(time.time() - t)
+    log(f"N={n:,}: DuckDB recompute {[round(x, 2) for x in duck]} s")
     con = duckdb.connect()
     con.register("t", table)
     con.register("d", d)
@@ -186,7 +212,7 @@ def measure(n: int, small: int, large: int, repeats: int, master: Optional[str],
             "large": statistics.median(larges), "large_all": larges, "recompute": statistics.median(recompute),
             "by_key": statistics.median(by_key), "by_key_all": by_key, "by_key_driver_steps": on_driver,
             "by_key_rows_read": rows_read,
-            "spark_steps": spark_steps, "check": ok}
+            "spark_steps": spark_steps, "check": ok, "hybrid": hybrid, "duck": statistics.median(duck)}
 
 
 FLINK_PYTHON = os.path.join(ROOT, ".peer-flink", "bin", "python")
@@ -257,7 +283,9 @@ def report(results, clusters, args, load_avg) -> str:
              f"local Spark `local[2]`, driver memory 8g; load average at the end {load_avg}.", "",
              "Every timed step of the first table ran on Spark with the driver's state cache emptied, its budget set to 0 and its disk "
              "tier off (the state read by Spark from parquet runs, as when it outgrows the driver without the disk "
-             "tier; `benchmarks/state_disk.py` measures the driver path with it). A change is half inserts of new rows "
+             "tier; `benchmarks/state_disk.py` measures the driver path with it), and with every op of the step on "
+             "Spark but the filters, projections and partial sums of a change already on the driver "
+             "(`Engine.driver_ops` off: *Spark jobs only*). A change is half inserts of new rows "
              "and half deletes of existing rows, one step. Nobody listens to the views' changes (the views are "
              "queried), so a step only adds to the aggregates' state (`aggregate_contents`); *listened*: the same "
              "change after `listen()` on both views, so the step also computes and delivers their changes; the "
@@ -277,6 +305,30 @@ def report(results, clusters, args, load_avg) -> str:
                      f"{r['small']:.2f} | {r.get('listened', float('nan')):.2f} | {r['large']:.2f} | "
                      f"{r['after_large']:.2f} | {r['recompute']:.2f} | {r['recompute'] / r['large']:.2f}× | "
                      f"{'OK' if r['check'] else 'WRONG'} |")
+    hyb = [r for r in results if r.get("hybrid")]
+    if hyb:
+        lines += ["", f"**Ops on the driver where their changes are** (the default with a local master, "
+                      "`runtime.DRIVER_OPS`), measured after the table above, in the same pipelines, still nothing "
+                      "cached and the disk tier off: the steps still go the Spark path, but an op whose changes are "
+                      "Arrow on the driver runs there (DuckDB) when the state rows its changes meet can be read by "
+                      "their keys: from the row groups of the runs that can hold them, or by a DuckDB scan of the "
+                      "runs' parquet files that semi-joins them with the change's keys (at most 4M rows, else the op "
+                      "runs on Spark). *DuckDB recompute*: DuckDB computing both views from the same parquet files "
+                      "in this process, beside Spark's.", "",
+                  f"| N | {args.small:,}-row change, listened s | {args.large:,}-row change, listened s | ops on the "
+                  f"driver / on Spark | state rows scanned | Spark recompute ÷ {args.large:,}-row change | "
+                  f"DuckDB recompute s | DuckDB recompute ÷ {args.large:,}-row change |",
+                  "|---|---|---|---|---|---|---|---|"]
+        for r in hyb:
+            h = r["hybrid"]
+            lines.append(f"| {r['n']:,} | {h['listened']:.2f} | {h['large']:.2f} | {h['ops']} / {h['declined']} | "
+                         f"{h['scanned']:,} | {r['recompute'] / h['large']:.2f}× | {r['duck']:.2f} | "
+                         f"{r['duck'] / h['large']:.2f}× |")
+        for a, b in zip(hyb, hyb[1:]):
+            lines += ["", f"Ops on the driver, from N = {a['n']:,} to {b['n']:,}: the {args.small:,}-row change took "
+                          f"{b['hybrid']['listened'] / a['hybrid']['listened']:.2f}× as long, the {args.large:,}-row "
+                          f"change {b['hybrid']['large'] / a['hybrid']['large']:.2f}×; DuckDB's recompute "
+                          f"{b['duck'] / a['duck']:.2f}×."]
     lines += ["", f"**Small steps on the driver, state read by key from files** (the default routing, after the "
                   f"Spark steps above): still nothing cached and the disk tier off, a {args.small:,}-row change, "
                   "both views listened, runs on the driver (DuckDB), reading only the row groups of the runs that "

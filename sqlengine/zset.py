@@ -111,6 +111,12 @@ def clamp_in_order(parts: Sequence[pa.Table], deleted: pa.Table, stored: pa.Tabl
         con.register("a", seq)
         con.register("deleted", deleted.select(cols))
         con.register("h", stored.select(cols + [W]))
+        # where every deleted row has at least as many stored copies as all batches delete, no count can reach
+        # zero in any order: nothing to clamp (1M-row change, 500k deletes: 0.1 s, against 0.45 s for the windows)
+        short = con.sql(f'SELECT 1 FROM (SELECT {q}, -SUM("{W}") AS __d FROM a WHERE "{W}" < 0 GROUP BY ALL) x '
+                        f'LEFT JOIN h ON {eq("x", "h")} WHERE COALESCE(h."{W}", 0) < x.__d LIMIT 1').fetchall()
+        if not short:
+            return consolidate_arrow(pa.concat_tables(parts))
         con.execute(f"CREATE TEMP TABLE tr AS SELECT DISTINCT {q} FROM deleted")
         window = f"PARTITION BY {q} ORDER BY __i"
         clamped = con.sql(f"""

@@ -46,15 +46,27 @@ BIGINT_MAX = (1 << 63) - 1
 # merged run to the driver too, to write it: 30M rows of a table took 39 s there, see LocalExecutor.merge)
 DRIVER_MERGE_ROWS = 100_000_000
 # a Spark step filters, projects and sums (partial sums) a change on the driver (Arrow) of at most this many rows
-# there (a step takes at most 1M input rows): partial sums come back to the driver to be written anyway, and a
-# 1M-row change into 632k groups took ~2 s through Spark (hand-off, job, collect) against ~0.2 s here
-DRIVER_ROWS = 1_000_000
+# there (a step takes at most 1M input rows; an op's change computed there can be more, e.g. the 1.26M rows an
+# aggregate emits for a 1M-row change into 632k groups): partial sums come back to the driver to be written
+# anyway, and a 1M-row change into 632k groups took ~2 s through Spark (hand-off, job, collect) against ~0.2 s
+# here; projecting those 1.26M rows on Spark took 1.1-3.3 s
+DRIVER_ROWS = 4_000_000
 BROADCAST_BYTES = 64 << 20   # the delete clamp's probe keys are broadcast up to this size (500k keys over 10M rows:
                              # 3.0 s, against 3.7-4.2 s with the shuffle Spark chose)
 CUT_THREADS = 2        # a Spark step's cuts run as concurrent jobs on this many threads
 DRIVER_SCANS = True     # with a local master, stored_rows beyond the cache scans the runs' files with DuckDB
+# With a local master, a Spark step runs an op on the driver when its changes are there (Arrow, at most DRIVER_ROWS
+# rows) and the state rows they meet can be read by their keys: from the cache, the row groups of the runs that
+# can hold them, or a DuckDB scan of the runs (LocalExecutor.read with scan); else, or beyond SCAN_ROWS of them,
+# the op runs on Spark.  A 1M-row change at 10M rows: g's output took 7-9 s as a Spark job, 0.6 s here.
+# SQLENGINE_LOCAL_STEP_ROWS=0 (every step on Spark) turns it off.
+DRIVER_OPS = True
 SCRATCH_ROWS = 20_000   # a driver-side change this big reaches Spark as a parquet file (see state.scratch)
 log = logging.getLogger("sqlengine")
+
+
+class RowFailed(Exception):
+    """A row failed an op of a Spark step that ran on the driver (see Engine._driver_rows)."""
 
 
 def state_key(op: Op) -> str:
@@ -127,6 +139,10 @@ class Engine:
         self.narrowed_reads = 0   # Spark state reads narrowed to a change's keys (keyed_reads)
         self.spark_fallbacks = 0  # Spark steps that failed (e.g. on a row) and were re-run on the driver
         self.driver_attempts_failed = 0   # driver steps that could not read uncached state by key: run on Spark
+        self.driver_ops = (os.environ.get("SQLENGINE_LOCAL_STEP_ROWS") != "0"   # see DRIVER_OPS
+                           and is_local(master or "local"))
+        self.ops_on_driver = 0    # ops of Spark steps that ran on the driver (DRIVER_OPS)
+        self.ops_declined = 0     # ops of Spark steps tried there that ran on Spark (their reads were too wide)
         self.last_spark_error: Optional[str] = None
 
     @property
@@ -543,6 +559,13 @@ class Engine:
                 out = cast_to(self.local.lowerer.rule(rules.map_sql(op.node), D=ins[0]), self.arrow_schemas[op.id])
                 deltas[op.id] = out if out.num_rows else EMPTY
                 continue
+            if not (op.kind == "aggregate" and op.mode == "accumulate") and self._driver_ok(ins):
+                try:
+                    deltas[op.id] = self._driver_op(op, ins, reads_from, initial, out_ids)
+                    continue
+                except NeedsSpark as e:
+                    self.ops_declined += 1
+                    log.debug("op #%d runs on Spark: %s", op.id, e)
             if op.kind in ("join", "union", "setop"):   # these skip the terms of unchanged inputs
                 ins_df = [None if x is EMPTY else self.to_df(i, x) for i, x in zip(op.inputs, ins)]
             elif not (small and op.kind == "aggregate" and op.mode == "accumulate"):
@@ -569,6 +592,13 @@ class Engine:
                     deltas[op.id] = EMPTY
                     continue
                 else:
+                    if small and fits and self._driver_ok(ins):
+                        try:
+                            deltas[op.id] = self._driver_output(op, partial, reads_from, initial, out_ids)
+                            continue
+                        except NeedsSpark as e:
+                            self.ops_declined += 1
+                            log.debug("op #%d runs on Spark: %s", op.id, e)
                     pdf = self.arrow_df(partial, self.state_schemas[op.id])
                     keys = tuple(f"c{i}" for i in range(len(op.node.keys)))
                     own = self.read_state(op.id, reads_from, (keys, [partial], [keys]))
@@ -583,6 +613,46 @@ class Engine:
             else:
                 deltas[op.id] = df
         return new_runs
+
+    def _driver_ok(self, ins: list) -> bool:
+        """May an op of a Spark step whose changes are ``ins`` run on the driver (see DRIVER_OPS)?"""
+        return (DRIVER_OPS and self.driver_ops and all(x is EMPTY or isinstance(x, pa.Table) for x in ins)
+                and sum(x.num_rows for x in ins if x is not EMPTY) <= DRIVER_ROWS)
+
+    def _driver_op(self, op: Op, ins: list, m: Manifest, initial: bool, out_ids: Set[int]):
+        """The change of ``op`` from its changes ``ins`` (Arrow or EMPTY), on the driver as in a driver step,
+        reading the state rows of their keys (NeedsSpark when they cannot be read so)."""
+        if op.kind in ("join", "union", "setop"):
+            xs = [None if x is EMPTY else x for x in ins]
+        else:
+            xs = [self.arrow_schemas[i].empty_table() if x is EMPTY else x for x, i in zip(ins, op.inputs)]
+        reads = self.local.op_reads(op, xs, m, scan=DRIVER_SCANS)
+        return self._driver_rows(op, lambda: self.local.lowerer.lower(op, xs, reads, initial=initial), out_ids)
+
+    def _driver_output(self, op: Op, partial: pa.Table, m: Manifest, initial: bool, out_ids: Set[int]):
+        """An accumulating aggregate's change from its partial sums ``partial`` on the driver, reading the old
+        sums of their groups by key (NeedsSpark when they cannot be read so)."""
+        keys = tuple(f"c{i}" for i in range(len(op.node.keys)))
+        own = self.local.read(op.id, m, keys, [partial], [keys], scan=DRIVER_SCANS)
+        accs = rules.acc_columns(op.node)
+        return self._driver_rows(op, lambda: self.local.lowerer.aggregate_output(op, partial, own, accs,
+                                                                                 initial=initial), out_ids)
+
+    def _driver_rows(self, op: Op, change, out_ids: Set[int]):
+        """``change()`` (an op's rule on the driver) finished as in a driver step; a row that fails raises
+        ``RowFailed``, as the same row fails a Spark job: the step is then run again on the driver, which records
+        it (``run_step``)."""
+        errors = self.local.lowerer.errors = RowErrors()
+        try:
+            out = self.local.finish_change(op, change(), self.arrow_schemas[op.id],
+                                     consolidate=op.algebra != "linear" or op.id in out_ids,
+                                     unless_inserts=op.id not in out_ids)
+        finally:
+            self.local.lowerer.errors = None
+        if len(errors):
+            raise RowFailed(f"{len(errors)} rows failed in {op.node.describe()[:200]}: {errors.records[0][3]}")
+        self.ops_on_driver += 1
+        return EMPTY if out is None else out
 
     def _cut(self, df: DataFrame, schema: pa.Schema) -> Future:
         """``collect(df)`` in a job of its own, on one of ``CUT_THREADS`` threads: the cuts of independent
