@@ -93,3 +93,30 @@ def test_join_aggregate_ops_on_the_driver_scan_or_fall_back(make_pipeline, monke
     assert e.steps_spark >= 8 and e.ops_on_driver > 0 and e.local.rows_scanned > 0
     # the steps with SCAN_ROWS = 6 scanned more than that for some op's keys, which then ran on Spark
     assert e.ops_declined > 0
+
+
+def test_rows_that_fail_an_op_on_the_driver_are_recorded_and_the_step_goes_on(make_pipeline):
+    """A Spark step's join runs on the driver; a row whose ON condition fails there is recorded as a row error
+    (as in a driver step) and kept out of the view, and the step is neither failed nor re-run: the state is not
+    cached, so a re-run on the driver could not read it."""
+    import duckdb
+    p = make_pipeline("CREATE TABLE t (id BIGINT NOT NULL, k BIGINT, s VARCHAR); CREATE TABLE u (k BIGINT, y BIGINT);"
+                      "CREATE MATERIALIZED VIEW v AS SELECT t.id, u.y FROM t JOIN u ON t.k = u.k "
+                      "AND CAST(t.s AS INT) > u.y;")
+    u = pd.DataFrame({"k": [1, 2, 3], "y": [0, 5, 10]})
+    p.input_pandas("u", u)
+    p.wait_for_idle()
+    t = pd.DataFrame({"id": range(6), "k": [1, 2, 3, 1, 2, 3], "s": ["1", "7", "abc", "-1", "x", "11"]})
+    p.input_pandas("t", t)
+    p.wait_for_idle()
+    st = p.status()
+    assert st["state"] == "running" and p.engine.steps_spark >= 1 and p.engine.ops_on_driver >= 1
+    assert p.engine.spark_fallbacks == 0
+    assert st["errors"]["v"] == 2
+    bad = sorted(r["row"] for r in p.query("SELECT * FROM sqlengine_errors"))
+    assert len(bad) == 2 and all('"abc"' in b or '"x"' in b for b in bad), bad
+    con = duckdb.connect()
+    con.register("t", t[t.s.str.fullmatch(r"-?\d+")])
+    con.register("u", u)
+    want = sorted(con.execute("SELECT t.id, u.y FROM t JOIN u ON t.k = u.k AND CAST(t.s AS INT) > u.y").fetchall())
+    assert sorted(tuple(r.values()) for r in p.query("SELECT * FROM v")) == want

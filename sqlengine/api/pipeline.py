@@ -428,6 +428,10 @@ class Pipeline:
             "spark_jobs_last_step": self._last_step_jobs,
             "steps_run_on": {"driver": self.engine.steps_local if self.engine else 0,
                              "spark": self.engine.steps_spark if self.engine else 0},
+            # ops of Spark steps run on the driver where their changes were, and those whose state reads were
+            # too wide for it (sqlengine.executor.runtime.DRIVER_OPS)
+            "spark_step_ops": {"on_driver": self.engine.ops_on_driver if self.engine else 0,
+                               "declined": self.engine.ops_declined if self.engine else 0},
             "spark_fallbacks": {"steps": self.engine.spark_fallbacks if self.engine else 0,
                                 "last_error": self.engine.last_spark_error if self.engine else None},
             "state_cache_bytes": self.engine.local.cache.used if self.engine else 0,

@@ -65,10 +65,6 @@ SCRATCH_ROWS = 20_000   # a driver-side change this big reaches Spark as a parqu
 log = logging.getLogger("sqlengine")
 
 
-class RowFailed(Exception):
-    """A row failed an op of a Spark step that ran on the driver (see Engine._driver_rows)."""
-
-
 def state_key(op: Op) -> str:
     digest = hashlib.sha1(f"{op.kind}|{op.mode}|{op.node!r}".encode()).hexdigest()[:16]
     if op.kind == "integrate" and op.node.algebra == "source":
@@ -506,13 +502,17 @@ class Engine:
         self.steps_spark += 1
         self._start_attempt()
         deltas: Dict[int, object] = {}
+        # the ops run on the driver record their failing rows, as in a driver step; a row that fails a Spark job
+        # fails the step, which then runs on the driver (run_step)
+        errors = self.local.lowerer.errors = RowErrors()
         try:
             new_runs = self._spark_changes(deltas, table_deltas, step, out_ids, initial, need, reads_from, write_keys)
             for i, x in deltas.items():
                 deltas[i] = x.result() if isinstance(x, Future) else x
         finally:   # a failed step leaves no job of its own running
+            self.local.lowerer.errors = None
             wait([x for x in deltas.values() if isinstance(x, Future)])
-        return self._result(step, old, new_runs, deltas, listened, RowErrors())
+        return self._result(step, old, new_runs, deltas, listened, errors)
 
     def _spark_changes(self, deltas, table_deltas, step, out_ids, initial, need, reads_from, write_keys):
         """The step's changes on Spark, into ``deltas`` (op id -> EMPTY, Arrow, a lazy DataFrame, or the Future
@@ -555,9 +555,8 @@ class Engine:
             small = len(ins) == 1 and isinstance(ins[0], pa.Table) and ins[0].num_rows <= DRIVER_ROWS
             if op.kind == "map" and small:
                 # a small change stays on the driver through filters and projections, so that the state
-                # reads of the ops it feeds can be narrowed to its keys (a failing row raises, as on Spark)
-                out = cast_to(self.local.lowerer.rule(rules.map_sql(op.node), D=ins[0]), self.arrow_schemas[op.id])
-                deltas[op.id] = out if out.num_rows else EMPTY
+                # reads of the ops it feeds can be narrowed to its keys
+                deltas[op.id] = self._driver_rows(op, lambda: self.local.lowerer.lower_map(op, ins, []), out_ids)
                 continue
             if not (op.kind == "aggregate" and op.mode == "accumulate") and self._driver_ok(ins):
                 try:
@@ -639,19 +638,13 @@ class Engine:
                                                                                  initial=initial), out_ids)
 
     def _driver_rows(self, op: Op, change, out_ids: Set[int]):
-        """``change()`` (an op's rule on the driver) finished as in a driver step; a row that fails raises
-        ``RowFailed``, as the same row fails a Spark job: the step is then run again on the driver, which records
-        it (``run_step``)."""
-        errors = self.local.lowerer.errors = RowErrors()
-        try:
-            out = self.local.finish_change(op, change(), self.arrow_schemas[op.id],
-                                     consolidate=op.algebra != "linear" or op.id in out_ids,
-                                     unless_inserts=op.id not in out_ids)
-        finally:
-            self.local.lowerer.errors = None
-        if len(errors):
-            raise RowFailed(f"{len(errors)} rows failed in {op.node.describe()[:200]}: {errors.records[0][3]}")
-        self.ops_on_driver += 1
+        """``change()`` (an op's rule on the driver) finished as in a driver step: rows that fail are recorded in
+        the step's row errors (set by ``_run_spark``)."""
+        out = self.local.finish_change(op, change(), self.arrow_schemas[op.id],
+                                       consolidate=op.algebra != "linear" or op.id in out_ids,
+                                       unless_inserts=op.id not in out_ids)
+        if op.kind != "map":
+            self.ops_on_driver += 1
         return EMPTY if out is None else out
 
     def _cut(self, df: DataFrame, schema: pa.Schema) -> Future:

@@ -905,6 +905,12 @@ def prometheus(mgr: Manager) -> str:
             merges.get("stalls"))
         add("sqlengine_state_merge_running", "gauge", "1 while a background merge of state runs runs", pl,
             None if not merges else int(merges.get("running", False)))
+        ops = st.get("spark_step_ops", {})
+        add("sqlengine_spark_step_ops_on_driver_total", "counter",
+            "ops of Spark steps run on the driver, where their changes were", pl, ops.get("on_driver"))
+        add("sqlengine_spark_step_ops_declined_total", "counter",
+            "ops of Spark steps whose state reads were too wide for the driver (run on Spark)", pl,
+            ops.get("declined"))
         for t, n in st.get("rows_in", {}).items():
             add("sqlengine_table_rows_in_total", "counter", "rows (weight units) processed per table",
                 {**pl, "table": t}, n)
