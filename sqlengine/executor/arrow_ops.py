@@ -67,6 +67,15 @@ def project_columns(node: Project, d: pa.Table) -> Optional[pa.Table]:
     return pa.table([d.column(col(i)) for i in idx] + [d.column(W)], names=[col(j) for j in range(len(idx))] + [W])
 
 
+def permutes_columns(node) -> bool:
+    """Is ``node`` a projection that picks every column of its input (reordered, maybe repeated)?  It maps
+    distinct rows to distinct rows."""
+    if not isinstance(node, Project):
+        return False
+    idx = [_column_index(e.sql) for e in node.exprs]
+    return None not in idx and set(idx) == set(range(len(node.input.fields)))
+
+
 def equi_join(node: Join, left: pa.Table, right: pa.Table) -> Optional[pa.Table]:
     """Inner join on plain columns without a residual (NULL keys never match): left columns, right columns
     renamed to their joined positions, weight = product of the weights."""

@@ -27,7 +27,7 @@ from planner.errors import InternalError
 from planner.program import Program
 
 from sqlengine.executor.derived import derivation
-from sqlengine.executor import keyed_reads
+from sqlengine.executor import arrow_ops, keyed_reads
 from sqlengine.executor.local_lower import LocalLowerer
 from sqlengine.executor.local_step import BULK_ROWS, LocalExecutor, NeedsSpark, cast_to, release_memory
 from sqlengine.executor.row_errors import ERRORS_KEY, RowErrors, read_errors
@@ -139,6 +139,7 @@ class Engine:
                            and is_local(master or "local"))
         self.ops_on_driver = 0    # ops of Spark steps that ran on the driver (DRIVER_OPS)
         self.ops_declined = 0     # ops of Spark steps tried there that ran on Spark (their reads were too wide)
+        self._consolidated: Set[int] = set()   # this Spark step's ops whose change on the driver is consolidated
         self.last_spark_error: Optional[str] = None
 
     @property
@@ -519,6 +520,7 @@ class Engine:
         of a cut); returns its new runs."""
         old = self.store.current
         new_runs: Dict[str, List[Run]] = {k: list(v) for k, v in old.runs.items()}
+        self._consolidated = set()
 
         def got(op_id: int):
             x = deltas[op_id]
@@ -556,7 +558,9 @@ class Engine:
             if op.kind == "map" and small:
                 # a small change stays on the driver through filters and projections, so that the state
                 # reads of the ops it feeds can be narrowed to its keys
-                deltas[op.id] = self._driver_rows(op, lambda: self.local.lowerer.lower_map(op, ins, []), out_ids)
+                consolidated = op.inputs[0] in self._consolidated and arrow_ops.permutes_columns(op.node)
+                deltas[op.id] = self._driver_rows(op, lambda: self.local.lowerer.lower_map(op, ins, []), out_ids,
+                                                  consolidated)
                 continue
             if not (op.kind == "aggregate" and op.mode == "accumulate") and self._driver_ok(ins):
                 try:
@@ -637,10 +641,16 @@ class Engine:
         return self._driver_rows(op, lambda: self.local.lowerer.aggregate_output(op, partial, own, accs,
                                                                                  initial=initial), out_ids)
 
-    def _driver_rows(self, op: Op, change, out_ids: Set[int]):
+    def _driver_rows(self, op: Op, change, out_ids: Set[int], consolidated: bool = False):
         """``change()`` (an op's rule on the driver) finished as in a driver step: rows that fail are recorded in
-        the step's row errors (set by ``_run_spark``)."""
-        out = self.local.finish_change(op, change(), self.arrow_schemas[op.id],
+        the step's row errors (set by ``_run_spark``).  ``consolidated``: the change has no two equal rows (a
+        projection that keeps every column of a consolidated change), so it is not consolidated again."""
+        out = change()
+        if consolidated:
+            out = arrow_ops.Consolidated([out])
+        if isinstance(out, arrow_ops.Consolidated) or op.id in out_ids:   # (consolidated below, if not already)
+            self._consolidated.add(op.id)
+        out = self.local.finish_change(op, out, self.arrow_schemas[op.id],
                                        consolidate=op.algebra != "linear" or op.id in out_ids,
                                        unless_inserts=op.id not in out_ids)
         if op.kind != "map":
