@@ -129,7 +129,7 @@ def measure(n: int, small: int, large: int, repeats: int, master: Optional[str],
         return took
 
     before = p.status()["steps_run_on"]["spark"]
-    local_master = eng.driver_ops
+    driver_ops = eng.driver_ops
     eng.driver_ops = False   # Spark jobs only: every op of these steps runs on Spark (but maps and partial sums)
     smalls = [change(small) for _ in range(repeats + 1)][1:]
     # with a listener on both views, a step also computes (and delivers) the views' changes
@@ -138,8 +138,8 @@ def measure(n: int, small: int, large: int, repeats: int, master: Optional[str],
     larges = [change(large) for _ in range(max(1, repeats // 2))]
     after_large = settle(p)   # the merges the last large change started, in the background
     hybrid: Dict[str, object] = {}
-    if local_master:   # the default with a local master: an op runs on the driver when its changes are there
-        eng.driver_ops = True   # and the state rows they meet can be read by key or scanned (runtime.DRIVER_OPS)
+    if driver_ops:   # the default: an op runs on the driver when its changes are there and the state rows they
+        eng.driver_ops = True   # meet can be read by key or scanned (runtime.DRIVER_OPS)
         ops0, declined0, scanned0 = eng.ops_on_driver, eng.ops_declined, eng.local.rows_scanned
         hybrid["listened_all"] = [change(small) for _ in range(repeats)]
         hybrid["large_all"] = [change(large) for _ in range(max(1, repeats // 2))]
@@ -149,7 +149,7 @@ def measure(n: int, small: int, large: int, repeats: int, master: Optional[str],
                       after_large=settle(p))
         log(f"N={n:,}: ops on the driver: {small}-row change, listened {[round(x, 2) for x in hybrid['listened_all']]} "
             f"s, {large:,}-row change, listened {[round(x, 2) for x in hybrid['large_all']]} s ({hybrid['ops']} ops "
-            f"on the driver, {hybrid['declined']} on Spark, {hybrid['scanned']:,} state rows scanned)")
+            f"on the driver, {hybrid['declined']} on Spark, {hybrid['scanned']:,} state rows found by scans)")
     spark_steps = p.status()["steps_run_on"]["spark"] - before
     # the default routing: a small step runs on the driver, reading the state of its keys from the runs' row
     # groups (nothing cached); still nothing cached, disk tier off
@@ -307,16 +307,17 @@ def report(results, clusters, args, load_avg) -> str:
                      f"{'OK' if r['check'] else 'WRONG'} |")
     hyb = [r for r in results if r.get("hybrid")]
     if hyb:
-        lines += ["", f"**Ops on the driver where their changes are** (the default with a local master, "
-                      "`runtime.DRIVER_OPS`), measured after the table above, in the same pipelines, still nothing "
-                      "cached and the disk tier off: the steps still go the Spark path, but an op whose changes are "
-                      "Arrow on the driver runs there (DuckDB) when the state rows its changes meet can be read by "
-                      "their keys: from the row groups of the runs that can hold them, or by a DuckDB scan of the "
-                      "runs' parquet files that semi-joins them with the change's keys (at most 4M rows, else the op "
-                      "runs on Spark). *DuckDB recompute*: DuckDB computing both views from the same parquet files "
-                      "in this process, beside Spark's.", "",
+        lines += ["", f"**Ops on the driver where their changes are** (the default, `runtime.DRIVER_OPS`), measured "
+                      "after the table above, in the same pipelines, still nothing cached and the disk tier off: the "
+                      "steps still go the Spark path, but an op whose changes are Arrow on the driver runs there "
+                      "(DuckDB) when the state rows its changes meet can be read by their keys: from the row groups "
+                      "of the runs that can hold them, or by a scan of the runs' parquet files that semi-joins them "
+                      "with the change's keys (at most 4M rows, else the op runs on Spark): DuckDB's with a local "
+                      "master, as here, a Spark job's with a cluster master (the cluster table below). *DuckDB "
+                      "recompute*: DuckDB computing both views from the same parquet files in this process, beside "
+                      "Spark's.", "",
                   f"| N | {args.small:,}-row change, listened s | {args.large:,}-row change, listened s | ops on the "
-                  f"driver / on Spark | state rows scanned | Spark recompute ÷ {args.large:,}-row change | "
+                  f"driver / on Spark | state rows the scans found | Spark recompute ÷ {args.large:,}-row change | "
                   f"DuckDB recompute s | DuckDB recompute ÷ {args.large:,}-row change |",
                   "|---|---|---|---|---|---|---|---|"]
         for r in hyb:
@@ -324,11 +325,6 @@ def report(results, clusters, args, load_avg) -> str:
             lines.append(f"| {r['n']:,} | {h['listened']:.2f} | {h['large']:.2f} | {h['ops']} / {h['declined']} | "
                          f"{h['scanned']:,} | {r['recompute'] / h['large']:.2f}× | {r['duck']:.2f} | "
                          f"{r['duck'] / h['large']:.2f}× |")
-        for a, b in zip(hyb, hyb[1:]):
-            lines += ["", f"Ops on the driver, from N = {a['n']:,} to {b['n']:,}: the {args.small:,}-row change took "
-                          f"{b['hybrid']['listened'] / a['hybrid']['listened']:.2f}× as long, the {args.large:,}-row "
-                          f"change {b['hybrid']['large'] / a['hybrid']['large']:.2f}×; DuckDB's recompute "
-                          f"{b['duck'] / a['duck']:.2f}×."]
     lines += ["", f"**Small steps on the driver, state read by key from files** (the default routing, after the "
                   f"Spark steps above): still nothing cached and the disk tier off, a {args.small:,}-row change, "
                   "both views listened, runs on the driver (DuckDB), reading only the row groups of the runs that "
@@ -346,7 +342,11 @@ def report(results, clusters, args, load_avg) -> str:
                       f"{b['small'] / a['small']:.2f}× (listened {b['listened'] / a['listened']:.2f}×), the "
                       f"{args.large:,}-row change {b['large'] / a['large']:.2f}×, Spark's recompute "
                       f"{b['recompute'] / a['recompute']:.2f}×; on the driver by key, the listened "
-                      f"{args.small:,}-row change {b['by_key'] / a['by_key']:.2f}×."]
+                      f"{args.small:,}-row change {b['by_key'] / a['by_key']:.2f}×" +
+                      (f"; with ops on the driver, the listened {args.small:,}-row change "
+                       f"{b['hybrid']['listened'] / a['hybrid']['listened']:.2f}× and the {args.large:,}-row change "
+                       f"{b['hybrid']['large'] / a['hybrid']['large']:.2f}×, DuckDB's recompute "
+                       f"{b['duck'] / a['duck']:.2f}×" if a.get("hybrid") and b.get("hybrid") else "") + "."]
     if args.flink_results:
         flinks = {f["n"]: f for f in args.flink_results if "error" not in f}
         lines += ["", "**Loads beside Flink SQL**, in the same run (`--flink`): the same rows of `t` and `d` into the "
@@ -368,11 +368,14 @@ def report(results, clusters, args, load_avg) -> str:
         lines += ["", "Standalone cluster (master and one-core workers on this machine, `spark.executor.memory` 1g), "
                       f"N = {clusters[0]['n']:,}:", "",
                   f"| workers | {args.small:,}-row change s | {args.small:,}-row change, listened s | "
-                  f"{args.large:,}-row change, listened s | Spark recompute s | check |",
-                  "|---|---|---|---|---|---|"]
+                  f"{args.large:,}-row change, listened s | the same, ops on the driver (state scanned by Spark "
+                  f"jobs) s | Spark recompute s | check |",
+                  "|---|---|---|---|---|---|---|"]
         for r in clusters:
+            h = r.get("hybrid") or {}
             lines.append(f"| {r['workers']} | {r['small']:.2f} | {r['listened']:.2f} | {r['large']:.2f} | "
-                         f"{r['recompute']:.2f} | {'OK' if r['check'] else 'WRONG'} |")
+                         f"{h.get('large', float('nan')):.2f} | {r['recompute']:.2f} | "
+                         f"{'OK' if r['check'] else 'WRONG'} |")
     return "\n".join(lines)
 
 

@@ -165,8 +165,14 @@ def main(argv: Optional[List[str]] = None) -> None:
     ap.add_argument("--kill-at-step", type=int, default=1)
     ap.add_argument("--tpch", help="comma-separated TPC-H views to run instead (SF 0.001, checked per batch)")
     ap.add_argument("--start-only", action="store_true", help="only start the pipeline (the storage check)")
+    ap.add_argument("--driver-ops", action="store_true",
+                    help="Spark steps run their ops on the driver (runtime.DRIVER_OPS), nothing cached: the state "
+                         "their changes meet is read by Spark jobs that scan it for their keys")
     a = ap.parse_args(argv)
-    os.environ["SQLENGINE_LOCAL_STEP_ROWS"] = "0"    # every step on Spark
+    os.environ["SQLENGINE_LOCAL_STEP_ROWS"] = "1" if a.driver_ops else "0"    # (all but 1-row steps) on Spark
+    if a.driver_ops:
+        from sqlengine.executor import keyed_reads
+        keyed_reads.MAX_KEYS = 1   # a read is narrowed to row groups for one key at most: scans, on the executors
     from sqlengine import Pipeline
 
     def make(sql, name="cluster"):
@@ -195,6 +201,8 @@ def main(argv: Optional[List[str]] = None) -> None:
         return
     p = make(program())
     p.start()
+    if a.driver_ops:
+        p.engine.local.cache.hold_nothing()
     killed = []
 
     def on_step(i):
@@ -208,7 +216,8 @@ def main(argv: Optional[List[str]] = None) -> None:
     p.stop()
     with open(a.out, "w") as f:
         json.dump({"snapshots": snaps, "seconds": time.time() - t0, "steps_run_on": st["steps_run_on"],
-                   "killed": bool(killed)}, f)
+                   "killed": bool(killed), "spark_step_ops": st["spark_step_ops"],
+                   "spark_scans": p.engine.spark_scans}, f)
 
 
 if __name__ == "__main__":

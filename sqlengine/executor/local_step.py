@@ -10,14 +10,17 @@ is small (``CLUSTER_LOCAL_STEP_ROWS``), the engine runs the step here: the same 
 lowered to DuckDB SQL (:mod:`sqlengine.executor.local_lower`), reading only the state
 rows of the keys the change touches.  The step writes the same runs and
 commits the same manifest as a Spark step, so the two paths interleave freely
-(a bulk load on Spark, then small steps on the driver).
+(a bulk load on Spark, then small steps on the driver).  A Spark step also runs single operators here,
+where their changes are (``Engine._driver_op``, ``runtime.DRIVER_OPS``), reading their state with
+``op_reads(scan=True)``: by key, or by a scan of the runs' files for the changes' keys (``scanner``: DuckDB's
+``_scan`` with a local master, a Spark job with a cluster master).
 """
 from __future__ import annotations
 
 import functools
 import os
 from concurrent.futures import Future, ThreadPoolExecutor
-from typing import Dict, List, Optional, Set
+from typing import Callable, Dict, List, Optional, Set
 
 import numpy as np
 import pyarrow as pa
@@ -60,6 +63,16 @@ def quoted(name: str) -> str:
 
 class NeedsSpark(Exception):
     """A driver step cannot read some state it needs: not cached, and not readable by key from its files."""
+
+
+def scannable(schema: pa.Schema, spec: tuple, probes: List[tuple]) -> bool:
+    """Can a scan find the rows of a state (``schema``) whose ``spec`` columns equal those of some probe row
+    (``(table, its key columns)``)?  NeedsSpark when a key is not a plain column; False when there is no probe
+    (nothing to find)."""
+    if not all(is_column(c) and c in schema.names for c in spec) or \
+            not all(is_column(c) and c in t.column_names for t, ps in probes for c in ps):
+        raise NeedsSpark(f"a read by {spec} is not by columns: it cannot be scanned")
+    return bool(probes)
 
 
 def release_memory() -> None:
@@ -123,6 +136,9 @@ class LocalExecutor:
         self._writes: List[Future] = []
         self._bulk: Optional[LocalLowerer] = None   # DuckDB for scans of whole states (_scan)
         self.rows_scanned = 0   # state rows those scans returned
+        # scans the runs of an op for the keys of probes: (op id, files, schema, spec, probes, limit) -> rows (set by
+        # the engine: ``_scan`` with a local master, a Spark job with a cluster master)
+        self.scanner: Optional[Callable] = None
         env = os.environ.get("SQLENGINE_LOCAL_STEP_ROWS")
         if env is not None:
             self.max_rows = int(env)
@@ -145,8 +161,8 @@ class LocalExecutor:
              probe_specs: List[tuple], scan: bool = False) -> pa.Table:
         """State rows of ``op_id`` (a superset of those) whose ``spec`` key equals the key of some probe row;
         an empty ``spec`` reads all of it.  ``scan``: runs not cached that the probes' keys cannot narrow to a
-        few row groups are scanned whole by DuckDB (``_scan``), up to SCAN_ROWS matching rows, instead of
-        raising NeedsSpark (only where the runs are files on this machine: a local master)."""
+        few row groups are scanned whole by ``scanner`` (the engine's: DuckDB with a local master, a Spark job
+        with a cluster master), up to SCAN_ROWS matching rows, instead of raising NeedsSpark."""
         d = self.engine.derived.get(op_id)
         if d is not None:   # the table's rows of the key (or the join's), through the chain of maps
             rows = self._read_below(d, m, spec, probe_tables, probe_specs, scan)
@@ -178,8 +194,9 @@ class LocalExecutor:
         found = keyed_reads.key_filter(column, spec, probe_tables, probe_specs) if column and spec else None
 
         def scanned() -> pa.Table:
-            return self._scan([os.path.join(self.engine.store.root, p) for p in paths], schema, spec,
-                              [(t, s) for t, s in zip(probe_tables, probe_specs) if t is not None], SCAN_ROWS)
+            return self.scanner(op_id, [os.path.join(self.engine.store.root, p) for p in paths], schema, spec,
+                                [(t, s) for t, s in zip(probe_tables, probe_specs) if t is not None], SCAN_ROWS)
+        scan = scan and self.scanner is not None
         if found is None:
             if scan:
                 return scanned()
@@ -209,10 +226,7 @@ class LocalExecutor:
         sql = f"SELECT {', '.join(f's.{quoted(c)}' for c in schema.names)} FROM read_parquet([{listed}]) s"
         tables = {}
         if spec:
-            if not all(is_column(c) and c in schema.names for c in spec) or \
-                    not all(is_column(c) and c in t.column_names for t, ps in probes for c in ps):
-                raise NeedsSpark(f"a read by {spec} is not by columns: it cannot be scanned")
-            if not probes:
+            if not scannable(schema, spec, probes):
                 return schema.empty_table()
             keys = []
             for i, (t, ps) in enumerate(probes):

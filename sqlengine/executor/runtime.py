@@ -29,7 +29,7 @@ from planner.program import Program
 from sqlengine.executor.derived import derivation
 from sqlengine.executor import arrow_ops, keyed_reads
 from sqlengine.executor.local_lower import LocalLowerer
-from sqlengine.executor.local_step import BULK_ROWS, LocalExecutor, NeedsSpark, cast_to, release_memory
+from sqlengine.executor.local_step import BULK_ROWS, LocalExecutor, NeedsSpark, cast_to, release_memory, scannable
 from sqlengine.executor.row_errors import ERRORS_KEY, RowErrors, read_errors
 from sqlengine.executor import delta_rules as rules
 from sqlengine.executor.lower import Lowerer
@@ -41,6 +41,7 @@ from sqlengine.state.store import Manifest, Run, StateStore, StorageError
 from sqlengine.zset import W, clamp_in_order, consolidate_arrow, consolidate_spark
 
 EMPTY = None  # an op whose change is empty in this step
+ON_SPARK = object()   # an op of a Spark step tried on the driver that must run on Spark (Engine._on_driver)
 BIGINT_MAX = (1 << 63) - 1
 # runs this small are merged on the driver, read from their files if not cached (a merge on Spark collects the
 # merged run to the driver too, to write it: 30M rows of a table took 39 s there, see LocalExecutor.merge)
@@ -54,12 +55,14 @@ DRIVER_ROWS = 4_000_000
 BROADCAST_BYTES = 64 << 20   # the delete clamp's probe keys are broadcast up to this size (500k keys over 10M rows:
                              # 3.0 s, against 3.7-4.2 s with the shuffle Spark chose)
 CUT_THREADS = 2        # a Spark step's cuts run as concurrent jobs on this many threads
-DRIVER_SCANS = True     # with a local master, stored_rows beyond the cache scans the runs' files with DuckDB
-# With a local master, a Spark step runs an op on the driver when its changes are there (Arrow, at most DRIVER_ROWS
-# rows) and the state rows they meet can be read by their keys: from the cache, the row groups of the runs that
-# can hold them, or a DuckDB scan of the runs (LocalExecutor.read with scan); else, or beyond SCAN_ROWS of them,
-# the op runs on Spark.  A 1M-row change at 10M rows: g's output took 7-9 s as a Spark job, 0.6 s here.
-# SQLENGINE_LOCAL_STEP_ROWS=0 (every step on Spark) turns it off.
+DRIVER_SCANS = True     # state beyond the cache that keys cannot narrow is scanned for them: with a local master by
+                        # DuckDB on the driver (stored_rows, ops on the driver), with a cluster master by a Spark job
+                        # for ops on the driver (Engine._spark_scan); off, such reads run as the Spark path's jobs
+# A Spark step runs an op on the driver when its changes are there (Arrow, at most DRIVER_ROWS rows) and the state
+# rows they meet can be read by their keys: from the cache, the row groups of the runs that can hold them, or a
+# scan of the runs for those keys (LocalExecutor.read with scan: DuckDB with a local master, a Spark job with a
+# cluster master); else, or beyond SCAN_ROWS of them, the op runs on Spark.  A 1M-row change at 10M rows: g's
+# output took 7-9 s as a Spark job, 0.6 s here.  SQLENGINE_LOCAL_STEP_ROWS=0 (every step on Spark) turns it off.
 DRIVER_OPS = True
 SCRATCH_ROWS = 20_000   # a driver-side change this big reaches Spark as a parquet file (see state.scratch)
 log = logging.getLogger("sqlengine")
@@ -135,8 +138,11 @@ class Engine:
         self.narrowed_reads = 0   # Spark state reads narrowed to a change's keys (keyed_reads)
         self.spark_fallbacks = 0  # Spark steps that failed (e.g. on a row) and were re-run on the driver
         self.driver_attempts_failed = 0   # driver steps that could not read uncached state by key: run on Spark
-        self.driver_ops = (os.environ.get("SQLENGINE_LOCAL_STEP_ROWS") != "0"   # see DRIVER_OPS
-                           and is_local(master or "local"))
+        self.driver_ops = os.environ.get("SQLENGINE_LOCAL_STEP_ROWS") != "0"   # see DRIVER_OPS
+        # what reads the state rows of a change's keys for an op on the driver, beyond the row groups that can
+        # hold them: DuckDB where the runs are files on this machine, else Spark's executors
+        self.local.scanner = self._duckdb_scan if is_local(master or "local") else self._spark_scan
+        self.spark_scans = 0      # such reads run as Spark jobs
         self.ops_on_driver = 0    # ops of Spark steps that ran on the driver (DRIVER_OPS)
         self.ops_declined = 0     # ops of Spark steps tried there that ran on Spark (their reads were too wide)
         self._consolidated: Set[int] = set()   # this Spark step's ops whose change on the driver is consolidated
@@ -563,12 +569,10 @@ class Engine:
                                                   consolidated)
                 continue
             if not (op.kind == "aggregate" and op.mode == "accumulate") and self._driver_ok(ins):
-                try:
-                    deltas[op.id] = self._driver_op(op, ins, reads_from, initial, out_ids)
+                out = self._on_driver(op, lambda: self._driver_op(op, ins, reads_from, initial, out_ids))
+                if out is not ON_SPARK:
+                    deltas[op.id] = out
                     continue
-                except NeedsSpark as e:
-                    self.ops_declined += 1
-                    log.debug("op #%d runs on Spark: %s", op.id, e)
             if op.kind in ("join", "union", "setop"):   # these skip the terms of unchanged inputs
                 ins_df = [None if x is EMPTY else self.to_df(i, x) for i, x in zip(op.inputs, ins)]
             elif not (small and op.kind == "aggregate" and op.mode == "accumulate"):
@@ -595,13 +599,11 @@ class Engine:
                     deltas[op.id] = EMPTY
                     continue
                 else:
-                    if small and fits and self._driver_ok(ins):
-                        try:
-                            deltas[op.id] = self._driver_output(op, partial, reads_from, initial, out_ids)
-                            continue
-                        except NeedsSpark as e:
-                            self.ops_declined += 1
-                            log.debug("op #%d runs on Spark: %s", op.id, e)
+                    out = ON_SPARK if not (small and fits and self._driver_ok(ins)) else self._on_driver(
+                        op, lambda: self._driver_output(op, partial, reads_from, initial, out_ids))
+                    if out is not ON_SPARK:
+                        deltas[op.id] = out
+                        continue
                     pdf = self.arrow_df(partial, self.state_schemas[op.id])
                     keys = tuple(f"c{i}" for i in range(len(op.node.keys)))
                     own = self.read_state(op.id, reads_from, (keys, [partial], [keys]))
@@ -616,6 +618,49 @@ class Engine:
             else:
                 deltas[op.id] = df
         return new_runs
+
+    def _on_driver(self, op: Op, change):
+        """``change()``, an op's change computed on the driver, or ON_SPARK when the state it reads is too wide to
+        read there (NeedsSpark): the op then runs on Spark."""
+        try:
+            return change()
+        except NeedsSpark as e:
+            self.ops_declined += 1
+            log.debug("op #%d runs on Spark: %s", op.id, e)
+            return ON_SPARK
+
+    def _duckdb_scan(self, op_id: int, files: List[str], schema: pa.Schema, spec: tuple, probes: List[tuple],
+                     limit: int) -> pa.Table:
+        return self.local._scan(files, schema, spec, probes, limit)
+
+    def _spark_scan(self, op_id: int, files: List[str], schema: pa.Schema, spec: tuple, probes: List[tuple],
+                    limit: int) -> pa.Table:
+        """Rows of the runs ``files`` of integral ``op_id`` whose ``spec`` columns equal, NULL-safely, those of
+        some probe row (``(table, its key columns)``; no ``spec``: every row), found by one Spark job: the
+        executors read the runs and semi-join them with the probes' distinct keys (broadcast up to
+        BROADCAST_BYTES); the rows come to the driver.  More than ``limit`` rows raise NeedsSpark."""
+        from pyspark.sql.types import StructType
+        sschema = self.state_schemas[op_id]
+        df = self.spark.read.schema(sschema).parquet(*files)
+        if spec:
+            if not scannable(schema, spec, probes):
+                return schema.empty_table()
+            want = pa.schema([schema.field(c) for c in spec])
+            try:
+                keys = pa.concat_tables([pa.table([t.column(c) for c in ps], names=list(spec)).cast(want)
+                                         for t, ps in probes])
+            except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as e:
+                raise NeedsSpark(f"the probe keys of a read by {spec} do not cast to the state's types: {e}")
+            keys = keys.group_by(list(spec), use_threads=False).aggregate([])
+            kdf = self.arrow_df(keys, StructType([sschema[c] for c in spec]))
+            if keys.nbytes <= BROADCAST_BYTES:
+                kdf = F.broadcast(kdf)
+            df = self.lowerer.rule(rules.semi("S", list(spec), "K", list(schema.names)), S=df, K=kdf)
+        rows = df.limit(limit + 1).toArrow()
+        if rows.num_rows > limit:
+            raise NeedsSpark(f"the state's rows of a change's keys are more than {limit}")
+        self.spark_scans += 1
+        return cast_to(rows.select(schema.names), schema)
 
     def _driver_ok(self, ins: list) -> bool:
         """May an op of a Spark step whose changes are ``ins`` run on the driver (see DRIVER_OPS)?"""
