@@ -139,14 +139,14 @@ def measure(n: int, small: int, large: int, repeats: int, master: Optional[str],
     after_large = settle(p)   # the merges the last large change started, in the background
     hybrid: Dict[str, object] = {}
     if driver_ops:   # the default: an op runs on the driver when its changes are there and the state rows they
-        eng.driver_ops = True   # meet can be read by key or scanned (runtime.DRIVER_OPS)
+        eng.driver_ops = True   # meet can be read by key or scanned (Engine.driver_ops)
         ops0, declined0, scanned0 = eng.ops_on_driver, eng.ops_declined, eng.local.rows_scanned
         hybrid["listened_all"] = [change(small) for _ in range(repeats)]
         hybrid["large_all"] = [change(large) for _ in range(max(1, repeats // 2))]
         hybrid.update(listened=statistics.median(hybrid["listened_all"]),
                       large=statistics.median(hybrid["large_all"]), ops=eng.ops_on_driver - ops0,
-                      declined=eng.ops_declined - declined0, scanned=eng.local.rows_scanned - scanned0,
-                      after_large=settle(p))
+                      declined=eng.ops_declined - declined0, scanned=eng.local.rows_scanned - scanned0)
+        settle(p)   # the merges the last large change started
         log(f"N={n:,}: ops on the driver: {small}-row change, listened {[round(x, 2) for x in hybrid['listened_all']]} "
             f"s, {large:,}-row change, listened {[round(x, 2) for x in hybrid['large_all']]} s ({hybrid['ops']} ops "
             f"on the driver, {hybrid['declined']} on Spark, {hybrid['scanned']:,} state rows found by scans)")
@@ -307,7 +307,7 @@ def report(results, clusters, args, load_avg) -> str:
                      f"{'OK' if r['check'] else 'WRONG'} |")
     hyb = [r for r in results if r.get("hybrid")]
     if hyb:
-        lines += ["", f"**Ops on the driver where their changes are** (the default, `runtime.DRIVER_OPS`), measured "
+        lines += ["", f"**Ops on the driver where their changes are** (the default, `Engine.driver_ops`), measured "
                       "after the table above, in the same pipelines, still nothing cached and the disk tier off: the "
                       "steps still go the Spark path, but an op whose changes are Arrow on the driver runs there "
                       "(DuckDB) when the state rows its changes meet can be read by their keys: from the row groups "

@@ -166,7 +166,7 @@ def main(argv: Optional[List[str]] = None) -> None:
     ap.add_argument("--tpch", help="comma-separated TPC-H views to run instead (SF 0.001, checked per batch)")
     ap.add_argument("--start-only", action="store_true", help="only start the pipeline (the storage check)")
     ap.add_argument("--driver-ops", action="store_true",
-                    help="Spark steps run their ops on the driver (runtime.DRIVER_OPS), nothing cached: the state "
+                    help="Spark steps run their ops on the driver (Engine.driver_ops), nothing cached: the state "
                          "their changes meet is read by Spark jobs that scan it for their keys")
     a = ap.parse_args(argv)
     os.environ["SQLENGINE_LOCAL_STEP_ROWS"] = "1" if a.driver_ops else "0"    # (all but 1-row steps) on Spark

@@ -1,7 +1,7 @@
 """The differential tests again, with Spark steps whose ops run on the driver where their changes are.
 
 With a local master, a Spark step runs an op on the driver when its input changes are Arrow tables there and
-the state rows they meet can be read by their keys (``runtime.DRIVER_OPS``): from the row groups of the runs
+the state rows they meet can be read by their keys (``Engine.driver_ops``): from the row groups of the runs
 that can hold them, or by a DuckDB scan of the runs (``LocalExecutor._scan``); an op whose read finds more
 than ``SCAN_ROWS`` rows runs on Spark.  Here most steps are Spark steps (``SQLENGINE_LOCAL_STEP_ROWS=4``), the
 driver holds no state (its cache is emptied, the disk tier off), reads by key are narrowed by row groups only

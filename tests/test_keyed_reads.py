@@ -184,7 +184,7 @@ def test_driver_steps_read_uncached_state_by_key_from_files(make_pipeline, monke
 def test_stored_rows_the_driver_cannot_narrow_are_exactly_the_stored_copies(make_pipeline, monkeypatch, scan):
     """The delete clamp's and upserts' lookup of stored rows beyond the cache, when the driver cannot narrow
     it by key (here more than 2 keys): with a local master DuckDB scans the runs' files
-    (``LocalExecutor.scan_stored_rows``), else a Spark job reads them.  Either gives exactly the stored copies
+    (``LocalExecutor._scan``), else a Spark job reads them (``Engine._spark_scan``).  Either gives exactly the stored copies
     of the probed rows (NULLs, duplicates, rows never stored), and deletes of more copies than exist remove
     only those."""
     import random
@@ -197,8 +197,8 @@ def test_stored_rows_the_driver_cannot_narrow_are_exactly_the_stored_copies(make
     p = make_pipeline(SQL)
     uncached(p)
     eng = p.engine
-    real = eng.local.scan_stored_rows
-    eng.local.scan_stored_rows = lambda *a: scans.append(1) or real(*a)
+    real = eng.local._scan
+    eng.local._scan = lambda *a: scans.append(1) or real(*a)
     model = Model(SCHEMA, COLUMNS)
     for ops in rounds(31, 4):
         feed(p, model, ops, COLUMNS)

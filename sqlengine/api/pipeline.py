@@ -429,7 +429,7 @@ class Pipeline:
             "steps_run_on": {"driver": self.engine.steps_local if self.engine else 0,
                              "spark": self.engine.steps_spark if self.engine else 0},
             # ops of Spark steps run on the driver where their changes were, and those whose state reads were
-            # too wide for it (sqlengine.executor.runtime.DRIVER_OPS)
+            # too wide for it (sqlengine.executor.runtime.Engine.driver_ops)
             "spark_step_ops": {"on_driver": self.engine.ops_on_driver if self.engine else 0,
                                "declined": self.engine.ops_declined if self.engine else 0},
             "spark_fallbacks": {"steps": self.engine.spark_fallbacks if self.engine else 0,

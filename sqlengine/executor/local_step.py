@@ -11,7 +11,7 @@ lowered to DuckDB SQL (:mod:`sqlengine.executor.local_lower`), reading only the 
 rows of the keys the change touches.  The step writes the same runs and
 commits the same manifest as a Spark step, so the two paths interleave freely
 (a bulk load on Spark, then small steps on the driver).  A Spark step also runs single operators here,
-where their changes are (``Engine._driver_op``, ``runtime.DRIVER_OPS``), reading their state with
+where their changes are (``Engine._driver_op``, ``Engine.driver_ops``), reading their state with
 ``op_reads(scan=True)``: by key, or by a scan of the runs' files for the changes' keys (``scanner``: DuckDB's
 ``_scan`` with a local master, a Spark job with a cluster master).
 """
@@ -270,18 +270,6 @@ class LocalExecutor:
         rows = self.read(op_id, self.engine.store.current, spec, [probe], [spec])
         return consolidate_arrow(rows) if rows.num_rows else rows
 
-    def scan_stored_rows(self, op_id: int, probe: pa.Table, key_cols: List[str]) -> pa.Table:
-        """Committed rows of integral ``op_id`` equal (NULL-safely) on ``key_cols`` to a row of ``probe``,
-        consolidated, from a DuckDB scan of the runs' files (``_scan``): for a local master, whose runs are
-        files on this machine."""
-        eng = self.engine
-        schema = eng.state_arrow[op_id]
-        runs = eng.store.paths(eng.keys[op_id])
-        if not runs or not probe.num_rows:
-            return schema.empty_table()
-        rows = self._scan(runs, schema, tuple(key_cols), [(probe, tuple(key_cols))], None)
-        return consolidate_arrow(rows) if rows.num_rows else rows
-
     def usable(self, table_deltas: Dict[str, object], need: Set[int], m: Manifest) -> bool:
         """Can this step run here: small Arrow input, every state it touches cached."""
         rows = 0
@@ -436,13 +424,11 @@ class LocalExecutor:
                 if all(x is None for x in ins) and not seeds:
                     deltas[op.id] = None
                     continue
-                if op.kind not in ("join", "union", "setop"):
-                    ins = [eng.arrow_schemas[i].empty_table() if x is None else x for x, i in zip(ins, op.inputs)]
                 if op.kind == "aggregate" and op.mode == "accumulate":
-                    out = self._accumulate(op, ins[0], old, step, initial, new_runs, writes(op.id),
+                    out = self._accumulate(op, self.changes(op, ins)[0], old, step, initial, new_runs, writes(op.id),
                                            emit=eng.emits(op, need, listened))
                 else:
-                    out = self.lowerer.lower(op, ins, self.op_reads(op, ins, old), initial=initial)
+                    out = self.op_change(op, ins, old, initial)
                 # linear ops pass duplicates on (still the right Z-set); what users receive is consolidated
                 # a change with only positive weights has nothing to cancel: merging its duplicate rows is left to
                 # whoever needs it (users get consolidated changes; operators accept duplicates, as from linear ops)
@@ -452,6 +438,19 @@ class LocalExecutor:
         finally:   # also when a read raises NeedsSpark: the step then runs on Spark
             self.lowerer.errors = None
         return deltas, new_runs, errors
+
+    def changes(self, op, ins: List[Optional[pa.Table]]) -> List[Optional[pa.Table]]:
+        """``op``'s input changes (None: no change) as its rules take them: None for the ops that skip the terms
+        of unchanged inputs (joins, unions, set operations), an empty table for the others."""
+        if op.kind in ("join", "union", "setop"):
+            return ins
+        return [self.engine.arrow_schemas[i].empty_table() if x is None else x for x, i in zip(ins, op.inputs)]
+
+    def op_change(self, op, ins: List[Optional[pa.Table]], m: Manifest, initial: bool, scan: bool = False):
+        """The change of ``op`` (all but accumulating aggregates) from its input changes ``ins`` (None: no
+        change), reading the states it needs as of ``m`` by their keys (``scan``: see ``read``)."""
+        ins = self.changes(op, ins)
+        return self.lowerer.lower(op, ins, self.op_reads(op, ins, m, scan), initial=initial)
 
     def op_reads(self, op, ins: List[Optional[pa.Table]], m: Manifest, scan: bool = False) -> List[pa.Table]:
         """The states ``op`` reads (as of ``m``), each narrowed to the keys of the changes ``ins`` it meets
@@ -477,8 +476,13 @@ class LocalExecutor:
         emit = not eng.sums_fit(op, partial, write) or emit
         if not emit or (not partial.num_rows and not initial):
             return None
+        return self.aggregate_change(op, partial, old, initial)
+
+    def aggregate_change(self, op, partial: pa.Table, m: Manifest, initial: bool, scan: bool = False):
+        """An accumulating aggregate's change from its partial sums ``partial``, reading the old sums of their
+        groups (as of ``m``) by key (``scan``: see ``read``)."""
         keys = tuple(cols(len(op.node.keys)))
-        own = self.read(op.id, old, keys, [partial], [keys])
+        own = self.read(op.id, m, keys, [partial], [keys], scan)
         return self.lowerer.aggregate_output(op, partial, own, rules.acc_columns(op.node), initial=initial)
 
     def aggregate_contents(self, d, op_id: int, acc: pa.Table) -> pa.Table:

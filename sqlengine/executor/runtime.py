@@ -58,12 +58,6 @@ CUT_THREADS = 2        # a Spark step's cuts run as concurrent jobs on this many
 DRIVER_SCANS = True     # state beyond the cache that keys cannot narrow is scanned for them: with a local master by
                         # DuckDB on the driver (stored_rows, ops on the driver), with a cluster master by a Spark job
                         # for ops on the driver (Engine._spark_scan); off, such reads run as the Spark path's jobs
-# A Spark step runs an op on the driver when its changes are there (Arrow, at most DRIVER_ROWS rows) and the state
-# rows they meet can be read by their keys: from the cache, the row groups of the runs that can hold them, or a
-# scan of the runs for those keys (LocalExecutor.read with scan: DuckDB with a local master, a Spark job with a
-# cluster master); else, or beyond SCAN_ROWS of them, the op runs on Spark.  A 1M-row change at 10M rows: g's
-# output took 7-9 s as a Spark job, 0.6 s here.  SQLENGINE_LOCAL_STEP_ROWS=0 (every step on Spark) turns it off.
-DRIVER_OPS = True
 SCRATCH_ROWS = 20_000   # a driver-side change this big reaches Spark as a parquet file (see state.scratch)
 log = logging.getLogger("sqlengine")
 
@@ -138,12 +132,18 @@ class Engine:
         self.narrowed_reads = 0   # Spark state reads narrowed to a change's keys (keyed_reads)
         self.spark_fallbacks = 0  # Spark steps that failed (e.g. on a row) and were re-run on the driver
         self.driver_attempts_failed = 0   # driver steps that could not read uncached state by key: run on Spark
-        self.driver_ops = os.environ.get("SQLENGINE_LOCAL_STEP_ROWS") != "0"   # see DRIVER_OPS
+        # Ops on the driver: a Spark step runs an op on the driver when its changes are there (Arrow, at most
+        # DRIVER_ROWS rows) and the state rows they meet can be read by their keys: from the cache, the row groups
+        # of the runs that can hold them, or a scan of the runs for those keys (LocalExecutor.read with scan:
+        # DuckDB with a local master, a Spark job with a cluster master); else, or beyond SCAN_ROWS of them, the op
+        # runs on Spark.  A 1M-row change at 10M rows: g's output took 7-9 s as a Spark job, 0.6 s here.
+        # SQLENGINE_LOCAL_STEP_ROWS=0 (every step on Spark) turns it off.
+        self.driver_ops = os.environ.get("SQLENGINE_LOCAL_STEP_ROWS") != "0"
         # what reads the state rows of a change's keys for an op on the driver, beyond the row groups that can
         # hold them: DuckDB where the runs are files on this machine, else Spark's executors
         self.local.scanner = self._duckdb_scan if is_local(master or "local") else self._spark_scan
         self.spark_scans = 0      # such reads run as Spark jobs
-        self.ops_on_driver = 0    # ops of Spark steps that ran on the driver (DRIVER_OPS)
+        self.ops_on_driver = 0    # ops of Spark steps that ran on the driver (driver_ops)
         self.ops_declined = 0     # ops of Spark steps tried there that ran on Spark (their reads were too wide)
         self._consolidated: Set[int] = set()   # this Spark step's ops whose change on the driver is consolidated
         self.last_spark_error: Optional[str] = None
@@ -235,8 +235,13 @@ class Engine:
         if not paths:
             return self._cached_empty(op_id, schema)
         df = self.spark.read.schema(schema).parquet(*paths)
+        return self._narrowed(op_id, df, key) if key is not None else df
+
+    def _narrowed(self, op_id: int, df: DataFrame, key) -> DataFrame:
+        """``df`` (runs of ``op_id``) filtered to the row groups that can hold the probes' keys (``key``: spec,
+        probe tables, their specs), when those are few and known here (see :mod:`keyed_reads`)."""
         column = self.sort_columns.get(op_id)
-        found = keyed_reads.key_filter(column, *key) if key is not None and column and key[0] else None
+        found = keyed_reads.key_filter(column, *key) if column and key[0] else None
         if found is not None:
             values, has_null = found
             self.narrowed_reads += 1
@@ -308,19 +313,13 @@ class Engine:
             return self.local.stored_rows(op, probe, cols)
         except NeedsSpark:
             pass
-        if DRIVER_SCANS and is_local(self.master or "local"):   # the runs are files on this machine: DuckDB
-            # scans them, 9x faster than the same job on local Spark (see LocalExecutor.scan_stored_rows)
-            return self.local.scan_stored_rows(op, probe, cols)
-        from pyspark.sql.types import StructType
-        keys = probe.select(cols).group_by(cols).aggregate([])
-        schema = StructType([self.state_schemas[op][c] for c in cols])
-        probe_df = self.arrow_df(keys, schema)
-        if keys.nbytes <= BROADCAST_BYTES:   # the state is scanned once, without a shuffle of it
-            probe_df = F.broadcast(probe_df)
-        spec = tuple(cols)
-        rows = self.lowerer.rule(rules.semi("S", cols, "K", list(self.state_arrow[op].names)),
-                                 S=self.read_state(op, key=(spec, [keys], [spec])), K=probe_df)
-        rows = rows.toArrow().cast(self.state_arrow[op])   # one stage: consolidated here, not by a shuffle
+        paths = self.store.paths(self.keys[op])
+        if not paths or not probe.num_rows:
+            return self.state_arrow[op].empty_table()
+        # a scan of the runs for the probe's keys: DuckDB's with a local master (the runs are files on this
+        # machine: 9x faster than the same job on local Spark), else a Spark job's
+        scan = self.local.scanner if DRIVER_SCANS else self._spark_scan
+        rows = scan(op, paths, self.state_arrow[op], tuple(cols), [(probe, tuple(cols))], None)
         return consolidate_arrow(rows) if rows.num_rows else rows
 
     def clamp_deletes(self, table: str, parts: List[pa.Table]) -> pa.Table:
@@ -630,21 +629,23 @@ class Engine:
             return ON_SPARK
 
     def _duckdb_scan(self, op_id: int, files: List[str], schema: pa.Schema, spec: tuple, probes: List[tuple],
-                     limit: int) -> pa.Table:
+                     limit: Optional[int]) -> pa.Table:
         return self.local._scan(files, schema, spec, probes, limit)
 
     def _spark_scan(self, op_id: int, files: List[str], schema: pa.Schema, spec: tuple, probes: List[tuple],
-                    limit: int) -> pa.Table:
+                    limit: Optional[int]) -> pa.Table:
         """Rows of the runs ``files`` of integral ``op_id`` whose ``spec`` columns equal, NULL-safely, those of
         some probe row (``(table, its key columns)``; no ``spec``: every row), found by one Spark job: the
         executors read the runs and semi-join them with the probes' distinct keys (broadcast up to
-        BROADCAST_BYTES); the rows come to the driver.  More than ``limit`` rows raise NeedsSpark."""
+        BROADCAST_BYTES; the read narrowed to the row groups that can hold them when they are few); the rows
+        come to the driver.  More than ``limit`` rows raise NeedsSpark."""
         from pyspark.sql.types import StructType
         sschema = self.state_schemas[op_id]
         df = self.spark.read.schema(sschema).parquet(*files)
         if spec:
             if not scannable(schema, spec, probes):
                 return schema.empty_table()
+            df = self._narrowed(op_id, df, (spec, [t for t, _ in probes], [ps for _, ps in probes]))
             want = pa.schema([schema.field(c) for c in spec])
             try:
                 keys = pa.concat_tables([pa.table([t.column(c) for c in ps], names=list(spec)).cast(want)
@@ -656,35 +657,27 @@ class Engine:
             if keys.nbytes <= BROADCAST_BYTES:
                 kdf = F.broadcast(kdf)
             df = self.lowerer.rule(rules.semi("S", list(spec), "K", list(schema.names)), S=df, K=kdf)
-        rows = df.limit(limit + 1).toArrow()
-        if rows.num_rows > limit:
+        rows = (df if limit is None else df.limit(limit + 1)).toArrow()
+        if limit is not None and rows.num_rows > limit:
             raise NeedsSpark(f"the state's rows of a change's keys are more than {limit}")
         self.spark_scans += 1
         return cast_to(rows.select(schema.names), schema)
 
     def _driver_ok(self, ins: list) -> bool:
-        """May an op of a Spark step whose changes are ``ins`` run on the driver (see DRIVER_OPS)?"""
-        return (DRIVER_OPS and self.driver_ops and all(x is EMPTY or isinstance(x, pa.Table) for x in ins)
+        """May an op of a Spark step whose changes are ``ins`` run on the driver (see ``driver_ops``)?"""
+        return (self.driver_ops and all(x is EMPTY or isinstance(x, pa.Table) for x in ins)
                 and sum(x.num_rows for x in ins if x is not EMPTY) <= DRIVER_ROWS)
 
     def _driver_op(self, op: Op, ins: list, m: Manifest, initial: bool, out_ids: Set[int]):
         """The change of ``op`` from its changes ``ins`` (Arrow or EMPTY), on the driver as in a driver step,
         reading the state rows of their keys (NeedsSpark when they cannot be read so)."""
-        if op.kind in ("join", "union", "setop"):
-            xs = [None if x is EMPTY else x for x in ins]
-        else:
-            xs = [self.arrow_schemas[i].empty_table() if x is EMPTY else x for x, i in zip(ins, op.inputs)]
-        reads = self.local.op_reads(op, xs, m, scan=DRIVER_SCANS)
-        return self._driver_rows(op, lambda: self.local.lowerer.lower(op, xs, reads, initial=initial), out_ids)
+        return self._driver_rows(op, lambda: self.local.op_change(op, ins, m, initial, scan=DRIVER_SCANS), out_ids)
 
     def _driver_output(self, op: Op, partial: pa.Table, m: Manifest, initial: bool, out_ids: Set[int]):
         """An accumulating aggregate's change from its partial sums ``partial`` on the driver, reading the old
         sums of their groups by key (NeedsSpark when they cannot be read so)."""
-        keys = tuple(f"c{i}" for i in range(len(op.node.keys)))
-        own = self.local.read(op.id, m, keys, [partial], [keys], scan=DRIVER_SCANS)
-        accs = rules.acc_columns(op.node)
-        return self._driver_rows(op, lambda: self.local.lowerer.aggregate_output(op, partial, own, accs,
-                                                                                 initial=initial), out_ids)
+        return self._driver_rows(op, lambda: self.local.aggregate_change(op, partial, m, initial, scan=DRIVER_SCANS),
+                                 out_ids)
 
     def _driver_rows(self, op: Op, change, out_ids: Set[int], consolidated: bool = False):
         """``change()`` (an op's rule on the driver) finished as in a driver step: rows that fail are recorded in
