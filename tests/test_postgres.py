@@ -172,8 +172,8 @@ def test_jdbc_snapshot_is_consistent_with_the_slot(postgres, make_pipeline):
         conn.execute("INSERT INTO customers SELECT i, 'r' || (mod(i, 3)), now() FROM generate_series(0, 9) i")
         sql = program(uri, snapshot_reader="jdbc", partitions=3)
         p = make_pipeline(sql)
-        before = wal_lsn(conn)
         conn.execute("UPDATE orders SET amount = 1 WHERE id <= 500")
+        before = wal_lsn(conn)            # past the UPDATE's transaction: the source must also have read the DELETE
         conn.execute("DELETE FROM orders WHERE id > 19000")
         wait_consumed(p, before)
         wait_delivered(p)
@@ -322,14 +322,15 @@ def test_unchanged_large_values_in_updates(postgres, make_pipeline):
             for t in ("full_t", "default_t"))
         p = make_pipeline(sql)
         wait_consumed(p, 0, keys=("full_t.pg", "default_t.pg"))
-        before = wal_lsn(conn)
-        for t in ("full_t", "default_t"):
-            conn.execute(f"INSERT INTO {t} VALUES (1, 1, %s), (2, 1, 'small')", (big,))
-        wait_consumed(p, before, keys=("full_t.pg", "default_t.pg"))
-        before = wal_lsn(conn)
-        for t in ("full_t", "default_t"):
-            conn.execute(f"UPDATE {t} SET n = 2")
-        wait_consumed(p, before, keys=("full_t.pg", "default_t.pg"))
+        # each source waits for a transaction past the position before its own table's statement: a source may
+        # read the other table's transaction (empty for it) and move past an earlier position without its own rows
+        for statement in ("INSERT INTO {} VALUES (1, 1, %s), (2, 1, 'small')", "UPDATE {} SET n = 2"):
+            before = {}
+            for t in ("full_t", "default_t"):
+                before[t] = wal_lsn(conn)
+                conn.execute(statement.format(t), (big,) if "%s" in statement else None)
+            for t in ("full_t", "default_t"):
+                wait_consumed(p, before[t], keys=(f"{t}.pg",))
         assert sorted(tuple(r.values()) for r in p.query("SELECT * FROM v_full_t")) == [(1, 2, 12800), (2, 2, 5)]
         st = p.status()["connectors"]["default_t.pg"]
         rows = sorted(tuple(r.values()) for r in p.query("SELECT * FROM v_default_t"))
