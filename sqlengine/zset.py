@@ -83,8 +83,8 @@ def negate_spark(df):
 
 def clamp_in_order(parts: Sequence[pa.Table], deleted: pa.Table, stored: pa.Table) -> pa.Table:
     """Apply batches of changes in order with bag semantics: a delete removes at most the copies that exist
-    at that point.  ``parts`` are consolidated batches (one row per distinct row each), ``deleted`` the rows
-    some batch deletes, ``stored`` the committed copies of (at least) those rows, consolidated.
+    at that point; the result is consolidated.  ``parts`` are the batches in order, ``deleted`` the rows some
+    batch deletes, ``stored`` the committed copies of (at least) those rows, consolidated.
 
     For each deleted row the running count is a sum clamped at zero, c_k = max(c_(k-1) + w_k, 0); with
     S_k = c_0 + w_1 + ... + w_k that is c_k = S_k - min(0, min_(j<=k) S_j), so it is computed with window
@@ -99,8 +99,6 @@ def clamp_in_order(parts: Sequence[pa.Table], deleted: pa.Table, stored: pa.Tabl
     import numpy as np
     schema = parts[0].schema
     cols = data_columns(schema.names)
-    seq = pa.concat_tables(parts)
-    seq = seq.append_column("__i", pa.array(np.arange(seq.num_rows, dtype=np.int64)))
     q = ", ".join(f'"{c}"' for c in cols)
 
     def eq(x: str, y: str) -> str:
@@ -108,15 +106,22 @@ def clamp_in_order(parts: Sequence[pa.Table], deleted: pa.Table, stored: pa.Tabl
 
     con = duckdb.connect(":memory:")
     try:
-        con.register("a", seq)
+        con.register("a", pa.concat_tables(parts))
         con.register("deleted", deleted.select(cols))
         con.register("h", stored.select(cols + [W]))
         # where every deleted row has at least as many stored copies as all batches delete, no count can reach
         # zero in any order: nothing to clamp (1M-row change, 500k deletes: 0.1 s, against 0.45 s for the windows)
+        # (the batches' negative weights, summed without first cancelling a batch's inserts of a row against its
+        # deletes, bound the deletes from above: the shortcut holds a fortiori)
         short = con.sql(f'SELECT 1 FROM (SELECT {q}, -SUM("{W}") AS __d FROM a WHERE "{W}" < 0 GROUP BY ALL) x '
                         f'LEFT JOIN h ON {eq("x", "h")} WHERE COALESCE(h."{W}", 0) < x.__d LIMIT 1').fetchall()
         if not short:
             return consolidate_arrow(pa.concat_tables(parts))
+        # the running counts below take each batch's net weight per row, so the batches are consolidated first
+        seq = pa.concat_tables([consolidate_arrow(p) for p in parts])
+        seq = seq.append_column("__i", pa.array(np.arange(seq.num_rows, dtype=np.int64)))
+        con.unregister("a")
+        con.register("a", seq)
         con.execute(f"CREATE TEMP TABLE tr AS SELECT DISTINCT {q} FROM deleted")
         window = f"PARTITION BY {q} ORDER BY __i"
         clamped = con.sql(f"""

@@ -433,8 +433,8 @@ class LocalExecutor:
                 # a change with only positive weights has nothing to cancel: merging its duplicate rows is left to
                 # whoever needs it (users get consolidated changes; operators accept duplicates, as from linear ops)
                 deltas[op.id] = self.finish_change(op, out, eng.arrow_schemas[op.id],
-                                             consolidate=op.algebra != "linear" or op.id in outputs,
-                                             unless_inserts=op.id not in outputs)
+                                                   consolidate=eng.consolidates(op, need, outputs),
+                                                   unless_inserts=op.id not in outputs)
         finally:   # also when a read raises NeedsSpark: the step then runs on Spark
             self.lowerer.errors = None
         return deltas, new_runs, errors
