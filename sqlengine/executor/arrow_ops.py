@@ -76,6 +76,9 @@ def permutes_columns(node) -> bool:
     return None not in idx and set(idx) == set(range(len(node.input.fields)))
 
 
+THREADED_JOIN_ROWS = 100_000
+
+
 def equi_join(node: Join, left: pa.Table, right: pa.Table) -> Optional[pa.Table]:
     """Inner join on plain columns without a residual (NULL keys never match): left columns, right columns
     renamed to their joined positions, weight = product of the weights."""
@@ -96,7 +99,9 @@ def equi_join(node: Join, left: pa.Table, right: pa.Table) -> Optional[pa.Table]
         lt = lt.append_column(f"__k{n}", pair[0])
         rt = rt.append_column(f"__k{n}", pair[1])
         keys.append(f"__k{n}")
-    j = lt.join(rt, keys=keys, join_type="inner", use_threads=False)
+    # Acero's threads pay from about a hundred thousand rows (1M x 632k rows: 0.12 s, against 0.32 s on one);
+    # below that their start costs more than they save in a step of milliseconds
+    j = lt.join(rt, keys=keys, join_type="inner", use_threads=lt.num_rows + rt.num_rows > THREADED_JOIN_ROWS)
     names = [col(i) for i in range(nl + nr)]
     w = pc.multiply(j.column(W), j.column("__w2"))
     return pa.table([j.column(c) for c in names] + [w], names=names + [W])
