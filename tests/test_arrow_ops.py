@@ -59,3 +59,26 @@ def test_aggregate_output_is_the_rules_consolidated_change(seed):
         assert rows_of(got) == rows_of(want), f"step {step}"
         assert max(rows_of(got).values(), default=1) == 1, f"step {step}: a row twice in {got.to_pylist()}"
         state = partial if state is None else pa.concat_tables([state, partial])
+
+
+@pytest.mark.parametrize("rows", [50, 120_000])   # one thread, and Acero's threads (THREADED_JOIN_ROWS)
+def test_equi_join_is_the_rules_join(rows):
+    """``arrow_ops.equi_join`` gives the rows and weights of the join rule on DuckDB: duplicate keys, NULL keys
+    (which never match) and negative weights."""
+    assert (rows > arrow_ops.THREADED_JOIN_ROWS) == (rows == 120_000)
+    rng = random.Random(rows)
+    prog = compile_program("CREATE TABLE a (k INT, v INT); CREATE TABLE b (k INT, s VARCHAR); "
+                           "CREATE VIEW j AS SELECT a.v, b.s FROM a JOIN b ON a.k = b.k")
+    op = next(o for o in prog.circuit.ops if o.kind == "join")
+    keys = [None] + list(range(max(rows // 3, 5)))
+    left = pa.table({"c0": pa.array([rng.choice(keys) for _ in range(rows)], pa.int32()),
+                     "c1": pa.array([rng.randrange(9) for _ in range(rows)], pa.int32()),
+                     W: pa.array([rng.choice([1, 1, -1, 2]) for _ in range(rows)], pa.int64())})
+    right = pa.table({"c0": pa.array([rng.choice(keys) for _ in range(rows // 2)], pa.int32()),
+                      "c1": pa.array([rng.choice(["x", "y", None]) for _ in range(rows // 2)], pa.string()),
+                      W: pa.array([rng.choice([1, -1]) for _ in range(rows // 2)], pa.int64())})
+    got = arrow_ops.equi_join(op.node, left, right)
+    assert got is not None
+    duck = LocalLowerer()
+    want = duck.rule(rules.join_sql(op.node, "L", "R", duck._x()), L=left, R=right)
+    assert rows_of(consolidate_arrow(got)) == rows_of(consolidate_arrow(want.cast(got.schema)))
