@@ -47,7 +47,8 @@ def negate_arrow(t: pa.Table) -> pa.Table:
 
 def with_weight(t: pa.Table, weight: int) -> pa.Table:
     """Append a constant weight column to a table of plain rows."""
-    return t.append_column(W, pa.array([weight] * t.num_rows, WEIGHT_TYPE))
+    import numpy as np
+    return t.append_column(W, pa.array(np.full(t.num_rows, weight, dtype=np.int64), WEIGHT_TYPE))
 
 
 def expand_arrow(t: pa.Table) -> pa.Table:

@@ -105,7 +105,10 @@ def key_filter(column: str, spec: Sequence[str], probes: Sequence[Optional[pa.Ta
         src = ps[i]
         if not is_column(src) or src not in t.column_names or not _prunable(t.schema.field(src).type):
             return None
-        parts.append(pc.unique(t.column(src)))
+        c = t.column(src)
+        if len(c) > 4 * MAX_KEYS and len(pc.unique(c.slice(0, 4 * MAX_KEYS))) > MAX_KEYS + 1:
+            return None   # a large change's first rows already hold too many values (a 1M-row unique: 30 ms)
+        parts.append(pc.unique(c))
     values = pa.chunked_array(parts, type=parts[0].type if parts else pa.int64())
     if len(values) > 4 * MAX_KEYS:
         return None
