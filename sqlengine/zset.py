@@ -47,8 +47,7 @@ def negate_arrow(t: pa.Table) -> pa.Table:
 
 def with_weight(t: pa.Table, weight: int) -> pa.Table:
     """Append a constant weight column to a table of plain rows."""
-    import numpy as np
-    return t.append_column(W, pa.array(np.full(t.num_rows, weight, dtype=np.int64), WEIGHT_TYPE))
+    return t.append_column(W, pa.repeat(pa.scalar(weight, WEIGHT_TYPE), t.num_rows))
 
 
 def expand_arrow(t: pa.Table) -> pa.Table:
