@@ -83,8 +83,10 @@ def negate_spark(df):
 
 def clamp_in_order(parts: Sequence[pa.Table], deleted: pa.Table, stored: pa.Table) -> pa.Table:
     """Apply batches of changes in order with bag semantics: a delete removes at most the copies that exist
-    at that point; the result is consolidated.  ``parts`` are the batches in order, ``deleted`` the rows some
-    batch deletes, ``stored`` the committed copies of (at least) those rows, consolidated.
+    at that point.  ``parts`` are the batches in order, ``deleted`` the rows some batch deletes, ``stored`` the
+    committed copies of (at least) those rows, consolidated.  Where no count can reach zero, the result is the
+    batches as they are (a Z-set need not be consolidated to be right; operators accept duplicate rows), else
+    it is consolidated.
 
     For each deleted row the running count is a sum clamped at zero, c_k = max(c_(k-1) + w_k, 0); with
     S_k = c_0 + w_1 + ... + w_k that is c_k = S_k - min(0, min_(j<=k) S_j), so it is computed with window
@@ -92,7 +94,7 @@ def clamp_in_order(parts: Sequence[pa.Table], deleted: pa.Table, stored: pa.Tabl
 
     >>> a = pa.table({"c0": [1, 2], W: [1, 1]}); b = pa.table({"c0": [1, 3], W: [-3, -1]})
     >>> stored = pa.table({"c0": [1], W: [1]})
-    >>> clamp_in_order([a, b], b, stored).sort_by("c0").to_pylist()
+    >>> consolidate_arrow(clamp_in_order([a, b], b, stored)).sort_by("c0").to_pylist()
     [{'c0': 1, '__w': -1}, {'c0': 2, '__w': 1}]
     """
     import duckdb
@@ -116,7 +118,7 @@ def clamp_in_order(parts: Sequence[pa.Table], deleted: pa.Table, stored: pa.Tabl
         short = con.sql(f'SELECT 1 FROM (SELECT {q}, -SUM("{W}") AS __d FROM a WHERE "{W}" < 0 GROUP BY ALL) x '
                         f'LEFT JOIN h ON {eq("x", "h")} WHERE COALESCE(h."{W}", 0) < x.__d LIMIT 1').fetchall()
         if not short:
-            return consolidate_arrow(pa.concat_tables(parts))
+            return pa.concat_tables(parts)
         # the running counts below take each batch's net weight per row, so the batches are consolidated first
         seq = pa.concat_tables([consolidate_arrow(p) for p in parts])
         seq = seq.append_column("__i", pa.array(np.arange(seq.num_rows, dtype=np.int64)))
