@@ -120,6 +120,26 @@ def key_filter(column: str, spec: Sequence[str], probes: Sequence[Optional[pa.Ta
     return values.to_pylist(), has_null
 
 
+LEAD_SAMPLE = 8192
+
+
+def lead_column(probe: pa.Table, columns: Sequence[str]) -> Optional[str]:
+    """Of a lookup by several ``columns``, the one whose values tell the probe's rows apart (at least 90% distinct
+    in its first LEAD_SAMPLE rows, the most distinct such), by which a read of a superset of the rows is
+    cheaper than by all of them; None when there is one column or no such column."""
+    if len(columns) < 2 or not probe.num_rows:
+        return None
+    head = probe.slice(0, LEAD_SAMPLE)
+    best, most = None, 0.9 * head.num_rows
+    for c in columns:
+        if c not in head.column_names or not _prunable(head.schema.field(c).type):
+            continue
+        n = pc.count_distinct(head.column(c), mode="all").as_py()
+        if n >= most:
+            best, most = c, n + 1   # (a later column must be strictly more distinct)
+    return best
+
+
 def _literal(v) -> str:
     if isinstance(v, str):   # Spark SQL string literal: backslash escapes are processed
         return "'" + v.replace("\\", "\\\\").replace("'", "\\'") + "'"

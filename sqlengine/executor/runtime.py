@@ -320,6 +320,16 @@ class Engine:
         # a scan of the runs for the probe's keys: DuckDB's with a local master (the runs are files on this
         # machine: 9x faster than the same job on local Spark), else a Spark job's
         scan = self.local.scanner if DRIVER_SCANS else self._spark_scan
+        lead = keyed_reads.lead_column(probe, cols)
+        if lead is not None:
+            # by one column that tells the probe's rows apart (a table's id), a superset of the rows, found faster
+            # than by all (500k deleted rows of a 10M-row table: 0.22 s against 0.38 s); where the state holds
+            # many more rows of those values, by all columns
+            try:
+                rows = scan(op, paths, self.state_arrow[op], (lead,), [(probe, (lead,))], 4 * probe.num_rows + 1000)
+                return consolidate_arrow(rows) if rows.num_rows else rows
+            except NeedsSpark:
+                pass
         rows = scan(op, paths, self.state_arrow[op], tuple(cols), [(probe, tuple(cols))], None)
         return consolidate_arrow(rows) if rows.num_rows else rows
 
