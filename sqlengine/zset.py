@@ -84,7 +84,7 @@ def negate_spark(df):
 def clamp_in_order(parts: Sequence[pa.Table], deleted: pa.Table, stored: pa.Table) -> pa.Table:
     """Apply batches of changes in order with bag semantics: a delete removes at most the copies that exist
     at that point.  ``parts`` are the batches in order, ``deleted`` the rows some batch deletes, ``stored`` the
-    committed copies of (at least) those rows, consolidated.  Where no count can reach zero, the result is the
+    committed copies of (at least) those rows, consolidated or not.  Where no count can reach zero, the result is the
     batches as they are (a Z-set need not be consolidated to be right; operators accept duplicate rows), else
     it is consolidated.
 
@@ -106,17 +106,21 @@ def clamp_in_order(parts: Sequence[pa.Table], deleted: pa.Table, stored: pa.Tabl
     def eq(x: str, y: str) -> str:
         return " AND ".join(f'{x}."{c}" IS NOT DISTINCT FROM {y}."{c}"' for c in cols)
 
+    # '=' where the deleted rows have no NULLs (the same match, and a cheaper join)
+    x_eq_h = " AND ".join(f'x."{c}" {"IS NOT DISTINCT FROM" if deleted.column(c).null_count else "="} h."{c}"'
+                          for c in cols)
     con = duckdb.connect(":memory:")
     try:
         con.register("a", pa.concat_tables(parts))
         con.register("deleted", deleted.select(cols))
-        con.register("h", stored.select(cols + [W]))
+        con.register("stored", stored.select(cols + [W]))
+        con.execute(f'CREATE VIEW h AS SELECT {q}, SUM("{W}")::BIGINT AS "{W}" FROM stored GROUP BY ALL')
         # where every deleted row has at least as many stored copies as all batches delete, no count can reach
         # zero in any order: nothing to clamp (1M-row change, 500k deletes: 0.1 s, against 0.45 s for the windows)
         # (the batches' negative weights, summed without first cancelling a batch's inserts of a row against its
         # deletes, bound the deletes from above: the shortcut holds a fortiori)
         short = con.sql(f'SELECT 1 FROM (SELECT {q}, -SUM("{W}") AS __d FROM a WHERE "{W}" < 0 GROUP BY ALL) x '
-                        f'LEFT JOIN h ON {eq("x", "h")} WHERE COALESCE(h."{W}", 0) < x.__d LIMIT 1').fetchall()
+                        f'LEFT JOIN h ON {x_eq_h} WHERE COALESCE(h."{W}", 0) < x.__d LIMIT 1').fetchall()
         if not short:
             return pa.concat_tables(parts)
         # the running counts below take each batch's net weight per row, so the batches are consolidated first

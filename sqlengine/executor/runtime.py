@@ -305,11 +305,12 @@ class Engine:
             t = consolidate_arrow(t)
         return t if t.num_rows else EMPTY
 
-    def stored_rows(self, op: int, probe: pa.Table, cols: List[str]) -> pa.Table:
+    def stored_rows(self, op: int, probe: pa.Table, cols: List[str], consolidate: bool = True) -> pa.Table:
         """Committed rows of integral ``op`` equal (NULL-safely) on ``cols`` to some row of ``probe`` (possibly more
-        rows, see ``LocalExecutor.stored_rows``), consolidated, as Arrow on the driver: from the driver's state
-        cache, else by key from the runs' files when the probe's keys are few, else (a local master) by a DuckDB
-        scan of the runs' files, else in one Spark job."""
+        rows, see ``LocalExecutor.stored_rows``), consolidated (or, without ``consolidate``, maybe not, when
+        scanned), as Arrow on the driver: from the driver's state cache, else by key from the runs' files when
+        the probe's keys are few, else (a local master) by a DuckDB scan of the runs' files, else in one Spark
+        job."""
         try:   # the cache, or (few keys) the row groups of the runs' files that can hold them, on the driver
             return self.local.stored_rows(op, probe, cols)
         except NeedsSpark:
@@ -327,11 +328,11 @@ class Engine:
             # many more rows of those values, by all columns
             try:
                 rows = scan(op, paths, self.state_arrow[op], (lead,), [(probe, (lead,))], 4 * probe.num_rows + 1000)
-                return consolidate_arrow(rows) if rows.num_rows else rows
+                return consolidate_arrow(rows) if rows.num_rows and consolidate else rows
             except NeedsSpark:
                 pass
         rows = scan(op, paths, self.state_arrow[op], tuple(cols), [(probe, tuple(cols))], None)
-        return consolidate_arrow(rows) if rows.num_rows else rows
+        return consolidate_arrow(rows) if rows.num_rows and consolidate else rows
 
     def clamp_deletes(self, table: str, parts: List[pa.Table]) -> pa.Table:
         """Apply a step's input batches for ``table`` in order, with bag semantics: a delete removes at
@@ -347,7 +348,7 @@ class Engine:
             return pa.concat_tables(parts)
         cols = [c for c in schema.names if c != W]
         probe_rows = pa.concat_tables(negs)
-        return clamp_in_order(parts, probe_rows, self.stored_rows(op, probe_rows, cols))
+        return clamp_in_order(parts, probe_rows, self.stored_rows(op, probe_rows, cols, consolidate=False))
 
     def upsert(self, table: str, parts: List[pa.Table], primary_key) -> pa.Table:
         """Batches for a table with a PRIMARY KEY, applied in order: an insert replaces the row with the
