@@ -214,6 +214,85 @@ def measure(n: int, small: int, large: int, repeats: int, master: Optional[str],
             "by_key_rows_read": rows_read,
             "spark_steps": spark_steps, "check": ok, "hybrid": hybrid, "duck": statistics.median(duck)}
 
+SQL_MORE = SQL + """
+CREATE MATERIALIZED VIEW h AS SELECT v, COUNT(*) AS n, SUM(k) AS s FROM t GROUP BY v;
+CREATE MATERIALIZED VIEW j2 AS SELECT d.name, MAX(t.v) AS m, COUNT(*) AS n FROM t JOIN d ON t.k = d.k GROUP BY d.name;"""
+H = "SELECT v, COUNT(*) AS n, SUM(k) AS s FROM t GROUP BY v"
+J2 = "SELECT d.name, MAX(t.v) AS m, COUNT(*) AS n FROM t JOIN d ON t.k = d.k GROUP BY d.name"
+SPARK_ONLY = {"SQLENGINE_LOCAL_STEP_ROWS": "0", "SQLENGINE_STATE_CACHE_BYTES": "0", "SQLENGINE_STATE_DISK": "0"}
+
+
+def spark_load(n: int, master: Optional[str], log) -> Dict[str, object]:
+    """A bulk load of ``t`` (the rows ``measure(n)`` loads) in 1M-row steps with every step and every op on
+    Spark, then the backfill of two new views (``SQL_MORE``) on Spark when the pipeline restarts with them.
+    Run in a process with the ``SPARK_ONLY`` environment (nothing cached on the driver, no disk tier)."""
+    from sqlengine import Pipeline
+    assert all(os.environ.get(k) == v for k, v in SPARK_ONLY.items()), "run with SPARK_ONLY's environment"
+    rng = np.random.default_rng(n)
+    nk = max(1, n // 10)
+    d = pd.DataFrame({"k": np.arange(nk, dtype=np.int64), "name": [f"n{i % 1000}" for i in range(nk)]})
+    work = tempfile.mkdtemp(prefix="sqlengine-scale-load-")
+    conf = {"spark.driver.memory": "8g"} if master is None else {"spark.executor.memory": "1g",
+                                                                 "spark.task.maxFailures": "8"}
+    store = os.path.join(work, "s")
+    p = Pipeline.from_sql(SQL, storage_dir=store, spark_conf=conf, spark_master=master)
+    p.start()
+    spark = p.engine.spark   # started before timing, as in measure()
+    p.input_pandas("d", d)
+    p.wait_for_idle(timeout_s=7200)
+    live: List[pd.DataFrame] = []
+    steps: List[float] = []
+    t0 = time.time()
+    for s in range(0, n, CHUNK):
+        chunk = rows(s, min(CHUNK, n - s), nk, rng)
+        live.append(chunk)
+        t = time.time()
+        p.input_pandas("t", chunk)
+        p.wait_for_idle(timeout_s=7200)
+        steps.append(time.time() - t)
+    load_s = time.time() - t0
+    load_merged_s = load_s + settle(p)
+    on = dict(p.status()["steps_run_on"])
+    log(f"N={n:,}: Spark load {load_s:.1f} s ({n / load_s:,.0f} rows/s), incl. merges {load_merged_s:.1f} s, steps "
+        f"{[round(x, 2) for x in steps]} s, {on}")
+    p.stop()
+    p = Pipeline.from_sql(SQL_MORE, storage_dir=store, spark=spark, spark_master=master)
+    t0 = time.time()
+    p.start()   # backfills h and j2 from t's and d's stored contents: one step
+    p.wait_for_idle(timeout_s=7200)
+    backfill_s = time.time() - t0
+    on_after = dict(p.status()["steps_run_on"])
+    import duckdb
+    con = duckdb.connect()
+    con.register("t", pd.concat(live, ignore_index=True))
+    con.register("d", d)
+    ok = True
+    for name, q in (("g", G), ("j", J), ("h", H), ("j2", J2)):
+        want = sorted(con.execute(q).fetchall())
+        got = sorted(tuple(r.values()) for r in p.query(f"SELECT * FROM {name}"))
+        ok &= [tuple(map(str, r)) for r in want] == [tuple(map(str, r)) for r in got]
+    log(f"N={n:,}: backfill of h and j2 on Spark {backfill_s:.1f} s ({n / backfill_s:,.0f} rows/s), {on_after}, "
+        f"check {'OK' if ok else 'WRONG'}")
+    p.stop()
+    shutil.rmtree(work, ignore_errors=True)
+    return {"n": n, "load_s": load_s, "load_merged_s": load_merged_s, "steps": steps, "spark_steps": on["spark"],
+            "driver_steps": on["driver"], "backfill_s": backfill_s, "backfill_on_spark": on_after["spark"],
+            "check": ok}
+
+
+def spark_load_child(n: int, log) -> Dict[str, object]:
+    """``spark_load(n)`` in a child process with the ``SPARK_ONLY`` environment."""
+    out = tempfile.mktemp(suffix=".json")
+    cmd = [sys.executable, "-m", "benchmarks.scale", "--child", out, "--spark-load-child", "--n", str(n)]
+    proc = subprocess.run(cmd, cwd=ROOT, env=dict(os.environ, **SPARK_ONLY), stdout=subprocess.PIPE,
+                          stderr=subprocess.STDOUT)
+    text = proc.stdout.decode(errors="replace")
+    if proc.returncode:
+        raise RuntimeError(text[-3000:])
+    log("\n".join(x for x in text.splitlines() if x.startswith("N=")))
+    with open(out) as f:
+        return json.load(f)
+
 
 FLINK_PYTHON = os.path.join(ROOT, ".peer-flink", "bin", "python")
 
@@ -278,6 +357,7 @@ def report(results, clusters, args, load_avg) -> str:
     lines = ["# Scale: the Spark path at growing state, and a standalone cluster", "",
              f"Command: `python -m benchmarks.scale --n {args.n} --small {args.small} --large {args.large} "
              f"--repeats {args.repeats}" + (f" --cluster-workers {args.cluster_workers}" if args.cluster_workers else "")
+             + (f" --spark-load {args.spark_load}" if args.spark_load else "")
              + (" --flink" if args.flink else "") + "`", "",
              f"Machine: {os.cpu_count()} CPUs, Linux {platform.release()}; Python {platform.python_version()}; "
              f"local Spark `local[2]`, driver memory 8g; load average at the end {load_avg}.", "",
@@ -347,6 +427,32 @@ def report(results, clusters, args, load_avg) -> str:
                        f"{b['hybrid']['listened'] / a['hybrid']['listened']:.2f}× and the {args.large:,}-row change "
                        f"{b['hybrid']['large'] / a['hybrid']['large']:.2f}×, DuckDB's recompute "
                        f"{b['duck'] / a['duck']:.2f}×" if a.get("hybrid") and b.get("hybrid") else "") + "."]
+    if args.spark_loads:
+        driver = {r["n"]: r for r in results}
+        lines += ["", "**Bulk loads and backfills with every step on Spark** (`--spark-load`; each N in a fresh process "
+                      "with `SQLENGINE_LOCAL_STEP_ROWS=0`, `SQLENGINE_STATE_CACHE_BYTES=0` and "
+                      "`SQLENGINE_STATE_DISK=0`: every step and every op on Spark, nothing cached on the driver, the "
+                      "state read from its parquet runs): `t` loaded into `g` and `j` in 1M-row steps, timed from the "
+                      "first `input_pandas` to `wait_for_idle` (SparkSession started before); then the pipeline "
+                      "restarts with two more views, `h` (`GROUP BY v`, COUNT, SUM) and `j2` (the join with `d`, "
+                      "MAX, COUNT), which the restart backfills from the stored contents of `t` and `d` in one step "
+                      "on Spark, timed from `start()` to `wait_for_idle` (same SparkSession). *check*: all four "
+                      "views equal DuckDB's recomputation. *driver load*: the first table's load of the same rows "
+                      "on the driver path.", "",
+                  "| N | Spark load s | Spark load rows/s | 1M-row steps s (first, last) | driver load rows/s | "
+                  "driver ÷ Spark | backfill of 2 views s | backfill rows/s | steps on Spark | check |",
+                  "|---|---|---|---|---|---|---|---|---|---|"]
+        for r in args.spark_loads:
+            dr = driver.get(r["n"])
+            drv = r["n"] / dr["load_s"] if dr else float("nan")
+            lines.append(f"| {r['n']:,} | {r['load_s']:.2f} | {r['n'] / r['load_s']:,.0f} | "
+                         f"{r['steps'][0]:.2f}, {r['steps'][-1]:.2f} | {drv:,.0f} | "
+                         f"{drv / (r['n'] / r['load_s']):.2f}× | {r['backfill_s']:.2f} | "
+                         f"{r['n'] / r['backfill_s']:,.0f} | {r['spark_steps']} of {r['spark_steps'] + r['driver_steps']}"
+                         f" + backfill {r['backfill_on_spark']} | {'OK' if r['check'] else 'WRONG'} |")
+        for a, b in zip(args.spark_loads, args.spark_loads[1:]):
+            lines += ["", f"On Spark, from N = {a['n']:,} to {b['n']:,}: the load took {b['load_s'] / a['load_s']:.2f}× "
+                          f"as long, the backfill {b['backfill_s'] / a['backfill_s']:.2f}×."]
     if args.flink_results:
         flinks = {f["n"]: f for f in args.flink_results if "error" not in f}
         lines += ["", "**Loads beside Flink SQL**, in the same run (`--flink`): the same rows of `t` and `d` into the "
@@ -390,14 +496,23 @@ def main() -> None:
     ap.add_argument("--child")
     ap.add_argument("--no-write", action="store_true")
     ap.add_argument("--flink", action="store_true", help="also load the same rows on Flink SQL (.peer-flink)")
+    ap.add_argument("--spark-load", default="", help="N's to load (and backfill) with every step on Spark")
+    ap.add_argument("--spark-load-child", action="store_true")
     args = ap.parse_args()
     log = lambda s: print(s, flush=True)   # noqa: E731
     ns = [int(x) for x in args.n.split(",")]
+    if args.child and args.spark_load_child:
+        r = spark_load(ns[0], args.master, log)
+        with open(args.child, "w") as f:
+            json.dump(r, f)
+        return
     if args.child:
         r = measure(ns[0], args.small, args.large, args.repeats, args.master, log)
         with open(args.child, "w") as f:
             json.dump(r, f)
         return
+    # first, in child processes, while this one holds no state
+    args.spark_loads = [spark_load_child(int(x), log) for x in args.spark_load.split(",") if x]
     results, args.flink_results = [], []
     for n in ns:
         results.append(measure(n, args.small, args.large, args.repeats, None, log))
