@@ -250,3 +250,21 @@ def test_stored_rows_read_by_a_lead_column_or_by_all(make_pipeline, monkeypatch)
     assert specs == [("c0",), ("c0",), ("c0", "c1")], specs
     want = {(a, 150 - 1, sum(range(150)) - (5 if a < 3 else 7)) for a in range(10)}
     assert {tuple(r.values()) for r in p.query("SELECT * FROM v")} == want
+
+
+def test_column_min_from_footers(tmp_path):
+    """The least weight of runs from their row groups' statistics; unknown (None) where a group has none."""
+    import pyarrow as pa
+    from sqlengine.state import row_groups
+    paths = []
+    for i, ws in enumerate(([3, 1, 2, 5], [4, -1, 7, 2], [])):
+        paths.append(str(tmp_path / f"r{i}.parquet"))
+        pq.write_table(pa.table({"c0": list(range(len(ws))), "__w": pa.array(ws, pa.int64())}), paths[-1],
+                       row_group_size=2)
+    assert row_groups.column_min(paths[:1], "__w") == 1
+    assert row_groups.column_min(paths, "__w") == -1          # the second group of the second run
+    assert row_groups.column_min(paths[2:], "__w") is None    # no rows
+    assert row_groups.column_min([paths[0], paths[2]], "__w") == 1
+    pq.write_table(pa.table({"c0": [1, 2], "__w": pa.array([1, 1], pa.int64())}), str(tmp_path / "n.parquet"),
+                   write_statistics=False)
+    assert row_groups.column_min([paths[0], str(tmp_path / "n.parquet")], "__w") is None

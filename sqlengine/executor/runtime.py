@@ -36,6 +36,7 @@ from sqlengine.executor.lower import Lowerer
 from sqlengine.executor.op_schemas import derive as derive_schemas
 from sqlengine.executor.schema import spark_schema_of
 from sqlengine.executor.session import is_local
+from sqlengine.state import row_groups
 from sqlengine.state.scratch import Scratch
 from sqlengine.state.store import Manifest, Run, StateStore, StorageError
 from sqlengine.zset import W, clamp_in_order, consolidate_arrow, consolidate_spark
@@ -449,6 +450,14 @@ class Engine:
             need |= {o.id for o in self.circuit.upstream(r)}
         return need
 
+    def weights_positive(self, op_id: int, manifest: Manifest) -> bool:
+        """Whether every stored row of integral ``op_id`` (as of ``manifest``) has a positive weight, by the
+        statistics in its runs' parquet footers (no row is read)."""
+        if op_id in self.derived:
+            return False
+        least = row_groups.column_min(self.store.paths(self.keys[op_id], manifest), W)
+        return least is not None and least > 0
+
     def backfill(self, step: int, new_keys: Set[str], views: Set[str]) -> StepResult:
         """After a program change: compute the state of the operators ``new_keys`` names (new or changed
         views) from scratch, with the tables' committed contents as the input change, and the changes of
@@ -461,11 +470,15 @@ class Engine:
         for op in self.ops:
             if op.kind == "input" and op.id in need:
                 integral = self.table_integral(op.node.table)
+                # the stored rows are consolidated first only where some weight is negative (a delete whose
+                # run is not merged yet): positive duplicates cancel nothing, and every operator takes them
                 if self.local.cached(integral, old):
                     rows = self.state_rows(integral)
-                    contents[op.node.table] = consolidate_arrow(rows) if rows.num_rows else rows
+                    positive = not rows.num_rows or pc.min(rows.column(W)).as_py() > 0
+                    contents[op.node.table] = rows if positive else consolidate_arrow(rows)
                 else:
-                    contents[op.node.table] = consolidate_spark(self.read_state(integral, old))
+                    df = self.read_state(integral, old)
+                    contents[op.node.table] = df if self.weights_positive(integral, old) else consolidate_spark(df)
         live = set(self.keys.values())
         result = self.run_step(step, contents, views, initial=True, need=need, write_keys=new_keys)
         result.manifest.runs = {k: v for k, v in result.manifest.runs.items() if k in live or k == ERRORS_KEY}

@@ -46,6 +46,21 @@ def group_stats(path: str, column: str) -> GroupStats:
     return GroupStats(rows, mins, maxs, nulls)
 
 
+def column_min(paths: Sequence[str], column: str) -> Optional[object]:
+    """The least value of ``column`` over the parquet files at ``paths``, from their footers' statistics alone;
+    None when a non-empty row group has none (or only NULLs), or there are no rows."""
+    least = None
+    for path in paths:
+        stats = group_stats(path, column)
+        for rows, lo in zip(stats.rows, stats.mins):
+            if rows == 0:
+                continue
+            if lo is None:
+                return None
+            least = lo if least is None or lo < least else least
+    return least
+
+
 def matching_groups(stats: GroupStats, values: Sequence, has_null: bool) -> List[int]:
     """The row groups that can hold one of ``values`` (sorted, no NULL), or a NULL when ``has_null``."""
     out = []
