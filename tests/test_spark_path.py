@@ -9,7 +9,8 @@ and both are held to DuckDB's answers after every step.  Driver-side changes of 
 than 8 rows reach Spark as scratch parquet files (``sqlengine.state.scratch``), smaller
 ones through ``createDataFrame``, so both hand-offs meet every type.  A Spark step's filters, projections and
 partial sums run on the driver only for changes of at most 2 rows (``DRIVER_ROWS``), so both places are
-exercised.
+exercised.  Tests whose steps are all that small (``EVERY_STEP_ON_SPARK``) run every step on Spark; each test
+must have run at least one step there.
 """
 import pytest
 
@@ -20,11 +21,20 @@ from .test_differential_more import test_intersect_and_except  # noqa: F401
 from .test_differential_single import test_aggregates, test_distinct_and_union, test_expressions  # noqa: F401
 from .test_differential_subqueries import test_scalar_subqueries  # noqa: F401
 from .test_differential_windows import test_tumble_and_hop, test_window_functions  # noqa: F401
+# primary-key upserts, dates and intervals, event time (watermarks, LATENESS, closed windows and joins), ties
+from .test_differential_dates import test_dates  # noqa: F401
+from .test_event_time import test_watermarks_late_rows_and_emit_final, test_window_join_drops_closed_state_on_both_sides  # noqa: F401,E501
+from .test_primary_key import test_primary_key_differential  # noqa: F401
+from .test_window_ties import test_lag_and_row_number_over_ties  # noqa: F401
+
+
+# tests whose steps have at most 4 input rows: every step of theirs runs on Spark
+EVERY_STEP_ON_SPARK = {"test_primary_key_differential", "test_lag_and_row_number_over_ties"}
 
 
 @pytest.fixture
-def make_pipeline(make_pipeline, monkeypatch):
-    monkeypatch.setenv("SQLENGINE_LOCAL_STEP_ROWS", "4")
+def make_pipeline(make_pipeline, monkeypatch, request):
+    monkeypatch.setenv("SQLENGINE_LOCAL_STEP_ROWS", "0" if request.node.originalname in EVERY_STEP_ON_SPARK else "4")
     from sqlengine.executor import runtime
     monkeypatch.setattr(runtime, "SCRATCH_ROWS", 8)
     monkeypatch.setattr(runtime, "DRIVER_ROWS", 2)   # filters, projections and partial sums on Spark too
@@ -38,6 +48,7 @@ def make_pipeline(make_pipeline, monkeypatch):
     for p in made:   # a Spark step that fails is re-run on the driver: none of these may need that
         if p.engine is not None:
             assert p.engine.spark_fallbacks == 0, p.engine.last_spark_error
+    assert any(p.engine is not None and p.engine.steps_spark for p in made), "no step ran on Spark"
 
 
 def test_steps_ran_on_spark(make_pipeline, monkeypatch):
