@@ -91,3 +91,28 @@ def test_aggregate_changes_with_null_sums_on_spark(make_pipeline, monkeypatch):
         streamed = bag_from_changes(changes.to_pandas())   # the changes delivered so far, summed
         assert not diff(streamed, want), f"step {i}: changes {diff(streamed, want)}"
     assert p.status()["steps_run_on"]["driver"] == 0
+
+
+def test_state_frames_are_kept_between_steps(make_pipeline, monkeypatch):
+    """A DataFrame over an operator's runs is built once per run list (``Engine.runs_frame``): read again while
+    the runs are the same, it is the same frame; a step that adds a run gives a new one; at most RUNS_FRAMES."""
+    import pandas as pd
+    from sqlengine.executor import runtime
+    monkeypatch.setenv("SQLENGINE_LOCAL_STEP_ROWS", "0")
+    p = make_pipeline("CREATE TABLE t (k INT, v INT); CREATE MATERIALIZED VIEW s AS SELECT k, SUM(v) AS v FROM t "
+                      "GROUP BY k;")
+    p.input_pandas("t", pd.DataFrame({"k": [1, 2], "v": [1, 2]}))
+    p.wait_for_idle()
+    eng = p.engine
+    table = eng.table_integral("t")
+    first = eng.read_state(table)
+    assert eng.read_state(table) is first
+    p.input_pandas("t", pd.DataFrame({"k": [3], "v": [3]}))
+    p.wait_for_idle()
+    second = eng.read_state(table)
+    assert second is not first and sorted(r.c0 for r in second.collect()) == [1, 2, 3]
+    assert len(eng._frames) > 1
+    monkeypatch.setattr(runtime, "RUNS_FRAMES", 1)
+    p.input_pandas("t", pd.DataFrame({"k": [4], "v": [4]}))
+    p.wait_for_idle()
+    assert eng.read_state(table) is not second and len(eng._frames) == 1

@@ -13,6 +13,8 @@ from __future__ import annotations
 import hashlib
 import logging
 import os
+import threading
+from collections import OrderedDict
 from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Set, Tuple
@@ -59,6 +61,7 @@ CUT_THREADS = 2        # a Spark step's cuts run as concurrent jobs on this many
 DRIVER_SCANS = True     # state beyond the cache that keys cannot narrow is scanned for them: with a local master by
                         # DuckDB on the driver (stored_rows, ops on the driver), with a cluster master by a Spark job
                         # for ops on the driver (Engine._spark_scan); off, such reads run as the Spark path's jobs
+RUNS_FRAMES = 512       # DataFrames over state runs kept between steps (Engine.runs_frame)
 SCRATCH_ROWS = 20_000   # a driver-side change this big reaches Spark as a parquet file (see state.scratch)
 log = logging.getLogger("sqlengine")
 
@@ -119,6 +122,8 @@ class Engine:
             for i in op.inputs:
                 self.consumers[i].append(op.id)
         self._empty: Dict[int, DataFrame] = {}
+        self._frames: "OrderedDict[tuple, DataFrame]" = OrderedDict()   # runs_frame's, least recently used first
+        self._frames_lock = threading.Lock()
         # the types are the driver executor's (DuckDB's binder over empty tables): no Spark analysis at start
         self.arrow_schemas, self.state_arrow = derive_schemas(self.circuit)
         self._spark_schemas: Dict[int, object] = {}
@@ -236,8 +241,25 @@ class Engine:
         schema = self.state_schemas[op_id]
         if not paths:
             return self._cached_empty(op_id, schema)
-        df = self.spark.read.schema(schema).parquet(*paths)
+        df = self.runs_frame(op_id, paths)
         return self._narrowed(op_id, df, key) if key is not None else df
+
+    def runs_frame(self, op_id: int, paths: List[str]) -> DataFrame:
+        """The parquet runs ``paths`` of ``op_id``'s state as one DataFrame.  Runs never change, so the frame (its
+        analyzed relation and file listing, about 17 ms to build) is kept for the next steps that read the same
+        runs: most steps leave most operators' runs as they were."""
+        key = (op_id, tuple(paths))
+        with self._frames_lock:
+            df = self._frames.get(key)
+            if df is not None:
+                self._frames.move_to_end(key)
+                return df
+        df = self.spark.read.schema(self.state_schemas[op_id]).parquet(*paths)
+        with self._frames_lock:
+            self._frames[key] = df
+            while len(self._frames) > RUNS_FRAMES:
+                self._frames.popitem(last=False)
+        return df
 
     def _narrowed(self, op_id: int, df: DataFrame, key) -> DataFrame:
         """``df`` (runs of ``op_id``) filtered to the row groups that can hold the probes' keys (``key``: spec,
@@ -684,7 +706,7 @@ class Engine:
         come to the driver.  More than ``limit`` rows raise NeedsSpark."""
         from pyspark.sql.types import StructType
         sschema = self.state_schemas[op_id]
-        df = self.spark.read.schema(sschema).parquet(*files)
+        df = self.runs_frame(op_id, list(files))
         if spec:
             if not scannable(schema, spec, probes):
                 return schema.empty_table()
@@ -881,8 +903,7 @@ class Engine:
         return Manifest(step=m.step, log_position=m.log_position, runs=runs, meta=m.meta)
 
     def _merge_on_spark(self, op: Op, part: List[Run]) -> pa.Table:
-        schema = self.state_schemas[op.id]
-        df = self.spark.read.schema(schema).parquet(*[f"{self.store.root}/{r.path}" for r in part])
+        df = self.runs_frame(op.id, [f"{self.store.root}/{r.path}" for r in part])
         if op.kind == "aggregate":
             merged = self.lowerer.rule(rules.merge_sql(op.node, [c for c in df.columns if c.startswith("__")]), R=df)
         else:
