@@ -256,7 +256,7 @@ def spark_load(n: int, master: Optional[str], log) -> Dict[str, object]:
     log(f"N={n:,}: Spark load {load_s:.1f} s ({n / load_s:,.0f} rows/s), incl. merges {load_merged_s:.1f} s, steps "
         f"{[round(x, 2) for x in steps]} s, {on}")
     p.stop()
-    p = Pipeline.from_sql(SQL_MORE, storage_dir=store, spark=spark, spark_master=master)
+    p = Pipeline.from_sql(SQL_MORE, storage_dir=store, spark=spark)   # (its master is the session's)
     t0 = time.time()
     p.start()   # backfills h and j2 from t's and d's stored contents: one step
     p.wait_for_idle(timeout_s=7200)
@@ -280,10 +280,11 @@ def spark_load(n: int, master: Optional[str], log) -> Dict[str, object]:
             "check": ok}
 
 
-def spark_load_child(n: int, log) -> Dict[str, object]:
-    """``spark_load(n)`` in a child process with the ``SPARK_ONLY`` environment."""
+def spark_load_child(n: int, log, master: Optional[str] = None) -> Dict[str, object]:
+    """``spark_load(n, master)`` in a child process with the ``SPARK_ONLY`` environment."""
     out = tempfile.mktemp(suffix=".json")
     cmd = [sys.executable, "-m", "benchmarks.scale", "--child", out, "--spark-load-child", "--n", str(n)]
+    cmd += ["--master", master] if master else []
     proc = subprocess.run(cmd, cwd=ROOT, env=dict(os.environ, **SPARK_ONLY), stdout=subprocess.PIPE,
                           stderr=subprocess.STDOUT)
     text = proc.stdout.decode(errors="replace")
@@ -346,8 +347,10 @@ def cluster_run(workers: int, n: int, small: int, large: int, repeats: int, log)
         proc = subprocess.run(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
         if proc.returncode:
             raise RuntimeError(proc.stdout.decode(errors="replace")[-3000:])
+        loaded = spark_load_child(n, log, c.master_url)
     with open(out) as f:
         r = json.load(f)
+    r["spark_load"] = loaded
     r["workers"] = workers
     log(f"cluster, {workers} worker(s): {r}")
     return r
@@ -472,16 +475,20 @@ def report(results, clusters, args, load_avg) -> str:
         lines += [f"\nFlink, {f['error']}" for f in args.flink_results if "error" in f]
     if clusters:
         lines += ["", "Standalone cluster (master and one-core workers on this machine, `spark.executor.memory` 1g), "
-                      f"N = {clusters[0]['n']:,}:", "",
-                  f"| workers | {args.small:,}-row change s | {args.small:,}-row change, listened s | "
+                      f"N = {clusters[0]['n']:,}; *Spark load* and *backfill*: as in the table of loads on Spark above, "
+                      "against the cluster (every step and op on Spark):", "",
+                  f"| workers | Spark load rows/s | backfill of 2 views s | {args.small:,}-row change s | "
+                  f"{args.small:,}-row change, listened s | "
                   f"{args.large:,}-row change, listened s | the same, ops on the driver (state scanned by Spark "
                   f"jobs) s | Spark recompute s | check |",
-                  "|---|---|---|---|---|---|---|"]
+                  "|---|---|---|---|---|---|---|---|---|"]
         for r in clusters:
             h = r.get("hybrid") or {}
-            lines.append(f"| {r['workers']} | {r['small']:.2f} | {r['listened']:.2f} | {r['large']:.2f} | "
+            sl = r["spark_load"]
+            lines.append(f"| {r['workers']} | {sl['n'] / sl['load_s']:,.0f} | {sl['backfill_s']:.2f} | "
+                         f"{r['small']:.2f} | {r['listened']:.2f} | {r['large']:.2f} | "
                          f"{h.get('large', float('nan')):.2f} | {r['recompute']:.2f} | "
-                         f"{'OK' if r['check'] else 'WRONG'} |")
+                         f"{'OK' if r['check'] and sl['check'] else 'WRONG'} |")
     return "\n".join(lines)
 
 
