@@ -25,6 +25,11 @@ FROM t JOIN d ON t.k = d.k GROUP BY d.name`` (a join-aggregate).
 ``--cluster-workers 1,2`` also runs the smallest N in a child process against a standalone cluster of that
 many one-core workers (``tests/spark_cluster.py``), for the cost model in ``docs/SCALING.md``.
 
+``--spark-load 1000000,10000000`` first loads ``t`` for each of those N with every step and every op on Spark
+(a child process with ``SPARK_ONLY``'s environment: nothing cached on the driver, no disk tier), in 1M-row
+steps, then restarts the pipeline with two more views (``SQL_MORE``) and times their backfill on Spark; the
+cluster runs do the same against the cluster.
+
 ``--flink`` also loads the same rows into the same two views on Flink SQL (``.peer-flink``, see
 ``benchmarks/peers/flink_load.py``), in the same run, for each N: CSV files of ``t`` and ``d`` (written before
 timing), streaming mode, parallelism 2, blackhole sinks.
