@@ -68,6 +68,18 @@ def rows(first: int, n: int, nk: int, rng) -> pd.DataFrame:
                          "k": rng.integers(0, nk, n, dtype=np.int64), "v": rng.integers(0, 1000, n, dtype=np.int64)})
 
 
+def workload(n: int):
+    """The random generator of ``t``'s rows for N = ``n``, the number of keys, and table ``d`` (one row a key)."""
+    nk = max(1, n // 10)
+    d = pd.DataFrame({"k": np.arange(nk, dtype=np.int64), "name": [f"n{i % 1000}" for i in range(nk)]})
+    return np.random.default_rng(n), nk, d
+
+
+def spark_conf(master: Optional[str]) -> Dict[str, str]:
+    return {"spark.driver.memory": "8g"} if master is None else {"spark.executor.memory": "1g",
+                                                                 "spark.task.maxFailures": "8"}
+
+
 def timed_change(p, ins: pd.DataFrame, gone: pd.DataFrame, timeout_s: float = 7200) -> float:
     """Seconds from the first input call to ``wait_for_idle`` for inserting ``ins`` and deleting ``gone`` into
     ``t`` as one step (the pipeline is paused while both go in)."""
@@ -93,12 +105,9 @@ def settle(p, timeout_s: float = 7200) -> float:
 
 def measure(n: int, small: int, large: int, repeats: int, master: Optional[str], log) -> Dict[str, object]:
     from sqlengine import Pipeline
-    rng = np.random.default_rng(n)
-    nk = max(1, n // 10)
-    d = pd.DataFrame({"k": np.arange(nk, dtype=np.int64), "name": [f"n{i % 1000}" for i in range(nk)]})
+    rng, nk, d = workload(n)
     work = tempfile.mkdtemp(prefix="sqlengine-scale-")
-    conf = {"spark.driver.memory": "8g"} if master is None else {"spark.executor.memory": "1g",
-                                                                 "spark.task.maxFailures": "8"}
+    conf = spark_conf(master)
     p = Pipeline.from_sql(SQL, storage_dir=os.path.join(work, "s"), spark_conf=conf, spark_master=master)
     p.start()
     p.engine.local.cache.disk = False   # no disk tier: state beyond the cache is read by Spark (runs sorted by key)
@@ -233,12 +242,9 @@ def spark_load(n: int, master: Optional[str], log) -> Dict[str, object]:
     Run in a process with the ``SPARK_ONLY`` environment (nothing cached on the driver, no disk tier)."""
     from sqlengine import Pipeline
     assert all(os.environ.get(k) == v for k, v in SPARK_ONLY.items()), "run with SPARK_ONLY's environment"
-    rng = np.random.default_rng(n)
-    nk = max(1, n // 10)
-    d = pd.DataFrame({"k": np.arange(nk, dtype=np.int64), "name": [f"n{i % 1000}" for i in range(nk)]})
+    rng, nk, d = workload(n)
     work = tempfile.mkdtemp(prefix="sqlengine-scale-load-")
-    conf = {"spark.driver.memory": "8g"} if master is None else {"spark.executor.memory": "1g",
-                                                                 "spark.task.maxFailures": "8"}
+    conf = spark_conf(master)
     store = os.path.join(work, "s")
     p = Pipeline.from_sql(SQL, storage_dir=store, spark_conf=conf, spark_master=master)
     p.start()
@@ -310,14 +316,12 @@ def flink_load(n: int, log) -> Dict[str, object]:
                                  ".peer-flink/bin/pip install apache-flink==2.3.0)"}
     import pyarrow as pa
     import pyarrow.csv as pcsv
-    rng = np.random.default_rng(n)
-    nk = max(1, n // 10)
+    rng, nk, d = workload(n)
     work = tempfile.mkdtemp(prefix="sqlengine-scale-flink-")
     dirs = {x: os.path.join(work, x) for x in ("t", "d", "empty")}
     for x in dirs.values():
         os.makedirs(x)
     no_header = pcsv.WriteOptions(include_header=False)
-    d = pd.DataFrame({"k": np.arange(nk, dtype=np.int64), "name": [f"n{i % 1000}" for i in range(nk)]})
     pcsv.write_csv(pa.Table.from_pandas(d, preserve_index=False), os.path.join(dirs["d"], "d.csv"), no_header)
     for i, s in enumerate(range(0, n, CHUNK)):
         chunk = pa.Table.from_pandas(rows(s, min(CHUNK, n - s), nk, rng), preserve_index=False)
