@@ -48,7 +48,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from typing import Dict, List, Optional
+from typing import Dict, List, Optional, Tuple
 
 import numpy as np
 import pandas as pd
@@ -78,6 +78,36 @@ def workload(n: int):
 def spark_conf(master: Optional[str]) -> Dict[str, str]:
     return {"spark.driver.memory": "8g"} if master is None else {"spark.executor.memory": "1g",
                                                                  "spark.task.maxFailures": "8"}
+
+
+def load_t(p, n: int, nk: int, rng) -> Tuple[List[pd.DataFrame], List[float]]:
+    """Load ``n`` rows of ``t`` into ``p`` in CHUNK-row steps, each until its rows are queryable: the chunks
+    loaded, and each step's seconds."""
+    live: List[pd.DataFrame] = []
+    steps: List[float] = []
+    for s in range(0, n, CHUNK):
+        chunk = rows(s, min(CHUNK, n - s), nk, rng)
+        live.append(chunk)
+        t = time.time()
+        p.input_pandas("t", chunk)
+        p.wait_for_idle(timeout_s=7200)
+        steps.append(time.time() - t)
+    return live, steps
+
+
+def views_match(p, table: pd.DataFrame, d: pd.DataFrame, views) -> bool:
+    """Does each view of ``views`` ((name, query) pairs), read from ``p``, equal DuckDB's query over the contents
+    ``table`` of ``t`` and ``d``?"""
+    import duckdb
+    con = duckdb.connect()
+    con.register("t", table)
+    con.register("d", d)
+    ok = True
+    for name, q in views:
+        want = sorted(con.execute(q).fetchall())
+        got = sorted(tuple(r.values()) for r in p.query(f"SELECT * FROM {name}"))
+        ok &= [tuple(map(str, r)) for r in want] == [tuple(map(str, r)) for r in got]
+    return ok
 
 
 def timed_change(p, ins: pd.DataFrame, gone: pd.DataFrame, timeout_s: float = 7200) -> float:
@@ -111,14 +141,9 @@ def measure(n: int, small: int, large: int, repeats: int, master: Optional[str],
     p = Pipeline.from_sql(SQL, storage_dir=os.path.join(work, "s"), spark_conf=conf, spark_master=master)
     p.start()
     p.engine.local.cache.disk = False   # no disk tier: state beyond the cache is read by Spark (runs sorted by key)
-    live: List[pd.DataFrame] = []
     t0 = time.time()
     p.input_pandas("d", d)
-    for s in range(0, n, CHUNK):
-        chunk = rows(s, min(CHUNK, n - s), nk, rng)
-        live.append(chunk)
-        p.input_pandas("t", chunk)
-        p.wait_for_idle(timeout_s=7200)
+    live, _ = load_t(p, n, nk, rng)
     load_s = time.time() - t0   # every row queryable
     load_merged_s = load_s + settle(p)   # and the background merges the load started have ended
     log(f"N={n:,}: loaded in {load_s:.1f} s ({n / load_s:,.0f} rows/s), merges settled at {load_merged_s:.1f} s, "
@@ -209,14 +234,7 @@ def measure(n: int, small: int, large: int, repeats: int, master: Optional[str],
         c.close()
         duck.append(time.time() - t)
     log(f"N={n:,}: DuckDB recompute {[round(x, 2) for x in duck]} s")
-    con = duckdb.connect()
-    con.register("t", table)
-    con.register("d", d)
-    ok = True
-    for name, q in (("g", G), ("j", J)):
-        want = sorted(con.execute(q).fetchall())
-        got = sorted(tuple(r.values()) for r in p.query(f"SELECT * FROM {name}"))
-        ok &= [tuple(map(str, r)) for r in want] == [tuple(map(str, r)) for r in got]
+    ok = views_match(p, table, d, (("g", G), ("j", J)))
     merges_seen = p.status()["state_merges"]
     p.stop()
     shutil.rmtree(work, ignore_errors=True)
@@ -251,16 +269,8 @@ def spark_load(n: int, master: Optional[str], log) -> Dict[str, object]:
     spark = p.engine.spark   # started before timing, as in measure()
     p.input_pandas("d", d)
     p.wait_for_idle(timeout_s=7200)
-    live: List[pd.DataFrame] = []
-    steps: List[float] = []
     t0 = time.time()
-    for s in range(0, n, CHUNK):
-        chunk = rows(s, min(CHUNK, n - s), nk, rng)
-        live.append(chunk)
-        t = time.time()
-        p.input_pandas("t", chunk)
-        p.wait_for_idle(timeout_s=7200)
-        steps.append(time.time() - t)
+    live, steps = load_t(p, n, nk, rng)
     load_s = time.time() - t0
     load_merged_s = load_s + settle(p)
     on = dict(p.status()["steps_run_on"])
@@ -273,15 +283,7 @@ def spark_load(n: int, master: Optional[str], log) -> Dict[str, object]:
     p.wait_for_idle(timeout_s=7200)
     backfill_s = time.time() - t0
     on_after = dict(p.status()["steps_run_on"])
-    import duckdb
-    con = duckdb.connect()
-    con.register("t", pd.concat(live, ignore_index=True))
-    con.register("d", d)
-    ok = True
-    for name, q in (("g", G), ("j", J), ("h", H), ("j2", J2)):
-        want = sorted(con.execute(q).fetchall())
-        got = sorted(tuple(r.values()) for r in p.query(f"SELECT * FROM {name}"))
-        ok &= [tuple(map(str, r)) for r in want] == [tuple(map(str, r)) for r in got]
+    ok = views_match(p, pd.concat(live, ignore_index=True), d, (("g", G), ("j", J), ("h", H), ("j2", J2)))
     log(f"N={n:,}: backfill of h and j2 on Spark {backfill_s:.1f} s ({n / backfill_s:,.0f} rows/s), {on_after}, "
         f"check {'OK' if ok else 'WRONG'}")
     p.stop()

@@ -13,7 +13,7 @@ engine and carry their SQL names only at the API boundary.
 """
 from __future__ import annotations
 
-from typing import List, Sequence
+from typing import List, Optional, Sequence
 
 import pyarrow as pa
 
@@ -38,6 +38,11 @@ def consolidate_arrow(t: pa.Table) -> pa.Table:
     g = g.rename_columns(cols + [W])
     g = g.filter(pa.compute.not_equal(g.column(W), 0))
     return g.select(t.column_names).cast(t.schema)
+
+
+def all_positive(t: pa.Table) -> bool:
+    """Is every row's weight positive (nothing in ``t`` can cancel, so it need not be consolidated to be right)?"""
+    return t.num_rows == 0 or pa.compute.min(t.column(W)).as_py() > 0
 
 
 def negate_arrow(t: pa.Table) -> pa.Table:
@@ -103,12 +108,13 @@ def clamp_in_order(parts: Sequence[pa.Table], deleted: pa.Table, stored: pa.Tabl
     cols = data_columns(schema.names)
     q = ", ".join(f'"{c}"' for c in cols)
 
-    def eq(x: str, y: str) -> str:
-        return " AND ".join(f'{x}."{c}" IS NOT DISTINCT FROM {y}."{c}"' for c in cols)
+    def eq(x: str, y: str, probe: Optional[pa.Table] = None) -> str:
+        """NULL-safe equality of the rows' columns; '=' on a column where ``probe``, the rows on side ``x``,
+        has no NULL (the same match, and a cheaper join)."""
+        ops = {c: "=" if probe is not None and not probe.column(c).null_count else "IS NOT DISTINCT FROM"
+               for c in cols}
+        return " AND ".join(f'{x}."{c}" {ops[c]} {y}."{c}"' for c in cols)
 
-    # '=' where the deleted rows have no NULLs (the same match, and a cheaper join)
-    x_eq_h = " AND ".join(f'x."{c}" {"IS NOT DISTINCT FROM" if deleted.column(c).null_count else "="} h."{c}"'
-                          for c in cols)
     con = duckdb.connect(":memory:")
     try:
         con.register("a", pa.concat_tables(parts))
@@ -120,7 +126,7 @@ def clamp_in_order(parts: Sequence[pa.Table], deleted: pa.Table, stored: pa.Tabl
         # (the batches' negative weights, summed without first cancelling a batch's inserts of a row against its
         # deletes, bound the deletes from above: the shortcut holds a fortiori)
         short = con.sql(f'SELECT 1 FROM (SELECT {q}, -SUM("{W}") AS __d FROM a WHERE "{W}" < 0 GROUP BY ALL) x '
-                        f'LEFT JOIN h ON {x_eq_h} WHERE COALESCE(h."{W}", 0) < x.__d LIMIT 1').fetchall()
+                        f'LEFT JOIN h ON {eq("x", "h", deleted)} WHERE COALESCE(h."{W}", 0) < x.__d LIMIT 1').fetchall()
         if not short:
             return pa.concat_tables(parts)
         # the running counts below take each batch's net weight per row, so the batches are consolidated first

@@ -37,7 +37,7 @@ from sqlengine.executor.row_errors import RowErrors, named_row
 from sqlengine.state.store import Manifest, Run
 from sqlengine.state.cache import StateCache, is_column
 from sqlengine.state.row_groups import RowGroupReader
-from sqlengine.zset import W, consolidate_arrow
+from sqlengine.zset import W, all_positive, consolidate_arrow
 
 # Steps with at most this many input rows run on the driver when Spark runs on a cluster; with a local master
 # (Spark on the same cores as the driver) every step whose state fits the cache does.  SQLENGINE_LOCAL_STEP_ROWS
@@ -315,7 +315,7 @@ class LocalExecutor:
         if not parts:
             return None
         t = pa.concat_tables(parts)
-        if consolidate and not (unless_inserts and pc.min(t.column(W)).as_py() > 0):
+        if consolidate and not (unless_inserts and all_positive(t)):
             t = consolidate_arrow(t)
         return t if t.num_rows else None
 

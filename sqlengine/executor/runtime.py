@@ -41,7 +41,7 @@ from sqlengine.executor.session import is_local
 from sqlengine.state import row_groups
 from sqlengine.state.scratch import Scratch
 from sqlengine.state.store import Manifest, Run, StateStore, StorageError
-from sqlengine.zset import W, clamp_in_order, consolidate_arrow, consolidate_spark
+from sqlengine.zset import W, all_positive, clamp_in_order, consolidate_arrow, consolidate_spark
 
 EMPTY = None  # an op whose change is empty in this step
 ON_SPARK = object()   # an op of a Spark step tried on the driver that must run on Spark (Engine._on_driver)
@@ -345,16 +345,17 @@ class Engine:
         # machine: 9x faster than the same job on local Spark), else a Spark job's
         scan = self.local.scanner if DRIVER_SCANS else self._spark_scan
         lead = keyed_reads.lead_column(probe, cols)
+        rows = None
         if lead is not None:
             # by one column that tells the probe's rows apart (a table's id), a superset of the rows, found faster
             # than by all (500k deleted rows of a 10M-row table: 0.22 s against 0.38 s); where the state holds
             # many more rows of those values, by all columns
             try:
                 rows = scan(op, paths, self.state_arrow[op], (lead,), [(probe, (lead,))], 4 * probe.num_rows + 1000)
-                return consolidate_arrow(rows) if rows.num_rows and consolidate else rows
             except NeedsSpark:
                 pass
-        rows = scan(op, paths, self.state_arrow[op], tuple(cols), [(probe, tuple(cols))], None)
+        if rows is None:
+            rows = scan(op, paths, self.state_arrow[op], tuple(cols), [(probe, tuple(cols))], None)
         return consolidate_arrow(rows) if rows.num_rows and consolidate else rows
 
     def clamp_deletes(self, table: str, parts: List[pa.Table]) -> pa.Table:
@@ -496,8 +497,7 @@ class Engine:
                 # run is not merged yet): positive duplicates cancel nothing, and every operator takes them
                 if self.local.cached(integral, old):
                     rows = self.state_rows(integral)
-                    positive = not rows.num_rows or pc.min(rows.column(W)).as_py() > 0
-                    contents[op.node.table] = rows if positive else consolidate_arrow(rows)
+                    contents[op.node.table] = rows if all_positive(rows) else consolidate_arrow(rows)
                 else:
                     df = self.read_state(integral, old)
                     contents[op.node.table] = df if self.weights_positive(integral, old) else consolidate_spark(df)
@@ -706,7 +706,7 @@ class Engine:
         come to the driver.  More than ``limit`` rows raise NeedsSpark."""
         from pyspark.sql.types import StructType
         sschema = self.state_schemas[op_id]
-        df = self.runs_frame(op_id, list(files))
+        df = self.runs_frame(op_id, files)
         if spec:
             if not scannable(schema, spec, probes):
                 return schema.empty_table()
