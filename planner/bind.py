@@ -10,12 +10,14 @@ the construct in the SQL text.
 from __future__ import annotations
 
 import difflib
+import re
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Sequence, Tuple
 
 from sqlglot import exp
 
 from .bind_asof import AsofBinder
+from .bind_star import StarBinder, located
 from .bind_subquery import SubqueryBinder, rewrite_late, rewrite_subquery_predicates, scalar_subqueries
 from .bind_window import WindowBinder, find_windows
 from .errors import BindError, ParseError, UnsupportedError
@@ -78,11 +80,20 @@ DOCUMENTED_FUNCTIONS = {"upper", "lower", "length", "substring", "trim", "replac
                         "var_samp", "var_pop", "grouping"}
 
 
+# The table functions of FROM (README.md), with an example of each, for a call of one in an expression.
+TABLE_FUNCTIONS = {"tumble": "TUMBLE(bid, date_time, INTERVAL '10' SECOND)",
+                   "hop": "HOP(bid, date_time, INTERVAL '2' SECOND, INTERVAL '10' SECOND)",
+                   "session": "SESSION(bid, date_time, INTERVAL '10' SECOND, bidder)"}
+
+
 def unknown_function_message(name: str) -> str:
     """``function UPPR is not supported; did you mean UPPER? ...`` (the closest known name, if any)."""
     known = DOCUMENTED_FUNCTIONS | ANONYMOUS_OK | {a.lower() for a in AGGREGATES.values()}
-    close = difflib.get_close_matches(name.lower(), sorted(known), n=1, cutoff=0.7)
-    hint = f"; did you mean {close[0].upper()}?" if close else ";"
+    if name.lower() in TABLE_FUNCTIONS:
+        return (f"{name} is a table function: write it in FROM, e.g. SELECT window_start, COUNT(*) FROM "
+                f"{TABLE_FUNCTIONS[name.lower()]} GROUP BY window_start (see README.md, section 'SQL reference')")
+    close = [c for c in difflib.get_close_matches(name.lower(), sorted(known), n=2, cutoff=0.8) if c != name.lower()]
+    hint = f"; did you mean {close[0].upper()}?" if close else "."
     return (f"function {name} is not supported{hint} See the function list in README.md, "
             "section 'SQL reference'")
 
@@ -153,13 +164,29 @@ def split_and(e: Optional[exp.Expression]) -> List[exp.Expression]:
     return [e]
 
 
-class Binder(SubqueryBinder, WindowBinder, AsofBinder):
+# The arguments of each parsed node that the binder reads (planner.parsed_nodes rejects any other that is set):
+# bind_select, bind_from, bind_top_k
+SELECT_ARGS = frozenset({"with_", "expressions", "distinct", "from_", "joins", "where", "group", "having", "order",
+                         "limit", "offset"})
+# bind_query and bind_union: ORDER BY without LIMIT does not change a bag; LIMIT is rejected (check_no_limit)
+SET_OP_ARGS = frozenset({"with_", "this", "expression", "distinct", "order", "limit", "offset"})
+UNION_ARGS = SET_OP_ARGS | {"by_name"}
+SUBQUERY_ARGS = frozenset({"this", "alias"})          # bind_query, bind_from_item
+JOIN_ARGS = frozenset({"this", "on", "side", "kind", "using", "method"})   # bind_joins
+TABLE_ARGS = frozenset({"this", "alias", "db", "catalog"})                 # bind_from_source (db, catalog: rejected)
+COLUMN_ARGS = frozenset({"this", "table", "db", "catalog"})                # resolve (db: rejected)
+GROUP_ARGS = frozenset({"expressions", "all"})                             # grouping_sets, group_by_all
+DISTINCT_ARGS = frozenset({"expressions", "on"})                           # agg_call, bind_select (ON: rejected)
+
+
+class Binder(SubqueryBinder, WindowBinder, AsofBinder, StarBinder):
     """Binds the SELECT of one view against the tables and views defined before it."""
 
     def __init__(self, sql: str, tables: Dict[str, TableDef], views: Dict[str, ViewDef]):
         self.sql = sql
         self.tables = tables
         self.views = views
+        self.origins: Dict[str, exp.Expression] = {}   # bound SQL -> the expression it came from (column_check)
 
     # ------------------------------------------------------------------ errors
     def unsupported(self, what: str, node: exp.Expression) -> UnsupportedError:
@@ -217,6 +244,8 @@ class Binder(SubqueryBinder, WindowBinder, AsofBinder):
         self.check_no_limit(q)
         left, names = self.bind_query(q.this, ctes)
         right, rnames = self.bind_query(q.expression, ctes)
+        if q.args.get("by_name"):
+            left, right, names = self.union_by_name(left, names, right, rnames)
         if len(left.fields) != len(right.fields):
             raise self.bind_error(f"UNION branches have {len(left.fields)} and {len(right.fields)} columns",
                                   q.expression)
@@ -225,6 +254,27 @@ class Binder(SubqueryBinder, WindowBinder, AsofBinder):
         if q.args.get("distinct"):
             plan = Distinct(plan)
         return plan, names
+
+    def union_by_name(self, left: Node, names: List[str], right: Node, rnames: List[str]):
+        """``UNION [ALL] BY NAME``: both branches projected to the left's columns, then the right's other
+        columns (names matched case-insensitively, as DuckDB does); a column a branch lacks is NULL there.
+        (A branch's names are distinct already: the binder renames a repeated name ``k`` to ``k_1``.)"""
+        types = {n.lower(): f.type for n, f in zip(rnames, right.fields)}
+        types.update({n.lower(): f.type for n, f in zip(names, left.fields)})
+        out = names + [n for n in rnames if n.lower() not in {m.lower() for m in names}]
+
+        def padded(plan: Node, ns: List[str]) -> Node:
+            index = {n.lower(): i for i, n in enumerate(ns)}
+            exprs = []
+            for n in out:
+                t = types[n.lower()]
+                if n.lower() in index:
+                    exprs.append(Expr(col(index[n.lower()]), plan.fields[index[n.lower()]].type))
+                else:
+                    exprs.append(Expr("NULL" if t.sql == "UNKNOWN" else f"CAST(NULL AS {t.sql})", t.with_nullable(True)))
+            return Project(plan, tuple(exprs), tuple(out))
+
+        return padded(left, names), padded(right, rnames), out
 
     def bind_from(self, select: exp.Select, ctes) -> Tuple[Node, Scope, List[exp.Expression]]:
         """FROM, JOINs and WHERE: returns the joined plan, its scope, and leftover conjuncts (none)."""
@@ -418,14 +468,12 @@ class Binder(SubqueryBinder, WindowBinder, AsofBinder):
         if select.args.get("fetch") is not None:
             raise UnsupportedError("FETCH in a view is not supported (use ORDER BY ... LIMIT)", sql=self.sql,
                                    offset=self.keyword_offset("FETCH", select.args["fetch"]))
-        for key in ("windows", "qualify", "laterals", "pivots", "connect", "prewhere", "sample"):
-            if select.args.get(key):
-                raise self.unsupported(key.upper(), select.args[key] if isinstance(select.args[key], exp.Expression) else select)
         if isinstance(select.args.get("distinct"), exp.Distinct) and select.args["distinct"].args.get("on"):
             raise self.unsupported("DISTINCT ON", select.args["distinct"])
+        self.check_columns_in_select_list(select)
         plan, scope, _ = self.bind_from(select, ctes)
         items = [(rewrite_subquery_predicates(e, self, scope), n) for e, n in self.expand_star(select.expressions, scope)]
-        group = select.args.get("group")
+        group = self.group_by_all(select.args.get("group"), items)
         having = select.args.get("having")
         if having is not None:
             having = exp.Having(this=rewrite_subquery_predicates(having.this, self, scope))
@@ -465,29 +513,6 @@ class Binder(SubqueryBinder, WindowBinder, AsofBinder):
                                    pre=pre)
         return plan, names
 
-    def expand_star(self, expressions, scope: Scope) -> List[Tuple[exp.Expression, str]]:
-        out = []
-        for i, e in enumerate(expressions):
-            if isinstance(e, exp.Star) or (isinstance(e, exp.Column) and isinstance(e.this, exp.Star)):
-                table = name_of(e.args["table"]) if isinstance(e, exp.Column) and e.args.get("table") else None
-                rels = [r for r in scope.rels if table is None or r.alias == table]
-                if not rels:
-                    raise self.bind_error(f"unknown relation '{table}' in {table}.*", e)
-                for r in rels:
-                    ri = scope.rels.index(r)
-                    for n in r.names:
-                        if table is None and (ri, n.lower()) in scope.hidden:
-                            continue
-                        out.append((self.qualified(r, n), n))
-                continue
-            if isinstance(e, exp.Alias):
-                out.append((e.this, e.alias))
-            elif isinstance(e, exp.Column):
-                out.append((e, e.name))
-            else:
-                out.append((e, e.sql(dialect=DIALECT)))
-        return out
-
     # ------------------------------------------------------------------ aggregates
     def find_aggs(self, e: exp.Expression) -> List[exp.Expression]:
         found = []
@@ -507,6 +532,18 @@ class Binder(SubqueryBinder, WindowBinder, AsofBinder):
                     found.append(n)
         return found
 
+    def called(self, n: exp.Expression) -> Tuple[str, Optional[int]]:
+        """The name of function call ``n`` as the program spells it (``STRING_AGG``, not sqlglot's GROUP_CONCAT),
+        and its offset."""
+        meta = getattr(n, "_meta", None)
+        if meta and "start" in meta and "end" in meta:
+            return self.sql[meta["start"]:meta["end"] + 1], meta["start"]
+        pos = position_of(n)
+        m = re.search(r"(\w+)\s*\(\s*(DISTINCT\s+)?$", self.sql[:pos], re.IGNORECASE) if pos is not None else None
+        if m:
+            return m.group(1), m.start(1)
+        return (n.sql_name() if isinstance(n, exp.Func) else type(n).__name__), pos
+
     def agg_call(self, n: exp.Expression, scope: Scope) -> Tuple[str, Optional[exp.Expression], bool]:
         """(function, argument expression or None for COUNT(*), distinct) with FILTER folded into the argument."""
         filt = None
@@ -515,7 +552,8 @@ class Binder(SubqueryBinder, WindowBinder, AsofBinder):
             n = n.this
         func = AGGREGATES.get(type(n))
         if func is None:
-            raise self.unsupported(f"aggregate function {n.sql_name() if hasattr(n, 'sql_name') else type(n).__name__}", n)
+            name, at = self.called(n)
+            raise UnsupportedError(f"aggregate function {name} is not supported", sql=self.sql, offset=at)
         arg = n.this
         distinct = False
         if isinstance(arg, exp.Distinct):
@@ -535,6 +573,22 @@ class Binder(SubqueryBinder, WindowBinder, AsofBinder):
                 func, arg = "COUNT", exp.Literal.number(1)
             arg = exp.Case(ifs=[exp.If(this=filt.copy(), true=arg.copy())])
         return func, arg, distinct
+
+    def group_by_all(self, group: Optional[exp.Group], items) -> Optional[exp.Group]:
+        """DuckDB's ``GROUP BY ALL``: by every SELECT item that reads a column and calls no aggregate (by their
+        positions); with none, one group over all rows if the items call an aggregate."""
+        if group is None or not group.args.get("all"):
+            return group
+        keys = [exp.Literal.number(i + 1) for i, (e, _) in enumerate(items)
+                if not self.find_aggs(e) and any(True for _ in e.find_all(exp.Column))]
+        if keys:
+            return exp.Group(expressions=keys)
+        if not any(self.find_aggs(e) for e, _ in items):
+            start = located(group) or 0
+            at = re.search(r"GROUP\s+BY\s+ALL", self.sql[start:], flags=re.IGNORECASE)
+            raise UnsupportedError("GROUP BY ALL without a column or an aggregate in the SELECT list is not "
+                                   "supported", sql=self.sql, offset=start + at.start() if at else start)
+        return None
 
     def grouping_sets(self, group, items, scope: Scope) -> List[List[exp.Expression]]:
         """The grouping sets of a GROUP BY: plain items are in every set; ROLLUP, CUBE and GROUPING SETS
@@ -672,7 +726,7 @@ class Binder(SubqueryBinder, WindowBinder, AsofBinder):
             out = e.transform(lambda n: keep_position(fn(n), n))
             check_types(out, out_types, self.sql)
             out, t = typed(out, out_types)
-            return Expr(out.sql(dialect=DIALECT), t)
+            return self.bound(Expr(out.sql(dialect=DIALECT), t), e)
 
         if having is not None:
             agg_plan = Filter(agg_plan, post(having))
@@ -707,6 +761,10 @@ class Binder(SubqueryBinder, WindowBinder, AsofBinder):
                 raise self.unsupported("window function " + n.this.sql(), n)
             if isinstance(n, exp.AggFunc) and not allow_agg:
                 raise self.bind_error(f"aggregate functions are not allowed in {clause}", n)
+            if isinstance(n, exp.TimestampDiff) and self.called(n)[0].upper() == "TIMESTAMPDIFF":
+                raise UnsupportedError("TIMESTAMPDIFF is not a DuckDB function: write date_diff('day', a, b) (the "
+                                       "number of day boundaries from a to b; also 'second', 'hour', 'month', ...)",
+                                       sql=self.sql, offset=self.called(n)[1])
             if isinstance(n, exp.Anonymous) and n.name.lower() not in ANONYMOUS_OK:
                 raise UnsupportedError(unknown_function_message(n.name), sql=self.sql, offset=position_of(n))
             if isinstance(n, exp.Placeholder) or isinstance(n, exp.Parameter):
@@ -751,7 +809,12 @@ class Binder(SubqueryBinder, WindowBinder, AsofBinder):
         types = scope.types()[base:]
         check_types(out, types, self.sql)
         out, t = typed(out, types)
-        return Expr(out.sql(dialect=DIALECT), t)
+        return self.bound(Expr(out.sql(dialect=DIALECT), t), e)
+
+    def bound(self, b: Expr, e: exp.Expression) -> Expr:
+        """``b``, remembering that it came from ``e`` (for planner.column_check's messages)."""
+        self.origins.setdefault(b.sql, e)
+        return b
 
     def substituted(self, e: exp.Expression, scope: Scope, base: int = 0) -> exp.Expression:
         """A copy of ``e`` whose columns are ``c<pos - base>`` (keeping their positions in the SQL text)."""

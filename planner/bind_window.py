@@ -14,11 +14,14 @@ The binder class mixes this in.
 from __future__ import annotations
 
 import functools
+import re
 from typing import Dict, List, Optional, Tuple
 
 from sqlglot import exp
 
+from .errors import UnsupportedError
 from .logical import Expr, Filter, Node, Project, UnionAll, Window, col
+from .typecheck import keep_position
 from .types import BIGINT, SqlType
 
 MICROS = {"microsecond": 1, "millisecond": 1000, "second": 10 ** 6, "minute": 60 * 10 ** 6,
@@ -28,6 +31,12 @@ RANKING = (exp.RowNumber, exp.Rank, exp.DenseRank, exp.Ntile)
 DOUBLE_RESULT = (exp.PercentRank, exp.CumeDist, exp.Avg)
 VALUE_OF_ARG = (exp.Lag, exp.Lead, exp.FirstValue, exp.LastValue, exp.NthValue, exp.Min, exp.Max)
 WINDOW_FUNCTIONS = RANKING + DOUBLE_RESULT + VALUE_OF_ARG + (exp.Sum, exp.Count)
+# The arguments of parsed nodes read here (planner.parsed_nodes rejects any other that is set).
+WINDOW_ARGS = frozenset({"this", "partition_by", "order", "spec", "over", "first"})   # bind_window_call
+ORDERED_ARGS = frozenset({"this", "desc", "nulls_first"})                            # bind_top_k
+LIMIT_ARGS = frozenset({"expression", "limit_options"})                              # limit_value
+LIMIT_OPTIONS_ARGS = frozenset({"rows"})        # LIMIT n ROWS; PERCENT and WITH TIES are rejected
+FETCH_ARGS = frozenset({"direction", "count", "limit_options"})                      # bind_select: rejected
 # calls whose result depends on the order among rows that tie on ORDER BY (RANK, RANGE frames and whole-partition
 # aggregates treat peers alike and do not)
 ORDER_SENSITIVE = (exp.RowNumber, exp.Ntile, exp.Lag, exp.Lead, exp.FirstValue, exp.LastValue, exp.NthValue)
@@ -63,6 +72,22 @@ def total_order(call: str, width: int) -> str:
     items += [exp.Ordered(this=exp.column(col(i))) for i in range(width) if col(i) not in present]
     w.set("order", exp.Order(expressions=items))
     return w.sql(dialect="duckdb")
+
+
+def order_by_all(items: List[exp.Ordered], width: int) -> List[exp.Ordered]:
+    """DuckDB's ``ORDER BY ALL [ASC|DESC] [NULLS ...]``: every output column, left to right, in that direction.
+
+    >>> [o.sql(dialect="duckdb") for o in order_by_all([exp.Ordered(this=exp.var("ALL"), desc=True)], 2)]
+    ['1 DESC', '2 DESC']
+    """
+    if len(items) != 1 or not (isinstance(items[0].this, exp.Var) and items[0].this.name.upper() == "ALL"):
+        return items
+    out = []
+    for pos in range(1, width + 1):
+        o = items[0].copy()
+        o.set("this", keep_position(exp.Literal.number(pos), items[0]))
+        out.append(o)
+    return out
 
 
 def find_windows(e: exp.Expression) -> List[exp.Window]:
@@ -135,10 +160,20 @@ class WindowBinder:
     def limit_value(self, node: Optional[exp.Expression], what: str) -> int:
         if node is None:
             return 0
-        v = node.args.get("expression") if isinstance(node, (exp.Limit, exp.Offset)) else node
+        if isinstance(node, exp.Fetch):   # FETCH {FIRST | NEXT} [n] {ROW | ROWS} ONLY: LIMIT n (n = 1 if omitted)
+            what = "FETCH FIRST"
+        v = node.args.get("expression") if isinstance(node, (exp.Limit, exp.Offset)) else \
+            node.args.get("count") or exp.Literal.number(1) if isinstance(node, exp.Fetch) else node
         if not (isinstance(v, exp.Literal) and not v.is_string and v.this.isdigit()):
             raise self.unsupported(f"{what} that is not a non-negative integer literal", node)
         return int(v.this)
+
+    def fetch_offset(self, select: exp.Select) -> Optional[int]:
+        """The offset of the FETCH keyword of ``select`` (sqlglot keeps no position for it)."""
+        start = min((n.meta["start"] for n in select.walk() if getattr(n, "_meta", None) and "start" in n.meta),
+                    default=0)
+        found = re.compile(r"\bFETCH\b", re.IGNORECASE).search(self.sql, start)
+        return found.start() if found else None
 
     def bind_top_k(self, select: exp.Select, plan: Node, names: List[str], items, scope,
                    hidden_ok: bool, pre: Optional[Tuple[Node, list]]) -> Node:
@@ -148,6 +183,9 @@ class WindowBinder:
         limit, offset = select.args.get("limit"), select.args.get("offset")
         order = select.args.get("order")
         if order is None:
+            if isinstance(limit, exp.Fetch):
+                raise UnsupportedError("FETCH FIRST without ORDER BY (the rows kept would be arbitrary) is not "
+                                       "supported", sql=self.sql, offset=self.fetch_offset(select))
             raise self.unsupported("LIMIT or OFFSET without ORDER BY (the rows kept would be arbitrary)",
                                    limit if limit is not None else offset)
         k = self.limit_value(limit, "LIMIT") if limit is not None else None
@@ -157,7 +195,7 @@ class WindowBinder:
         item_sql = [e.sql(dialect="duckdb") for e, _ in items]
         hidden: List[Expr] = []
         keys = []
-        for o in order.expressions:
+        for o in order_by_all(order.expressions, n):
             e = o.this
             if isinstance(e, exp.Literal) and not e.is_string:
                 pos = int(e.this)

@@ -13,10 +13,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Tuple
 
-from .logical import Aggregate, Node
+from .logical import Aggregate, Node, Window
 
 # aggregate functions that can be maintained by adding and subtracting sums
 INVERTIBLE = {"COUNT_STAR", "COUNT", "SUM", "AVG"}
+FLOATS = ("REAL", "DOUBLE")
+# aggregate and window functions whose result is one of their input values (exact whatever the order of rows)
+PICKS = {"MIN", "MAX", "FIRST_VALUE", "LAST_VALUE", "NTH_VALUE", "LAG", "LEAD", "ANY_VALUE", "ARG_MIN", "ARG_MAX"}
 
 
 @dataclass(frozen=True)
@@ -93,7 +96,33 @@ class Circuit:
 
 
 def aggregate_mode(node: Aggregate) -> str:
-    """``accumulate`` when every aggregate is invertible, else ``recompute``."""
-    if all(a.func in INVERTIBLE and not a.distinct for a in node.aggs):
+    """``accumulate`` when every aggregate is invertible, else ``recompute``.  A SUM or AVG over floats is not:
+    a running float sum depends on the order of the steps' additions (1e20 + 1 - 1e20 is 0), so the group's
+    value would be a function of its history, not of its rows."""
+    if all(a.func in INVERTIBLE and not a.distinct and not _float_argument(a) for a in node.aggs):
         return "accumulate"
     return "recompute"
+
+
+def _float_argument(a) -> bool:
+    return a.func in ("SUM", "AVG") and bool(a.args) and a.args[0].type.base in FLOATS
+
+
+def keeps_output(node: Node) -> bool:
+    """Does the op of ``node`` (a recomputing aggregate, or a window) keep what it emitted, and retract that?
+
+    Its change for a touched group is new rows minus old rows.  Where an output is a float computed by
+    arithmetic (STDDEV, AVG, a SUM of floats, a window AVG), recomputing the old rows may give other bits than
+    the ones emitted (another order of additions, or the other executor), and a retraction that differs in the
+    last bit never cancels: the view keeps a stale row.  Such an op reads the integral of its own output and
+    retracts exactly the rows stored there.  Other outputs (counts, exact sums, MIN/MAX, ranks) recompute to
+    the same value from the same rows, and need no such state."""
+    if isinstance(node, Aggregate):
+        return any(a.type.base in FLOATS and a.func not in PICKS for a in node.aggs)
+    if isinstance(node, Window):
+        return any(c.type.base in FLOATS and _window_func(c.sql) not in PICKS for c in node.calls)
+    return False
+
+
+def _window_func(sql: str) -> str:
+    return sql.split("(", 1)[0].strip().upper()

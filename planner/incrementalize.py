@@ -7,16 +7,18 @@ Reads each node's declared ``algebra``:
 * linear   -> the same node applied to its inputs' changes (``map`` / ``union``);
 * bilinear -> a ``join`` op reading the integrals of both inputs;
 * stateful -> ``aggregate`` (own accumulators, or the integral of its input),
-  ``distinct``, ``setop`` or ``window`` (the integrals of their inputs).
+  ``distinct``, ``setop`` or ``window`` (the integrals of their inputs); a recomputing aggregate or a
+  window with float outputs also reads the integral of its own change (``circuit.keeps_output``).
 
 Equal subplans are equal values, so they map to the same op: two views that
 share a subquery share its work and its state.
 """
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Dict
 
-from .circuit import Circuit, Op, Output, aggregate_mode
+from .circuit import Circuit, Op, Output, aggregate_mode, keeps_output
 from .errors import InternalError
 from .logical import Aggregate, Distinct, Join, Node, OneRow, Scan, SetOp, UnionAll, Window
 
@@ -66,6 +68,10 @@ class _Builder:
         else:
             raise InternalError(f"no incremental rule for {type(node).__name__}")
         self.delta_ids[node] = op
+        if self.circuit.ops[op].mode != "accumulate" and keeps_output(node):
+            # it reads what it emitted (the integral of its own change, as of the previous step)
+            own = self.integral(node)
+            self.circuit.ops[op] = replace(self.circuit.ops[op], reads=self.circuit.ops[op].reads + (own,))
         return op
 
     def integral(self, node: Node) -> int:

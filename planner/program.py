@@ -13,12 +13,14 @@ from sqlglot.tokens import Token, TokenType
 
 from .bind import DIALECT, Binder, TableDef, ViewDef, name_of, position_of
 from .circuit import Circuit
+from .column_check import check_column_types
 from .errors import BindError, ParseError, UnsupportedError
 from .event_time import EventTimeClause, strip_event_time
 from .incrementalize import incrementalize
 from .rules.aggregate_contents import aggregate_contents
 from .rules.share_table_state import share_table_state
 from .logical import Field, format_plan
+from .parsed_nodes import check_parsed
 from .rules import Context, format_trace, optimize
 from .clock import CLOCK, clock_table, rewrite_now
 from .typecheck import nondeterministic_call
@@ -170,6 +172,12 @@ def _syntax_error(e: SqlglotParseError, p: _Parser, tokens: List[Token], semicol
     return ParseError(f"syntax error: {msg}", sql=sql, offset=offset)
 
 
+def plain_message(e: Exception) -> str:
+    """A sqlglot error's first line, without its ANSI highlighting and its own (internal) line and column."""
+    text = re.sub(r"\x1b\[[0-9;]*m", "", str(e)).split("\n")[0]
+    return re.sub(r"\.?\s*Line \d+, Col: \d+\.?$", "", text).strip()
+
+
 def _token_error(e: TokenError, tokenizer, sql: str) -> ParseError:
     start = getattr(getattr(tokenizer, "_core", tokenizer), "_start", None)
     cause = str(e.__cause__ or "")
@@ -295,7 +303,11 @@ def compile_program(sql: str, disabled_rules: Optional[frozenset] = None) -> Pro
                                  ("a query (SELECT ...) after AS" if st.tokens[-1].token_type == TokenType.ALIAS
                                   else f"AS and a query after CREATE VIEW {name_of(stmt.this)}"),
                                  sql=sql, offset=st.end)
-            v = view_def(stmt, sql, prog, st.tokens)
+            try:
+                v = view_def(stmt, sql, prog, st.tokens)
+            except (SqlglotParseError, TokenError) as e:   # raised while re-reading a bound expression
+                raise ParseError(f"cannot compile view {name_of(stmt.this)}: {plain_message(e)}", sql=sql,
+                                 offset=st.start) from None
             if v.name in prog.tables or v.name in prog.views:
                 raise BindError(f"'{v.name}' is defined twice", sql=sql, offset=position_of(stmt.this))
             prog.views[v.name] = v
@@ -363,6 +375,51 @@ def check_create_options(stmt: exp.Create, sql: str, tokens: Sequence[Token]) ->
                                offset=at if at is not None else tokens[0].start)
 
 
+# What to write instead of a rejected table constraint.
+CONSTRAINT_ADVICE = {
+    "UNIQUE": ": the engine does not enforce uniqueness; declare the column(s) PRIMARY KEY (an insert of an "
+              "existing key then replaces its row), or drop UNIQUE",
+    "FOREIGN": ": the engine does not check references; drop the FOREIGN KEY clause (a join finds the matching "
+               "rows)",
+    "REFERENCES": ": the engine does not check references; drop the REFERENCES clause (a join finds the matching "
+                  "rows)",
+    "CHECK": ": the engine does not check conditions on input; drop the CHECK, and filter in a view instead",
+    "DEFAULT": ": every input row gives every column (NULL if absent); drop the DEFAULT",
+}
+
+
+def _token_after(tokens: Sequence[Token], word: str, after: int) -> Optional[int]:
+    """The offset of the first token ``word`` at or after offset ``after``."""
+    return next((t.start for t in tokens if t.start >= after and t.text.upper().split()[:1] == [word]
+                 and t.token_type != TokenType.STRING), None)
+
+
+_TYPE_ENDS = {"NOT", "NULL", "PRIMARY", "UNIQUE", "CHECK", "DEFAULT", "REFERENCES", "COLLATE", "LATENESS",
+              "GENERATED", "AS", "CONSTRAINT"}
+
+
+def _type_text(c: exp.ColumnDef, sql: str, tokens: Sequence[Token]) -> Tuple[str, Optional[int]]:
+    """A column definition's type as written, and its offset (sqlglot keeps neither): the tokens after the
+    column's name, up to a constraint, or the ',' or ')' that ends the definition."""
+    meta = getattr(c.this, "_meta", None)
+    kind = c.args.get("kind")
+    fallback = kind.sql(dialect=DIALECT) if kind is not None else "(missing)"
+    if not (meta and "end" in meta):
+        return fallback, position_of(c)
+    depth, first, last = 0, None, None
+    for t in tokens:
+        if t.start <= meta["end"]:
+            continue
+        if depth == 0 and (t.token_type in (TokenType.COMMA, TokenType.R_PAREN) or
+                           t.text.upper().split()[0] in _TYPE_ENDS):
+            break
+        depth += {TokenType.L_PAREN: 1, TokenType.R_PAREN: -1}.get(t.token_type, 0)
+        first, last = first or t, t
+    if first is None:
+        return fallback, re.compile(r"\s*").match(sql, meta["end"] + 1).end()
+    return sql[first.start:last.end + 1], first.start
+
+
 def table_def(stmt: exp.Create, sql: str, tokens: Sequence[Token] = (),
               event_time: Sequence[EventTimeClause] = ()) -> TableDef:
     schema = stmt.this
@@ -373,17 +430,21 @@ def table_def(stmt: exp.Create, sql: str, tokens: Sequence[Token] = (),
         check_create_options(stmt, sql, tokens)
     name = name_of(schema.this)
     fields, pk = [], []
+    after = position_of(schema.this) or 0   # elements are searched for in the text from here on
     for c in schema.expressions:
         if isinstance(c, exp.PrimaryKey):
             pk += [name_of(i) if isinstance(i, exp.Identifier) else name_of(i.this) for i in c.expressions]
             continue
         if not isinstance(c, exp.ColumnDef):
-            raise UnsupportedError(f"table element {c.key.upper()}", sql=sql, offset=position_of(c))
+            word = c.sql(dialect=DIALECT).split()[0].upper()
+            raise UnsupportedError(f"{'FOREIGN KEY' if word == 'FOREIGN' else word} constraints are not supported{CONSTRAINT_ADVICE.get(word, '')}", sql=sql,
+                                   offset=_token_after(tokens, word, after) or position_of(c))
+        after = position_of(c.this) or after
         t = from_datatype(c.args["kind"]) if c.args.get("kind") else None
         if t is None:
-            raise UnsupportedError(f"column type {c.args['kind'].sql() if c.args.get('kind') else '(missing)'} "
-                                   f"is not supported; use one of {', '.join(SUPPORTED_COLUMN_TYPES)}",
-                                   sql=sql, offset=position_of(c.args.get("kind") or c))
+            text, at = _type_text(c, sql, tokens)
+            raise UnsupportedError(f"column type {text} is not supported; use one of "
+                                   f"{', '.join(SUPPORTED_COLUMN_TYPES)}", sql=sql, offset=at)
         for cons in c.args.get("constraints") or []:
             kind = cons.args.get("kind")
             if isinstance(kind, exp.NotNullColumnConstraint) and not kind.args.get("allow_null"):
@@ -393,7 +454,10 @@ def table_def(stmt: exp.Create, sql: str, tokens: Sequence[Token] = (),
             elif isinstance(kind, exp.NotNullColumnConstraint):
                 pass
             else:
-                raise UnsupportedError(f"column constraint {cons.sql()}", sql=sql, offset=position_of(cons))
+                word = cons.sql(dialect=DIALECT).split()[0].upper()
+                raise UnsupportedError(f"{word} constraints are not supported (a column may be NOT NULL or PRIMARY "
+                                       f"KEY){CONSTRAINT_ADVICE.get(word, ': drop it')}", sql=sql,
+                                       offset=_token_after(tokens, word, after) or position_of(cons) or after)
         fname = c.this.this if c.this.quoted else c.this.this
         if any(f.name.lower() == fname.lower() for f in fields):
             raise BindError(f"column '{fname}' is defined twice in table {name}", sql=sql, offset=position_of(c))
@@ -561,12 +625,15 @@ def view_def(stmt: exp.Create, sql: str, prog: Program, tokens: Sequence[Token] 
     if bad is not None:
         raise UnsupportedError(f"non-deterministic function {bad[0]} is not supported in a view: its value would "
                                "differ between a row's insert and its delete", sql=sql, offset=bad[1])
-    # ORDER BY without LIMIT does not change a view's contents (a bag); drop it.
-    if isinstance(q, (exp.Select, exp.Union)) and q.args.get("order") is not None and q.args.get("limit") is None:
+    check_parsed(q, sql)
+    # ORDER BY without LIMIT or OFFSET does not change a view's contents (a bag); drop it.
+    if isinstance(q, (exp.Select, exp.Union)) and q.args.get("order") is not None and q.args.get("limit") is None \
+            and q.args.get("offset") is None:
         q = q.copy()
         q.set("order", None)
     binder = Binder(sql, prog.tables, prog.views)
     bound, names = binder.bind_query(q, {})
+    check_column_types(name, bound, tuple(names), binder.origins, sql, position_of, position_of(q))
     plan = optimize(bound, prog.rules_context(options=options))
     options = emit_final_option(name, plan, options, props.expressions if props else (), prog, sql)
     check_closed_windows(name, plan, options, materialized, props.expressions if props else (), prog, sql)

@@ -7,6 +7,8 @@ rewriting into an equivalent DuckDB expression that Spark evaluates the same way
 
 * ``date - date`` is a number of days (Spark: an interval) -> ``date_diff('day', b, a)``;
 * ``date +/- interval`` is a TIMESTAMP (Spark: a DATE) -> the date is cast to TIMESTAMP first;
+* ``a / b`` with a DECIMAL operand is a DOUBLE, divided in DOUBLE (Spark: a DECIMAL of at most 6 digits after
+  the point, 0.444444 for ``1 / 2.25``) -> both operands cast to DOUBLE, which is what DuckDB does;
 * ``CAST(x AS <integer>)`` rounds (Spark truncates): a DECIMAL half away from zero
   -> ``CAST(ROUND(x) AS <integer>)``, a DOUBLE or REAL half to even -> ``CAST(ROUND_EVEN(x, 0) AS ...)``.
 
@@ -20,8 +22,9 @@ from typing import Sequence, Tuple
 from sqlglot import exp
 from sqlglot.optimizer.annotate_types import annotate_types
 
+from .function_types import value_type
 from .logical import col
-from .types import UNKNOWN, SqlType, from_annotation
+from .types import UNKNOWN, SqlType
 
 DIALECT = "duckdb"
 T = exp.DataType.Type
@@ -58,6 +61,9 @@ def _rewrite(n: exp.Expression):
             return type(n)(this=exp.cast(a.copy(), "TIMESTAMP"), expression=b.copy())
         if isinstance(n, exp.Add) and isinstance(a, exp.Interval) and _is(b, {T.DATE}):
             return exp.Add(this=a.copy(), expression=exp.cast(b.copy(), "TIMESTAMP"))
+    if isinstance(n, exp.Div) and not isinstance(n, exp.IntDiv) and any(
+            _is(x, {T.DECIMAL}) or _decimal_literal(x) for x in (n.this, n.expression)):
+        return exp.Div(this=exp.cast(n.this.copy(), "DOUBLE"), expression=exp.cast(n.expression.copy(), "DOUBLE"))
     if isinstance(n, exp.Cast) and n.to.this in INTEGRAL and (_is(n.this, {T.DECIMAL}) or _decimal_literal(n.this)):
         return exp.Cast(this=exp.Round(this=n.this.copy()), to=n.to.copy())
     if isinstance(n, exp.Cast) and n.to.this in INTEGRAL and _is(n.this, {T.DOUBLE, T.FLOAT}):
@@ -74,7 +80,8 @@ def _unqualify(e: exp.Expression) -> exp.Expression:
 
 def typed(e: exp.Expression, types: Sequence[SqlType]) -> Tuple[exp.Expression, SqlType]:
     """``e`` (over columns ``c<i>`` of the given types) with the rewrites above applied, and its type
-    (best effort: UNKNOWN where sqlglot cannot type it; types are advisory)."""
+    (:func:`planner.function_types.value_type`: UNKNOWN where it cannot be told; planner.column_check rejects
+    the columns whose type is UNKNOWN or one the executors cannot store)."""
     try:
         annotated = _annotate(e, types)
     except Exception:  # sqlglot cannot type every expression
@@ -86,4 +93,4 @@ def typed(e: exp.Expression, types: Sequence[SqlType]) -> Tuple[exp.Expression, 
         except Exception:
             return _unqualify(rewritten), UNKNOWN
         rewritten = annotated
-    return _unqualify(rewritten.copy()), from_annotation(rewritten.type)
+    return _unqualify(rewritten.copy()), value_type(rewritten, types)

@@ -331,6 +331,19 @@ def check_types(e: exp.Expression, types: Sequence[SqlType], sql: Optional[str] 
         return
 
 
+def value_class(e: exp.Expression, types: Sequence[SqlType]) -> Optional[str]:
+    """The type class (``NUM``, ``INTERVAL``, ``TIME``, ...) of ``e`` by the rules above, None if unknown.
+
+    >>> from sqlglot import parse_one
+    >>> value_class(parse_one("c0 - c0"), [SqlType("TIMESTAMP")]), value_class(parse_one("c0 - 1"), [SqlType("DATE")])
+    ('interval', 'date')
+    """
+    try:
+        return _Checker(types, None).infer(e)[0]
+    except Exception:   # a type error (reported by check_types) or a gap in the checker: no class
+        return None
+
+
 # ------------------------------------------------------------------ non-deterministic functions
 NONDETERMINISTIC_CLASSES = (exp.Rand, exp.Randn, exp.Randstr, exp.Uuid, exp.CurrentTimestamp, exp.CurrentDate,
                             exp.CurrentTime, exp.CurrentDatetime, exp.CurrentTimestampLTZ, exp.Localtimestamp,

@@ -26,16 +26,50 @@ def data_columns(names: Sequence[str]) -> List[str]:
     return [n for n in names if n != W]
 
 
+def canonical_float(a):
+    """A float array with -0.0 as 0.0 and every NaN as the one NaN: SQL's equality (0.0 = -0.0, NaN = NaN in
+    GROUP BY, DISTINCT and joins), where Arrow's hashing compares bits."""
+    if not pa.types.is_floating(a.type) or not len(a):
+        return a
+    a = pa.compute.add(a, pa.scalar(0.0, a.type))   # IEEE: -0.0 + 0.0 is 0.0
+    return pa.compute.if_else(pa.compute.is_nan(a), pa.scalar(float("nan"), a.type), a)
+
+
+def canonical_floats(t: pa.Table, columns: Sequence[str]) -> pa.Table:
+    """``t`` with its float ``columns`` canonical (:func:`canonical_float`), to hash or group by them.
+
+    >>> t = pa.table({"c0": [-0.0, 0.0, 1.5], W: [1, 1, 1]})
+    >>> consolidate_arrow(t).to_pylist()     # one row: a value of the group's own, -0.0 here
+    [{'c0': -0.0, '__w': 2}, {'c0': 1.5, '__w': 1}]
+    """
+    for c in columns:
+        i = t.schema.get_field_index(c)
+        if pa.types.is_floating(t.schema.field(i).type):
+            t = t.set_column(i, c, canonical_float(t.column(i)))
+    return t
+
+
 def consolidate_arrow(t: pa.Table) -> pa.Table:
-    """Sum weights of equal rows and drop rows whose weight is zero."""
+    """Sum weights of equal rows (floats equal as in SQL, see :func:`canonical_float`) and drop rows whose
+    weight is zero."""
     cols = data_columns(t.column_names)
     if t.num_rows == 0:
         return t
     if not cols:
         total = pa.compute.sum(t.column(W)).as_py() or 0
         return t.slice(0, 0) if total == 0 else pa.table({W: pa.array([total], WEIGHT_TYPE)})
-    g = t.group_by(cols, use_threads=False).aggregate([(W, "sum")])
-    g = g.rename_columns(cols + [W])
+    floats = [c for c in cols if pa.types.is_floating(t.schema.field(c).type)]
+    if floats:   # grouped by their canonical form, each keeps a value of its own (-0.0 stays -0.0)
+        keyed = t
+        for c in floats:
+            keyed = keyed.append_column(f"__canon_{c}", canonical_float(t.column(c)))
+        by = [f"__canon_{c}" if c in floats else c for c in cols]
+        g = keyed.group_by(by, use_threads=False).aggregate([(W, "sum")] + [(c, "first") for c in floats])
+        g = g.rename_columns([c[:-len("_first")] if c.endswith("_first") else c for c in g.column_names])
+        g = g.select(cols + [f"{W}_sum"]).rename_columns(cols + [W])
+    else:
+        g = t.group_by(cols, use_threads=False).aggregate([(W, "sum")])
+        g = g.rename_columns(cols + [W])
     g = g.filter(pa.compute.not_equal(g.column(W), 0))
     return g.select(t.column_names).cast(t.schema)
 

@@ -102,7 +102,7 @@ def test_bad_input_names_table_column_row_and_changes_nothing(p):
         (lambda: p.input_pandas("bid", bids([(1, 1, 1.0, None), (None, 1, 1.0, None)])),
          "table bid, column auction, row 1: NULL in a NOT NULL column"),
         (lambda: p.input_pandas("bid", pd.DataFrame({"bidder": [1]})), "missing value for NOT NULL column 'auction'"),
-        (lambda: p.input_pandas("bid", bids([(1, 1, "12.345", None)])), "column price, row 0"),
+        (lambda: p.input_pandas("bid", bids([(1, 1, "123456789.5", None)])), "column price, row 0"),
         (lambda: p.input_json("auction", '{"id": 1, "seller": '), "malformed JSON"),
         (lambda: p.input_json("auction", [{"id": 5}, {"id": "five"}]), "table auction, column id, row 1"),
         (lambda: p.input_json("auction", [{"upsert": {"id": 1}}], update_format="insert_delete"), "row 0"),

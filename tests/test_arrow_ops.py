@@ -15,7 +15,8 @@ from sqlengine.executor import arrow_ops, delta_rules as rules
 from sqlengine.executor.local_lower import LocalLowerer
 from sqlengine.zset import W, consolidate_arrow
 
-SQL = ("CREATE TABLE t (k INT, v INT, x DOUBLE); CREATE VIEW a AS "
+# (AVG over DOUBLE recomputes its groups: a running float sum depends on the order of steps)
+SQL = ("CREATE TABLE t (k INT, v INT, x BIGINT); CREATE VIEW a AS "
        "SELECT k, COUNT(*) AS n, SUM(v) AS s, AVG(x) AS m, COUNT(v) AS c FROM t GROUP BY k")
 
 
@@ -38,12 +39,12 @@ def test_aggregate_output_is_the_rules_consolidated_change(seed):
             if live and rng.random() < 0.4:
                 change.append((live.pop(rng.randrange(len(live))), -1))
             else:
-                r = (rng.choice([None, 1, 2, 3, 4]), rng.choice([None, 5, 7]), rng.choice([None, 0.5, 2.0]))
+                r = (rng.choice([None, 1, 2, 3, 4]), rng.choice([None, 5, 7]), rng.choice([None, 1, 4, -2]))
                 live.append(r)
                 change.append((r, 1))
         d = pa.table({"c0": pa.array([r[0] for r, _ in change], pa.int32()),
                       "c1": pa.array([r[1] for r, _ in change], pa.int32()),
-                      "c2": pa.array([r[2] for r, _ in change], pa.float64()),
+                      "c2": pa.array([r[2] for r, _ in change], pa.int64()),
                       W: pa.array([w for _, w in change], pa.int64())})
         partial = arrow_ops.aggregate_partial(op.node, d)
         assert partial is not None

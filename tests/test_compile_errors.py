@@ -198,3 +198,118 @@ def test_unknown_function_without_a_close_name_points_to_the_reference():
     err = compile_error(T + "CREATE VIEW w AS SELECT k, frobnicate(v) AS z FROM t", UnsupportedError,
                         "function frobnicate is not supported", 3, "frobnicate")
     assert "did you mean" not in err.message and "section 'SQL reference'" in err.message
+
+
+# ------------------------------------------------------------------ 6. DuckDB syntax: rejected, or bound with names checked
+@pytest.mark.parametrize("view, fragment, at", [
+    ("SELECT k FROM t ORDER BY k LIMIT 50%", "LIMIT with a percentage is not supported (write ORDER BY ... LIMIT n",
+     "LIMIT"),
+    ("SELECT k FROM t LIMIT 10 PERCENT", "LIMIT with a percentage", "LIMIT"),
+    ("SELECT k FROM t ORDER BY k LIMIT 2 WITH TIES", "keep RANK() OVER (ORDER BY ...) <= n in a subquery",
+     "WITH TIES"),
+    ("SELECT k FROM t TABLESAMPLE 10%", "TABLESAMPLE / USING SAMPLE is not supported (sampling picks rows at "
+     "random", "TABLESAMPLE"),
+    ("SELECT k FROM t USING SAMPLE 10 ROWS", "e.g. WHERE id % 10 = 0", "USING"),
+    ("SELECT k FROM t\n  USING SAMPLE 5%", "TABLESAMPLE / USING SAMPLE", None),
+])
+def test_nondeterministic_row_choice_is_rejected(view, fragment, at):
+    sql = T + "CREATE VIEW w AS " + view
+    if at is None:   # on the view's second line
+        compile_error(sql, UnsupportedError, fragment, 4, "USING")
+    else:
+        compile_error(sql, UnsupportedError, fragment, 3, at)
+
+
+@pytest.mark.parametrize("view, error, fragment, at", [
+    ("SELECT * EXCLUDE (nope) FROM t", BindError, "column nope in the EXCLUDE list is not a column of *. "
+     "Columns: k, v, b, d, ts, price, x", "nope"),
+    ("SELECT * REPLACE (k + 1 AS kk) FROM t", BindError, "column kk in the REPLACE list", "k + 1"),
+    ("SELECT * RENAME (k AS a, k AS b) FROM t", BindError, "in more than one of REPLACE and RENAME", "k AS b"),
+    ("SELECT COLUMNS('^z') FROM t", BindError, "COLUMNS('^z') matches no column. Columns: k, v", "'^z'"),
+    ("SELECT COLUMNS('(') FROM t", BindError, "invalid regular expression in COLUMNS", "'('"),
+    ("SELECT COLUMNS('k') + COLUMNS('v') FROM t", BindError, "different COLUMNS(...) in one expression",
+     "COLUMNS('v')"),
+    ("SELECT k FROM t WHERE COLUMNS('k') > 1", UnsupportedError, "COLUMNS(...) outside the SELECT list", "COLUMNS"),
+    ("SELECT * LIKE 'k%' FROM t", UnsupportedError, "to pick columns by name, write COLUMNS('regex')", "*"),
+    ("SELECT 1 AS one FROM t GROUP BY ALL", UnsupportedError, "GROUP BY ALL without a column or an aggregate",
+     "GROUP BY ALL"),
+    ("SELECT k, RANK() OVER (ORDER BY k) FROM t GROUP BY ALL", UnsupportedError, "window function in a grouped "
+     "query", "RANK"),
+])
+def test_duckdb_select_list_syntax_errors_are_located(view, error, fragment, at):
+    compile_error(T + "CREATE VIEW w AS " + view, error, fragment, 3, at)
+
+
+def test_duckdb_select_list_syntax_is_bound():
+    prog = compile_program(T + "CREATE VIEW w1 AS SELECT * EXCLUDE (v, b) REPLACE (k * 2 AS k) RENAME (x AS y) "
+                               "FROM t;\n"
+                               "CREATE VIEW w2 AS SELECT k, MAX(COLUMNS('^(d|ts)$')) FROM t GROUP BY ALL;\n"
+                               "CREATE VIEW w3 AS SELECT k FROM t UNION ALL BY NAME SELECT date_time, k FROM u;\n"
+                               "CREATE VIEW w4 AS SELECT k, v FROM t ORDER BY ALL DESC LIMIT 2")
+    names = {v: [f.name for f in prog.views[v].plan.fields] for v in ("w1", "w2", "w3", "w4")}
+    assert names == {"w1": ["k", "d", "ts", "price", "y"], "w2": ["k", "d", "ts"], "w3": ["k", "date_time"],
+                     "w4": ["k", "v"]}
+
+
+# ------------------------------------------------------------------ 6. messages that pointed the wrong way
+@pytest.mark.parametrize("view, fragment, at", [
+    ("SELECT TIMESTAMPDIFF(DAY, d, ts) AS z FROM t", "TIMESTAMPDIFF is not a DuckDB function: write "
+     "date_diff('day', a, b)", "TIMESTAMPDIFF"),
+    ("SELECT COUNT(*) AS n FROM t GROUP BY TUMBLE(ts, INTERVAL '1' HOUR)", "TUMBLE is a table function: write it "
+     "in FROM, e.g. SELECT window_start, COUNT(*) FROM TUMBLE(bid, date_time, INTERVAL '10' SECOND)", "TUMBLE"),
+    ("SELECT k FROM t FETCH FIRST 3 ROWS ONLY", "FETCH FIRST without ORDER BY", "FETCH"),
+    ("SELECT k, STRING_AGG(v, ',') AS z FROM t GROUP BY k", "aggregate function STRING_AGG is not supported",
+     "STRING_AGG"),
+    ("SELECT k, bool_and(b) AS z FROM t GROUP BY k", "aggregate function bool_and is not supported", "bool_and"),
+    ("SELECT k, SUM(x ORDER BY k) AS z FROM t GROUP BY k", "ORDER BY inside an aggregate call", "x ORDER"),
+])
+def test_misleading_messages_now_say_what_to_write(view, fragment, at):
+    compile_error(T + "CREATE VIEW w AS " + view, UnsupportedError, fragment, 3, at)
+
+
+def test_fetch_first_is_limit():
+    a = compile_program(T + "CREATE VIEW w AS SELECT k FROM t ORDER BY k DESC FETCH FIRST 3 ROWS ONLY")
+    b = compile_program(T + "CREATE VIEW w AS SELECT k FROM t ORDER BY k DESC LIMIT 3")
+    assert a.views["w"].plan == b.views["w"].plan
+
+
+def test_unknown_function_suggests_only_close_names():
+    err = compile_error(T + "CREATE VIEW w AS SELECT json_valid(v) AS z FROM t", UnsupportedError,
+                        "function json_valid is not supported.", 3, "json_valid")
+    assert "did you mean" not in err.message
+
+
+@pytest.mark.parametrize("table, fragment, at", [
+    ("CREATE TABLE a (k INT UNIQUE)", "UNIQUE constraints are not supported (a column may be NOT NULL or PRIMARY "
+     "KEY): the engine does not enforce uniqueness; declare the column(s) PRIMARY KEY", "UNIQUE"),
+    ("CREATE TABLE a (k INT, UNIQUE (k))", "UNIQUE constraints are not supported", "UNIQUE"),
+    ("CREATE TABLE a (k INT, FOREIGN KEY (k) REFERENCES u (k))", "FOREIGN KEY constraints are not supported: the "
+     "engine does not check references; drop the FOREIGN KEY clause", "FOREIGN"),
+    ("CREATE TABLE a (k INT REFERENCES u (k))", "REFERENCES constraints are not supported", "REFERENCES"),
+    ("CREATE TABLE a (k INT CHECK (k > 0))", "CHECK constraints are not supported", "CHECK"),
+])
+def test_table_constraints_say_what_is_unsupported_and_what_to_do(table, fragment, at):
+    compile_error(T + table, UnsupportedError, fragment, 3, at)
+
+
+@pytest.mark.parametrize("type_", [
+    "TIME", "INTERVAL", "BLOB", "BYTEA", "UUID", "JSON", "INT[]", "INT[][]", "DOUBLE[3]", "VARCHAR(10)[]",
+    "STRUCT(a INT)", "MAP(INT, INT)", "UNION(a INT)", "HUGEINT", "UBIGINT", "UINTEGER", "USMALLINT", "UTINYINT",
+    "TIMESTAMPTZ", "TIMESTAMP WITH TIME ZONE", "TIMESTAMP_NS", "TIMESTAMP_MS", "TIMESTAMP_S", "TIMETZ",
+    "TIME WITH TIME ZONE", "BIT", "VARINT", "DECIMAL(40, 2)", "NUMERIC(50)", "ENUM('a', 'b')",
+])
+def test_every_rejected_column_type_is_located(type_):
+    sql = T + f"CREATE TABLE a (k INT,\n  c {type_} NOT NULL);"
+    compile_error(sql, UnsupportedError, f"column type {type_} is not supported; use one of BOOLEAN", 4, type_)
+
+
+def test_a_sqlglot_error_after_parsing_has_a_position_and_no_ansi_codes(monkeypatch):
+    import planner.program as program
+    from sqlglot.errors import ParseError as SqlglotParseError
+
+    def failing(*args, **kwargs):
+        raise SqlglotParseError("Invalid expression / Unexpected token. Line 1, Col: 11.\n  c6 \x1b[4mORDER BY\x1b[0m c7")
+    monkeypatch.setattr(program, "view_def", failing)
+    err = compile_error(T + "CREATE VIEW w AS SELECT k FROM t", ParseError,
+                        "cannot compile view w: Invalid expression / Unexpected token", 3, 1)
+    assert "\x1b" not in str(err) and "Col:" not in str(err)

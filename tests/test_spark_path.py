@@ -26,10 +26,14 @@ from .test_differential_dates import test_dates  # noqa: F401
 from .test_event_time import test_watermarks_late_rows_and_emit_final, test_window_join_drops_closed_state_on_both_sides  # noqa: F401,E501
 from .test_primary_key import test_primary_key_differential  # noqa: F401
 from .test_window_ties import test_lag_and_row_number_over_ties  # noqa: F401
+from .test_exact_retractions import test_float_aggregates_retract_what_they_emitted  # noqa: F401
+# every input path's values (big integers, NaN, infinities, rounded decimals) kept exactly through Spark state
+from .test_input_strictness import test_every_path_rejects_and_keeps_values_as_duckdb_does  # noqa: F401
 
 
 # tests whose steps have at most 4 input rows: every step of theirs runs on Spark
-EVERY_STEP_ON_SPARK = {"test_primary_key_differential", "test_lag_and_row_number_over_ties"}
+EVERY_STEP_ON_SPARK = {"test_primary_key_differential", "test_lag_and_row_number_over_ties",
+                       "test_every_path_rejects_and_keeps_values_as_duckdb_does"}
 
 
 @pytest.fixture

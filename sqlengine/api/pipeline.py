@@ -20,7 +20,7 @@ from planner.clock import CLOCK
 from planner.bind import DIALECT, name_of, position_of
 from planner.errors import BindError, EngineError, InputError, PipelineError, UnsupportedError
 
-from sqlengine.ingest import inputs
+from sqlengine.ingest import inputs, statement_rows
 from sqlengine.state.faults import crash_point, set_base
 from sqlengine.ingest.batches import Ingest
 from sqlengine.state.inputlog import InputLog
@@ -563,22 +563,11 @@ class Pipeline:
         t = self._table(name_of(target))
         src = stmt.expression
         if isinstance(src, exp.Values):
-            import duckdb
-            con = duckdb.connect(":memory:")
-            con.execute("SET enable_external_access = false")
-            try:
-                result = con.sql(exp.select("*").from_(src.copy()).sql(dialect="duckdb")).to_arrow_table()
-            except duckdb.Error as e:
-                raise InputError(f"table {t.name}: bad VALUES: {str(e).splitlines()[0]}") from None
+            rows = statement_rows.values_rows(t, src, cols)
         else:
             self.wait_for_idle()
-            result = self._run_query(src.sql(dialect=DIALECT))
-        names = cols or [f.name for f in t.fields]
-        if result.num_columns != len(names):
-            raise InputError(f"table {t.name}: INSERT supplies {result.num_columns} values per row for "
-                             f"{len(names)} columns ({', '.join(names)})")
-        df = result.rename_columns(names).to_pandas(types_mapper=None)
-        return self._ingest.push(t, lambda errs, n: inputs.pandas_chunks(t, df, False, errs, n))
+            rows = statement_rows.cast_rows(t, self._run_query(src.sql(dialect=DIALECT)), cols)
+        return self._ingest.push(t, lambda errs, n: inputs.arrow_chunks(t, rows, False, errs, n))
 
     def _execute_delete(self, stmt: exp.Delete, sql: str) -> int:
         t = self._table(name_of(stmt.this))
@@ -587,9 +576,8 @@ class Pipeline:
         where = stmt.args.get("where")
         if where is not None:
             q = q.where(where.this.copy())
-        result = self._run_query(q.sql(dialect=DIALECT))
-        df = result.rename_columns([f.name for f in t.fields]).to_pandas()
-        return self._ingest.push(t, lambda errs, n: inputs.pandas_chunks(t, df, True, errs, n))
+        rows = self._run_query(q.sql(dialect=DIALECT)).rename_columns([f.name for f in t.fields])
+        return self._ingest.push(t, lambda errs, n: inputs.arrow_chunks(t, rows, True, errs, n))
 
     # ------------------------------------------------------------------ output
     def _view(self, view: str) -> str:

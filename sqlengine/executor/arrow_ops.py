@@ -19,7 +19,7 @@ import pyarrow.compute as pc
 
 from planner.logical import Aggregate, Join, Project, col
 
-from sqlengine.zset import W, consolidate_arrow
+from sqlengine.zset import W, canonical_float, canonical_floats, consolidate_arrow
 
 
 def _column_index(sql: str) -> Optional[int]:
@@ -42,8 +42,8 @@ def _common_key(a: pa.ChunkedArray, b: pa.ChunkedArray):
         return a, b
     if pa.types.is_integer(a.type) and pa.types.is_integer(b.type):
         return a.cast(pa.int64()), b.cast(pa.int64())
-    if _numeric(a.type) and _numeric(b.type):
-        return a.cast(pa.float64()), b.cast(pa.float64())
+    if _numeric(a.type) and _numeric(b.type):   # as DuckDB compares them: in DOUBLE, rounded (2^53 + 1 = 2^53)
+        return a.cast(pa.float64(), safe=False), b.cast(pa.float64(), safe=False)
     return None
 
 
@@ -96,6 +96,7 @@ def equi_join(node: Join, left: pa.Table, right: pa.Table) -> Optional[pa.Table]
         pair = _common_key(lt.column(col(a)), rt.column(col(b)))
         if pair is None:
             return None
+        pair = tuple(canonical_float(x) for x in pair)   # 0.0 = -0.0 and NaN = NaN, as in SQL
         lt = lt.append_column(f"__k{n}", pair[0])
         rt = rt.append_column(f"__k{n}", pair[1])
         keys.append(f"__k{n}")
@@ -130,7 +131,7 @@ def aggregate_partial(node: Aggregate, d: pa.Table) -> Optional[pa.Table]:
     if not k or args is None:
         return None
     keys = [col(i) for i in range(k)]
-    cols = {c: d.column(c) for c in keys}
+    cols = {c: canonical_float(d.column(c)) for c in keys}
     w = d.column(W)
     cols["__cnt"] = w
     zero = pa.scalar(0, pa.int64())
@@ -190,10 +191,11 @@ def aggregate_output(node: Aggregate, partial: pa.Table, state: pa.Table, accs: 
         t = pa.table(out + [pa.array(np.full(len(out[0]), weight, np.int64))], names=names + [W])
         return t.filter(keep)
 
+    partial = canonical_floats(partial, keys)
     if initial:
         g = partial.group_by(keys, use_threads=False).aggregate([(c, "sum") for c in accs])
         return Consolidated([weighted(*finals(g, ""), 1)])
-    old = state.select(partial.column_names).cast(partial.schema)
+    old = canonical_floats(state.select(partial.column_names).cast(partial.schema), keys)
     both = pa.concat_tables([old, partial])
     from_old = pa.array(np.arange(both.num_rows) < old.num_rows)
     cols = {c: both.column(c) for c in keys + accs}
@@ -233,7 +235,7 @@ def aggregate_recompute(node: Aggregate, d: pa.Table, state: Optional[pa.Table])
         z = consolidate_arrow(z) if z.num_rows else z
         z = z.filter(pc.greater(z.column(W), 0))
         w = z.column(W)
-        cols = {c: z.column(c) for c in keys}
+        cols = {c: canonical_float(z.column(c)) for c in keys}
         specs = []
         for i, (a, x) in enumerate(zip(node.aggs, args)):
             if a.func in ("MIN", "MAX"):

@@ -275,8 +275,10 @@ def distinct_sql(node) -> str:
             f"SELECT {listed(cs)}, {w} AS {W} FROM g WHERE {w} != 0")
 
 
-def window_sql(node: Window) -> str:
-    """Recompute the window calls over the touched partitions: calls(old + d) - calls(old)."""
+def window_sql(node: Window, emitted: bool = False) -> str:
+    """Recompute the window calls over the touched partitions: calls(old + d) - calls(old); with ``emitted``,
+    calls(old + d) minus the touched partitions' rows in ``O``, what the op emitted before
+    (``planner.circuit.keeps_output``)."""
     n = len(node.input.fields)
     cs = cols(n)
     if node.partition:
@@ -290,8 +292,17 @@ def window_sql(node: Window) -> str:
     def compute(name, sign):
         return f"SELECT {listed(cs + calls)}, {sign}::BIGINT AS {W} FROM ({expanded(name, cs)}) x"
 
+    if emitted:   # the touched partitions' rows as emitted before, read from the op's own output ``O``
+        outs = cols(n + len(node.calls))
+        if node.partition:
+            stored = semi(f"(SELECT *, {listed(pk)} FROM O)", keys, f"(SELECT {listed(pk)} FROM D)", outs + [W])
+        else:
+            stored = f"SELECT {listed(outs + [W])} FROM O"
+        retract = f"SELECT {listed(outs)}, -{W} AS {W} FROM ({stored}) e"
+    else:
+        retract = compute("s_old", -1)
     return (f"WITH s_old AS ({old}), s_new AS (SELECT {listed(cs + [W])} FROM s_old UNION ALL "
-            f"SELECT {listed(cs + [W])} FROM D) {compute('s_new', 1)} UNION ALL {compute('s_old', -1)}")
+            f"SELECT {listed(cs + [W])} FROM D) {compute('s_new', 1)} UNION ALL {retract}")
 
 
 def _agg_call(a, k: int, i: int) -> str:
@@ -302,9 +313,11 @@ def _agg_call(a, k: int, i: int) -> str:
     return f"{a.func}({'DISTINCT ' if a.distinct else ''}{a.args[0].sql}) AS {col(k + i)}"
 
 
-def aggregate_sql(node: Aggregate, initial: bool = False) -> str:
+def aggregate_sql(node: Aggregate, initial: bool = False, emitted: bool = False) -> str:
     """Recompute the touched groups from the integrated input: -agg(old) + agg(old + d); ``initial`` (the
-    pipeline's first step, where a global aggregate emits its row for the empty input): agg(d)."""
+    pipeline's first step, where a global aggregate emits its row for the empty input): agg(d).  With
+    ``emitted``, the old rows are not recomputed: they are the touched groups' rows in ``O``, what the op
+    emitted before (``planner.circuit.keeps_output``)."""
     k = len(node.keys)
     keys = cols(k)
     aggs = [_agg_call(a, k, i) for i, a in enumerate(node.aggs)]
@@ -316,7 +329,12 @@ def aggregate_sql(node: Aggregate, initial: bool = False) -> str:
 
     if initial:
         return agg("D", 1)
-    return f"{old_and_new('S', 'D', keys, cols(n_in) + [W])} {agg('s_new', 1)} UNION ALL {agg('s_old', -1)}"
+    if emitted:   # the touched groups' rows as emitted before, read from the op's own output ``O``
+        outs = cols(k + len(node.aggs))
+        retract = f"SELECT {listed(outs)}, -{W} AS {W} FROM ({semi('O', keys, 'D', outs + [W])}) e"
+    else:
+        retract = agg("s_old", -1)
+    return f"{old_and_new('S', 'D', keys, cols(n_in) + [W])} {agg('s_new', 1)} UNION ALL {retract}"
 
 
 # accumulate mode: state rows are (keys, __cnt, per-aggregate sums), added up on read
@@ -381,7 +399,9 @@ def output_sql(node: Aggregate, accs: List[str], initial: bool = False) -> str:
             elif a.func == "SUM":
                 out.append(f"CASE WHEN {pre}__n{i} > 0 THEN {pre}__s{i} END")
             else:
-                out.append(f"CASE WHEN {pre}__n{i} > 0 THEN {pre}__s{i} / {pre}__n{i} END")
+                # in DOUBLE on both executors (Spark divides a DECIMAL sum in DECIMAL), so that the old value
+                # recomputed from the stored sums has the bits that were emitted
+                out.append(f"CASE WHEN {pre}__n{i} > 0 THEN CAST({pre}__s{i} AS DOUBLE) / CAST({pre}__n{i} AS DOUBLE) END")
         return out
 
     def total(name, weight):

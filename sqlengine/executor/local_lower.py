@@ -23,6 +23,7 @@ from typing import List, Optional, Sequence, Tuple
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 import sqlglot
 from sqlglot import exp
 
@@ -110,9 +111,35 @@ class LocalLowerer:
             return np.zeros(0, np.int64), np.zeros(0, np.int64)
         flags = " ".join(f"WHEN TRY(hash({duck(e)})) IS NULL THEN {i}" for i, e in enumerate(exprs))  # hash(NULL) is not NULL
         t = t.append_column("__rid", pa.array(np.arange(t.num_rows, dtype=np.int64)))
-        out = self.run(f"SELECT __rid, __bad FROM (SELECT __rid, CASE {flags} END AS __bad FROM T) "
-                       f"WHERE __bad IS NOT NULL ORDER BY __rid", T=t)
+        try:
+            out = self.run(f"SELECT __rid, __bad FROM (SELECT __rid, CASE {flags} END AS __bad FROM T) "
+                           f"WHERE __bad IS NOT NULL ORDER BY __rid", T=t)
+        except DATA_ERRORS:   # TRY does not reach every failure (a CAST under IN (list)): halve the rows instead
+            return self._bisect_bad_rows(t, exprs)
         return out.column(0).to_numpy(), out.column(1).to_numpy()
+
+    def _bisect_bad_rows(self, t: pa.Table, exprs: Sequence[str]) -> Tuple[np.ndarray, np.ndarray]:
+        """``bad_rows`` by evaluating each expression over halves of ``t`` (with its ``__rid``) until the rows that
+        fail are alone: about (failing rows) x log2(rows) small queries."""
+        rids, which = [], []
+        for i, e in enumerate(exprs):
+            pending = [t]
+            while pending:
+                part = pending.pop()
+                try:
+                    self.run(f"SELECT hash({duck(e)}) FROM T", T=part)
+                    continue
+                except DATA_ERRORS:
+                    pass
+                if part.num_rows == 1:
+                    rids.append(part.column("__rid")[0].as_py())
+                    which.append(i)
+                else:
+                    half = part.num_rows // 2
+                    pending += [part.slice(half), part.slice(0, half)]
+            t = t.filter(pc.invert(pc.is_in(t.column("__rid"), pa.array(rids, pa.int64())))) if rids else t
+        order = np.argsort(np.array(rids, np.int64), kind="stable")
+        return np.array(rids, np.int64)[order], np.array(which, np.int64)[order]
 
     def message(self, row: pa.Table, expr: str) -> str:
         try:
@@ -160,18 +187,18 @@ class LocalLowerer:
                 return [ProbeSpec((), []), ProbeSpec((), [])]
             both = [(0, lk), (1, rk)]
             return [ProbeSpec(lk, both), ProbeSpec(rk, both)]
-        if op.kind == "aggregate":
+        if op.kind == "aggregate":   # its input's integral; its own output's (keeps_output): keys first in both
             keys = tuple(cols(len(node.keys)))
-            return [ProbeSpec(keys, [(0, keys)])]
+            return [ProbeSpec(keys, [(0, keys)]) for _ in op.reads or (0,)]
         if op.kind == "distinct":
             keys = tuple(cols(len(node.fields)))
             return [ProbeSpec(keys, [(0, keys)])]
         if op.kind == "setop":
             keys = tuple(cols(len(node.fields)))
             return [ProbeSpec(keys, [(0, keys), (1, keys)]), ProbeSpec(keys, [(0, keys), (1, keys)])]
-        if op.kind == "window":
+        if op.kind == "window":   # its input's integral; its own output's (keeps_output): the input's columns first
             keys = tuple(duck(p.sql) for p in node.partition)
-            return [ProbeSpec(keys, [(0, keys)] if keys else [])]
+            return [ProbeSpec(keys, [(0, keys)] if keys else []) for _ in op.reads or (0,)]
         return []
 
     def lower(self, op: Op, ins: List[Optional[pa.Table]], reads: List[pa.Table], initial: bool = False
@@ -274,16 +301,21 @@ class LocalLowerer:
         return self.rule(rules.distinct_sql(op.node), S=reads[0], D=ins[0])
 
     def lower_window(self, op: Op, ins, reads) -> pa.Table:
+        if len(reads) > 1:   # it retracts what it emitted (planner.circuit.keeps_output)
+            return self.rule(rules.window_sql(op.node, emitted=True), S=reads[0], D=ins[0], O=reads[1])
         return self.rule(rules.window_sql(op.node), S=reads[0], D=ins[0])
 
     def lower_aggregate(self, op: Op, ins, reads, initial: bool = False) -> pa.Table:
         if op.mode == "accumulate":
             raise UnsupportedError("accumulating aggregates are lowered in two phases (partial, output)")
-        fast = arrow_ops.aggregate_recompute(op.node, ins[0], None if initial else reads[0])
+        if initial:
+            fast = arrow_ops.aggregate_recompute(op.node, ins[0], None)
+            return fast if fast is not None else self.rule(rules.aggregate_sql(op.node, initial=True), D=ins[0])
+        if len(reads) > 1:   # it retracts what it emitted (planner.circuit.keeps_output)
+            return self.rule(rules.aggregate_sql(op.node, emitted=True), S=reads[0], D=ins[0], O=reads[1])
+        fast = arrow_ops.aggregate_recompute(op.node, ins[0], reads[0])
         if fast is not None:
             return fast
-        if initial:
-            return self.rule(rules.aggregate_sql(op.node, initial=True), D=ins[0])
         return self.rule(rules.aggregate_sql(op.node), S=reads[0], D=ins[0])
 
     # accumulate mode (see delta_rules.acc_columns): partial sums of the change, then totals over state

@@ -133,6 +133,8 @@ class Lowerer:
         return self.rule(rules.distinct_sql(op.node), D=ins[0], S=reads[0])
 
     def lower_window(self, op: Op, ins, reads) -> DataFrame:
+        if len(reads) > 1:   # it retracts what it emitted (planner.circuit.keeps_output)
+            return self.rule(rules.window_sql(op.node, emitted=True), D=ins[0], S=reads[0], O=reads[1])
         return self.rule(rules.window_sql(op.node), D=ins[0], S=reads[0])
 
     def lower_aggregate(self, op: Op, ins, reads, initial: bool = False) -> DataFrame:
@@ -140,6 +142,8 @@ class Lowerer:
             raise UnsupportedError("accumulating aggregates are lowered in two phases (partial, output)")
         if initial:
             return self.rule(rules.aggregate_sql(op.node, initial=True), D=ins[0])
+        if len(reads) > 1:
+            return self.rule(rules.aggregate_sql(op.node, emitted=True), D=ins[0], S=reads[0], O=reads[1])
         return self.rule(rules.aggregate_sql(op.node), D=ins[0], S=reads[0])
 
     # accumulate mode (see delta_rules.acc_columns): partial sums of the change, then totals over state

@@ -156,25 +156,55 @@ def _timestamps(values: Sequence[Any], target: pa.DataType) -> pa.Array:
     return pc.if_else(pc.is_valid(texts), parse_timestamps(texts, target), stamps)
 
 
+_DECIMAL_CONTEXT = decimal.Context(prec=80, rounding=decimal.ROUND_HALF_UP)
+
+
+def to_decimal(v: Any, target: pa.DataType) -> decimal.Decimal:
+    """A number or numeric text -> a Decimal of ``target``'s scale, rounded half away from zero as DuckDB's
+    cast rounds (``'1.005'`` -> 1.01 in DECIMAL(5,2)); a value beyond the precision raises ``ValueError``.
+
+    >>> to_decimal("1.005", pa.decimal128(5, 2)), to_decimal(-2.5, pa.decimal128(3, 0))
+    (Decimal('1.01'), Decimal('-3'))
+    """
+    if isinstance(v, bool) or (isinstance(v, str) and "_" in v):
+        raise ValueError("not a decimal")
+    d = v if isinstance(v, decimal.Decimal) else decimal.Decimal(str(v).strip())
+    if not d.is_finite():
+        raise ValueError("not a finite decimal")
+    q = d.quantize(decimal.Decimal(1).scaleb(-target.scale), context=_DECIMAL_CONTEXT)
+    if abs(q) >= decimal.Decimal(10) ** (target.precision - target.scale):
+        raise ValueError("decimal out of range")
+    return q
+
+
+_DATE_PARTS = r"^\s*(?P<y>\d+)-(?P<m>\d+)-(?P<d>\d+)"
+
+
+def parse_dates(strings: pa.Array) -> pa.Array:
+    """Date text ``'YYYY-MM-DD'`` -> date32, vectorized.  A day that does not exist in its month
+    (``'2023-02-29'``, ``'2023-04-31'``) raises ``ArrowInvalid``, as DuckDB's cast does, never moving to
+    another day."""
+    parsed = pc.strptime(strings, "%Y-%m-%d", "s")
+    parts, back = pc.extract_regex(strings.drop_null(), _DATE_PARTS), parsed.drop_null()
+    for part, field in (("y", pc.year), ("m", pc.month), ("d", pc.day)):
+        if not pc.all(pc.equal(pc.cast(parts.field(part), pa.int64()), field(back))).as_py():
+            raise pa.ArrowInvalid("date field value out of range")
+    return pc.cast(parsed, pa.date32())
+
+
 def _convert_list(values: Sequence[Any], target: pa.DataType) -> pa.Array:
     if pa.types.is_boolean(target) and any(not isinstance(v, (bool, type(None))) and not
                                            (hasattr(v, "dtype") and str(v.dtype) == "bool") for v in values):
         raise TypeError("not a boolean")
     if pa.types.is_decimal(target):
-        conv = [None if v is None else decimal.Decimal(str(v)) for v in values]
-        for d in conv:
-            if d is not None and (not d.is_finite() or -d.as_tuple().exponent > target.scale
-                                  or len(d.as_tuple().digits) - max(0, -d.as_tuple().exponent) > target.precision - target.scale):
-                raise ValueError("decimal out of range")
-        return pa.array(conv, type=target)
+        return pa.array([None if v is None else to_decimal(v, target) for v in values], type=target)
     if pa.types.is_integer(target) and any(isinstance(v, float) and not float(v).is_integer() for v in values if v is not None):
         raise ValueError("not an integer")
     if pa.types.is_timestamp(target):
         return _timestamps(values, target)
     if pa.types.is_date(target):
         if any(isinstance(v, str) for v in values):
-            arr = pa.array([None if v is None else str(v).replace("T", " ") for v in values], pa.string())
-            return pc.cast(pc.strptime(arr, "%Y-%m-%d", "s"), pa.date32())
+            return parse_dates(pa.array([None if v is None else str(v) for v in values], pa.string()))
     if pa.types.is_string(target) and any(not isinstance(v, str) for v in values if v is not None):
         raise TypeError("not a string")
     return pa.array(list(values), type=target)
@@ -203,15 +233,26 @@ def convert_values(values: Sequence[Any], ftype, column: str, errs: Errors) -> p
     return _convert_list(cleaned, target)
 
 
+def _from_text(arr: pa.Array, target: pa.DataType) -> pa.Array:
+    """Text -> ``target`` (not a string type); raises one of ``_CONVERT_ERRORS`` if a value does not convert.
+    Decimal text with more digits after the point than the scale is rounded by :func:`to_decimal`."""
+    if pa.types.is_timestamp(target):
+        return parse_timestamps(arr, target)
+    try:
+        return pc.cast(arr, target)
+    except _CONVERT_ERRORS:
+        if not pa.types.is_decimal(target):
+            raise
+    return pa.array([None if v is None else to_decimal(v, target) for v in arr.to_pylist()], type=target)
+
+
 def convert_strings(arr: pa.Array, ftype, column: str, errs: Errors) -> pa.Array:
     """Text values (CSV fields; NULL for an empty field) -> the column's type; bad ones go to ``errs``."""
     target = arrow_type(ftype)
     if pa.types.is_string(target):
         return arr
-    convert = (lambda a: parse_timestamps(a, target)) if pa.types.is_timestamp(target) else (
-        lambda a: pc.cast(a, target))
     try:
-        return convert(arr)
+        return _from_text(arr, target)
     except _CONVERT_ERRORS:
         pass
     bad = []
@@ -219,7 +260,7 @@ def convert_strings(arr: pa.Array, ftype, column: str, errs: Errors) -> pa.Array
         if v is None:
             continue
         try:
-            convert(pa.array([v], pa.string()))
+            _from_text(pa.array([v], pa.string()), target)
         except _CONVERT_ERRORS:
             errs.add(i, column, f"cannot convert {_describe(v)} to {ftype.sql}{_hint(target)}")
             bad.append(i)
@@ -227,7 +268,7 @@ def convert_strings(arr: pa.Array, ftype, column: str, errs: Errors) -> pa.Array
         errs.add(0, column, f"values cannot be converted to {ftype.sql}", batch_level=True)
     mask = pa.array([False] * len(arr), pa.bool_()).to_numpy(zero_copy_only=False).copy()
     mask[bad] = True
-    return convert(pc.if_else(pa.array(mask), pa.scalar(None, pa.string()), arr))
+    return _from_text(pc.if_else(pa.array(mask), pa.scalar(None, pa.string()), arr), target)
 
 
 def _check_not_null(arr: pa.Array, f, errs: Errors, only=None) -> None:
@@ -331,6 +372,30 @@ def pandas_chunks(t: TableDef, df, delete: bool, errs: Errors, chunk_rows: int) 
         yield _finish(t, arrays, weight, errs, seen)
 
 
+def arrow_chunks(t: TableDef, table: pa.Table, delete: bool, errs: Errors, chunk_rows: int) -> Iterator[Chunk]:
+    """Chunks of positional rows from an Arrow table whose columns are named after the table's columns and
+    already hold its values (``execute()``'s rows, cast by DuckDB): no value goes through pandas or float64,
+    so big integers stay exact and NaN stays NaN.  ``delete`` as for :func:`pandas_chunks`."""
+    mapping = _match_columns(t, table.column_names, delete)
+    seen: dict = {}
+    weight = -1 if delete else 1
+    for start in range(0, table.num_rows, chunk_rows):
+        part = table.slice(start, chunk_rows)
+        errs.start_chunk(start, raw=lambda i, part=part: part.slice(i, 1).to_pylist()[0])
+        arrays = []
+        for f in t.fields:
+            target = arrow_type(f.type)
+            if f.name not in mapping:
+                arrays.append(pa.nulls(part.num_rows, target))
+                continue
+            arr = part.column(mapping[f.name]).combine_chunks()
+            try:
+                arrays.append(arr if arr.type == target else pc.cast(arr, target))
+            except _CONVERT_ERRORS:
+                arrays.append(convert_values(arr.to_pylist(), f.type, f.name, errs))
+        yield _finish(t, arrays, weight, errs, seen)
+
+
 def _pandas_column(t: TableDef, f, df, mapping, errs: Errors) -> pa.Array:
     import pandas as pd
     target = arrow_type(f.type)
@@ -361,7 +426,8 @@ def _pandas_column(t: TableDef, f, df, mapping, errs: Errors) -> pa.Array:
             raise pa.ArrowInvalid("not bool")
         return arr
     except _CONVERT_ERRORS:
-        values = [None if _isnull(v) else _unbox(v) for v in s.tolist()]
+        missing = _missing_object if s.dtype == object else _isnull
+        values = [None if missing(v) else _unbox(v) for v in s.tolist()]
         return convert_values(values, f.type, f.name, errs)
 
 
@@ -371,6 +437,13 @@ def _isnull(v) -> bool:
         return v is None or (not isinstance(v, (list, dict)) and bool(pd.isna(v)))
     except (TypeError, ValueError):
         return False
+
+
+def _missing_object(v) -> bool:
+    """NULL in an object column: None, ``pd.NA`` or ``NaT``.  A float NaN there is a value (NaN), unlike in a
+    float column, where pandas uses NaN for missing."""
+    import numpy as np
+    return _isnull(v) and not isinstance(v, (float, np.floating))
 
 
 def _unbox(v):

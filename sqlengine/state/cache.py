@@ -120,13 +120,14 @@ class KeyHasher:
         self.lock = threading.Lock()
 
     def keys(self, t: pa.Table, spec: Spec) -> pa.Table:
-        """The key expressions' values for every row of ``t`` (columns k0..)."""
+        """The key expressions' values for every row of ``t`` (columns k0..); NULL where one fails on a row (an
+        overflow in ``a + 1``: that row's key meets no probe's, and a read by key is a superset anyway)."""
         if all(is_column(e) for e in spec):
             return t.select(list(spec))
         with self.lock:
             self.con.register("__t", t)
             try:
-                return self.con.sql(f"SELECT {', '.join(f'({e}) AS k{i}' for i, e in enumerate(spec))} "
+                return self.con.sql(f"SELECT {', '.join(f'TRY({e}) AS k{i}' for i, e in enumerate(spec))} "
                                     "FROM __t").to_arrow_table()
             finally:
                 self.con.unregister("__t")

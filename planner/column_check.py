@@ -1,0 +1,113 @@
+"""Compile-time check that every column reaching a plan node has a type the executors can hash and store.
+
+The executors keep view outputs, GROUP BY keys, join keys, DISTINCT rows, window partitions and aggregate
+arguments as Arrow and Parquet columns, and hash them; they handle the column types of
+:data:`planner.types.SUPPORTED_COLUMN_TYPES` only.  A LIST, STRUCT, MAP, INTERVAL or TIME value (or one whose
+type the planner cannot tell) would compile and then fail the pipeline's first step, so
+:func:`check_column_types` rejects the view instead, naming the view, the column and its type, at the
+expression that computes it.  Inside an expression any DuckDB value may occur
+(``len(string_split(v, ','))`` is a BIGINT column).
+"""
+from __future__ import annotations
+
+import re
+from typing import Dict, Iterator, Optional, Tuple
+
+from sqlglot import exp
+
+from .errors import UnsupportedError
+from .logical import Aggregate, Expr, Join, Node, Project, Window, walk
+from .types import SUPPORTED_COLUMN_TYPES, SqlType
+
+STORABLE = {"BOOLEAN", "TINYINT", "SMALLINT", "INT", "BIGINT", "DECIMAL", "REAL", "DOUBLE", "VARCHAR", "DATE",
+            "TIMESTAMP"}
+_PASS_THROUGH = re.compile(r"c\d+|NULL")   # a column of the input (checked there), or an untyped NULL
+
+
+def storable(t: SqlType) -> bool:
+    """Whether the executors can store a column of type ``t``."""
+    return t.base in STORABLE
+
+
+def _kind(t: SqlType) -> str:
+    """``VARCHAR[] (a LIST)``, ``INTERVAL``, ... : the type as the message shows it."""
+    if t.sql == "UNKNOWN":
+        return "UNKNOWN (the planner cannot tell it)"
+    if t.sql.endswith("]"):
+        return f"{t.sql} (a LIST)"
+    for nested in ("STRUCT", "MAP", "UNION"):
+        if t.base == nested:
+            return f"{t.sql} (a {nested})"
+    return t.sql
+
+
+def _advice(t: SqlType) -> str:
+    if t.sql == "UNKNOWN":
+        return "CAST it to one of these types"
+    if t.base == "INTERVAL":
+        return ("use a number instead, e.g. date_diff('second', a, b) or EXTRACT(EPOCH FROM a - b), or add the "
+                "interval to a TIMESTAMP")
+    if t.sql.endswith("]") or t.base in ("STRUCT", "MAP", "UNION"):
+        return ("nested types are not supported yet: take a scalar out of it (s[1], len(s), s.field) or CAST it "
+                "to VARCHAR")
+    return "CAST it to one of these types"
+
+
+def _stored(node: Node) -> Iterator[Tuple[str, Expr]]:
+    """(column name, expression) of the values ``node`` computes and stores or hashes."""
+    if isinstance(node, Project):
+        yield from zip(node.names, node.exprs)
+    elif isinstance(node, Aggregate):
+        yield from zip(node.names, node.keys)
+    elif isinstance(node, Window):
+        yield from (("PARTITION BY", e) for e in node.partition)
+        yield from zip(node.names, node.calls)
+    elif isinstance(node, Join):
+        yield from (("join key", e) for e in node.left_keys + node.right_keys)
+
+
+def _origin(e: Expr, origins: Dict[str, exp.Expression]) -> Optional[exp.Expression]:
+    """The SQL expression bound to ``e``, or else to the largest bound expression inside it."""
+    if e.sql in origins:
+        return origins[e.sql]
+    inside = [s for s in origins if s in e.sql and not _PASS_THROUGH.fullmatch(s)]
+    return origins[max(inside, key=len)] if inside else None
+
+
+def check_column_types(view: str, plan: Node, output: Tuple[str, ...], origins: Dict[str, exp.Expression],
+                       sql: str, offset_of, default: Optional[int]) -> None:
+    """Raise UnsupportedError at the first expression of ``plan`` (children first) computing a column whose
+    type the executors cannot store.  ``origins``: bound expression text -> the SQL expression it came from;
+    ``output``: the view's column names; ``offset_of``: the offset of a SQL expression; ``default``: the offset
+    reported when no expression is found."""
+    for node in walk(plan):
+        for name, e in _stored(node):
+            if storable(e.type) or _PASS_THROUGH.fullmatch(e.sql):
+                continue
+            origin = _origin(e, origins)
+            what = f"column {name}" if node is _top(plan) and name in output else \
+                f"the expression {_text(origin, sql) if origin is not None else e.sql}"
+            raise UnsupportedError(
+                f"view {view}: {what} has type {_kind(e.type)}, which a view cannot hold (its columns, keys and "
+                f"aggregate arguments must be {', '.join(SUPPORTED_COLUMN_TYPES)}): {_advice(e.type)}", sql=sql,
+                offset=(offset_of(origin) if origin is not None else None) or default)
+
+
+def _text(node: exp.Expression, sql: str) -> str:
+    """The text of a function call ``node`` as written in ``sql``; other expressions as sqlglot writes them
+    (their first and last tokens are not recorded)."""
+    if not (getattr(node, "_meta", None) and "start" in node.meta):
+        return node.sql(dialect="duckdb")
+    spans = [(n.meta["start"], n.meta["end"]) for n in node.walk()
+             if getattr(n, "_meta", None) and "start" in n.meta and "end" in n.meta]
+    start, end = min(s for s, _ in spans), max(e for _, e in spans)
+    text = sql[start:end + 1]
+    return text + ")" * max(0, text.count("(") - text.count(")"))
+
+
+def _top(plan: Node) -> Node:
+    """The node computing the view's output columns (under DISTINCT, filters and top-k)."""
+    node = plan
+    while not isinstance(node, (Project, Aggregate, Window, Join)) and len(node.inputs) == 1:
+        node = node.inputs[0]
+    return node
