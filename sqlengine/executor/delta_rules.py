@@ -310,7 +310,11 @@ def _agg_call(a, k: int, i: int) -> str:
         return f"COUNT(*) AS {col(k + i)}"
     if a.func not in AGG_FUNCS:
         raise UnsupportedError(f"aggregate {a.func} has no delta rule")
-    return f"{a.func}({'DISTINCT ' if a.distinct else ''}{a.args[0].sql}) AS {col(k + i)}"
+    call = f"{a.func}({'DISTINCT ' if a.distinct else ''}{a.args[0].sql})"
+    if a.func in ("STDDEV_POP", "VAR_POP"):   # one value: 0 in DuckDB even for inf or NaN (Spark: NaN)
+        call = f"CASE WHEN COUNT({'DISTINCT ' if a.distinct else ''}{a.args[0].sql}) = 1 THEN CAST(0 AS DOUBLE) " \
+               f"ELSE {call} END"
+    return f"{call} AS {col(k + i)}"
 
 
 def aggregate_sql(node: Aggregate, initial: bool = False, emitted: bool = False) -> str:
