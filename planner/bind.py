@@ -599,6 +599,8 @@ class Binder(SubqueryBinder, WindowBinder, AsofBinder, StarBinder):
         def key(g):
             if isinstance(g, exp.Paren):
                 g = g.this
+            if isinstance(g, exp.Neg) and isinstance(g.this, exp.Literal) and not g.this.is_string:
+                raise self.bind_error(f"GROUP BY position -{g.this.this} is out of range", g)
             if isinstance(g, exp.Literal) and not g.is_string:
                 k = int(g.this)
                 if not 1 <= k <= len(select_exprs):

@@ -281,6 +281,11 @@ class _Checker:
         if results == {DATE} and a[2] is None and b[2] is None and \
                 any(t[0] == NUM and t[1].startswith(("DOUBLE", "REAL", "FLOAT", "DECIMAL")) for t in (a, b)):
             results = set()     # date + n needs an integer n
+        if results == {DATE} and a[2] is None and b[2] is None and any(
+                t[0] == NUM and t[1].startswith(("BIGINT", "HUGEINT", "INT128", "UBIGINT", "UINT")) for t in (a, b)):
+            wide = a if a[0] == NUM else b
+            raise self.error(f"cannot apply {op} to {a[1]} and {b[1]}: DuckDB adds an INTEGER number of days to a "
+                             f"DATE, not a {wide[1]} (write CAST(... AS INTEGER))", n)
         if results:
             r = results.pop() if len(results) == 1 else None
             return (r, _DISPLAY[r], None) if r else UNKNOWN_T

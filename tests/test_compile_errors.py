@@ -69,6 +69,11 @@ def test_nondeterministic_function_deep_in_a_query_is_located():
     ("SELECT k, b + 1 AS z FROM t", "cannot apply + to BOOLEAN and INTEGER", "b +"),
     ("SELECT k, x * (ts - 1) AS z FROM t", "cannot apply - to TIMESTAMP and INTEGER", "ts -"),
     ("SELECT k, d + 1.5 AS z FROM t", "cannot apply + to DATE and DECIMAL", "d +"),
+    # found by the fuzzer: DuckDB has DATE + INTEGER, not DATE + BIGINT
+    ("SELECT k, d + CAST(k AS BIGINT) AS z FROM t", "DuckDB adds an INTEGER number of days to a DATE, not a BIGINT",
+     "d +"),
+    ("SELECT k, COUNT(*) AS n FROM t GROUP BY -1", "GROUP BY position -1 is out of range",   # at the digit
+     len("CREATE VIEW w AS SELECT k, COUNT(*) AS n FROM t GROUP BY -1")),
     ("SELECT k, v % 2 AS z FROM t", "cannot apply % to VARCHAR and INTEGER", "v %"),
     ("SELECT k FROM t WHERE d BETWEEN 1 AND 5", "cannot compare DATE with INTEGER", "1 AND"),
     ("SELECT k FROM t WHERE k IN (1, 2, 'x')", "cannot compare INTEGER with 'x'", "'x'"),

@@ -80,3 +80,18 @@ def test_bigint_equal_to_double_beyond_2_53_compares_in_double(make_pipeline, ex
     p = run(make_pipeline, schema, {"v": q}, rows)
     assert not diff(got(p, "v"), expected(schema, rows, q))
     assert not p.status()["errors"]
+
+
+def test_a_date_after_9999_is_a_row_error(make_pipeline):
+    """DuckDB holds 10000-01-01; Spark and Python do not (the fuzzer found a listener failing the pipeline)."""
+    p = make_pipeline("CREATE TABLE t (d DATE); CREATE VIEW v AS SELECT d + 1 AS n FROM t;"
+                      "CREATE MATERIALIZED VIEW w AS SELECT d + INTERVAL 1 DAY AS n FROM t;", start=False)
+    h = p.listen("v")
+    p.start()
+    p.execute("INSERT INTO t VALUES ('9999-12-31'), ('2024-01-01')")
+    p.wait_for_idle()
+    assert [str(x) for x in h.to_pandas()["n"]] == ["2024-01-02"]
+    assert [str(r["n"]) for r in p.query("SELECT * FROM w")] == ["2024-01-02 00:00:00"]
+    assert p.status()["errors"] == {"v": 1, "w": 1}
+    errors = list(p.query("SELECT error FROM sqlengine_errors ORDER BY view"))
+    assert all("outside the years 1 to 9999" in e["error"] for e in errors)

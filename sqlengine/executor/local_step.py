@@ -102,6 +102,21 @@ def cast_to(t: pa.Table, schema: pa.Schema) -> pa.Table:
         return pa.Table.from_arrays(arrays, schema=schema)
 
 
+FIRST_DAY, LAST_DAY = -719162, 2932896   # 0001-01-01 and 9999-12-31, in days since 1970-01-01
+
+
+def _outside_years(c) -> Optional[pa.ChunkedArray]:
+    """Which values of a DATE or TIMESTAMP column fall outside the years 1 to 9999 (None: none do)."""
+    if pa.types.is_date(c.type):
+        days = c.cast(pa.date32()).cast(pa.int32())
+        lo, hi = FIRST_DAY, LAST_DAY
+    else:
+        days = c.cast(pa.timestamp("us"), safe=False).cast(pa.int64())
+        lo, hi = FIRST_DAY * 86_400_000_000, (LAST_DAY + 1) * 86_400_000_000 - 1
+    outside = pc.fill_null(pc.or_(pc.less(days, lo), pc.greater(days, hi)), False)
+    return outside if pc.any(outside).as_py() else None
+
+
 def field_labels(node) -> List[str]:
     """Names for the columns of ``node``'s rows in error records: an aggregate's internal key and call
     columns are shown as the expressions they compute, over the input's column names."""
@@ -321,10 +336,17 @@ class LocalExecutor:
 
     def _in_range(self, op, t: pa.Table, schema: pa.Schema, record: bool = True) -> pa.Table:
         """``t`` without the rows whose value does not fit its column's integer type (an integer SUM beyond
-        BIGINT): those are row errors, recorded where they are new (positive weight) when ``record``."""
+        BIGINT), or whose DATE or TIMESTAMP is outside the years 1 to 9999 (``DATE '9999-12-31' + 1``: neither
+        Spark nor Python holds it): those are row errors, recorded where they are new (positive weight) when
+        ``record``."""
         over = {}   # column -> rows out of its type's range
         for f in schema:
             c = t.column(f.name)
+            if pa.types.is_date(c.type) or pa.types.is_timestamp(c.type):
+                outside = _outside_years(c)
+                if outside is not None:
+                    over[f.name] = outside
+                continue
             if f.name == W or not pa.types.is_integer(f.type) or c.type == f.type or \
                     not (pa.types.is_decimal(c.type) or pa.types.is_integer(c.type)) or \
                     (pa.types.is_integer(c.type) and c.type.bit_width <= f.type.bit_width):
@@ -340,7 +362,11 @@ class LocalExecutor:
         new = pc.and_(bad, pc.greater(t.column(W), 0))
         if record and self.lowerer.errors is not None and pc.any(new).as_py():
             names = field_labels(op.node)
-            rows = t.filter(new).to_pylist()
+            shown = t.filter(new)
+            for c in over:   # a date beyond 9999 has no Python value: shown as text
+                if pa.types.is_date(shown.schema.field(c).type) or pa.types.is_timestamp(shown.schema.field(c).type):
+                    shown = shown.set_column(shown.schema.get_field_index(c), c, shown.column(c).cast(pa.string()))
+            rows = shown.to_pylist()
             cols_over = {c: m.filter(new).to_pylist() for c, m in over.items()}
             what = op.node.describe()[:200]
             for i, r in enumerate(rows):
@@ -348,6 +374,8 @@ class LocalExecutor:
                 failing = [c for c in cols_over if cols_over[c][i]]
                 labels = [names[int(c[1:])] for c in failing]
                 msg = "Out of Range Error: " + "; ".join(
+                    f"{n} = {r[c]} is outside the years 1 to 9999"
+                    if not pa.types.is_integer(schema.field(c).type) else
                     f"{n} = {r[c]} does not fit in {SQL_INTEGER[schema.field(c).type.bit_width]}"
                     for n, c in zip(labels, failing))
                 self.lowerer.errors.add(op.id, self.engine.op_views.get(op.id, []), ", ".join(labels), msg,

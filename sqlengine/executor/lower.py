@@ -65,6 +65,8 @@ def spark_rule(sql: str) -> str:
     tree = sqlglot.parse_one(sql, read=DIALECT)
     ctes = {c.alias_or_name for c in tree.find_all(exp.CTE)}
     for t in tree.find_all(exp.Table):
+        if not t.alias:   # Spark reads `FROM D WHERE (x)` as `D` aliased `WHERE` with a column list `(x)`
+            t.set("alias", exp.TableAlias(this=exp.to_identifier(t.name)))
         if t.name not in ctes:
             t.set("this", exp.to_identifier(f"__rel_{t.name}__"))
     return tree.transform(_to_spark_semantics).sql(dialect="spark")

@@ -550,7 +550,8 @@ class Engine:
                 raise
             self.spark_fallbacks += 1
             self.last_spark_error = f"step {step}: {type(e).__name__}: {(str(e).strip() or '?').splitlines()[0][:300]}"
-            log.warning("step %d failed on Spark and runs on the driver instead: %s", step, self.last_spark_error)
+            log.warning("step %d failed on Spark and runs on the driver instead: %s", step, self.last_spark_error,
+                        exc_info=log.isEnabledFor(logging.DEBUG))
             arrow = {t: d if d is None or isinstance(d, pa.Table) else
                      d.toArrow().cast(self.arrow_schemas[self.table_input(t)]) for t, d in table_deltas.items()}
             return self._run_local(arrow, *args)
