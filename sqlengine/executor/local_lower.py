@@ -227,8 +227,10 @@ class LocalLowerer:
             if fast is not None:
                 return fast
         try:
-            return self.rule(rules.map_sql(node), D=d)
+            return self.rule(rules.map_sql(node, self._x()), D=d)
         except DATA_ERRORS:
+            if self.careful:   # the failing rows are out, and the expressions under TRY: it still fails
+                raise
             exprs = [node.predicate.sql] if isinstance(node, Filter) else [e.sql for e in node.exprs]
             return self._careful_map(op, d, exprs, "WHERE" if isinstance(node, Filter) else "SELECT")
 
