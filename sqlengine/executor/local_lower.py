@@ -227,15 +227,17 @@ class LocalLowerer:
             if fast is not None:
                 return fast
         try:
-            return self.rule(rules.map_sql(node, self._x()), D=d)
+            return self.rule(rules.map_sql(node), D=d)
         except DATA_ERRORS:
-            if self.careful:   # the failing rows are out, and the expressions under TRY: it still fails
+            if self.careful:
                 raise
             exprs = [node.predicate.sql] if isinstance(node, Filter) else [e.sql for e in node.exprs]
             return self._careful_map(op, d, exprs, "WHERE" if isinstance(node, Filter) else "SELECT")
 
     def _careful_map(self, op: Op, d: pa.Table, exprs: List[str], clause: str) -> pa.Table:
-        """A filter or projection of the rows of ``d`` where no expression fails; the others are recorded."""
+        """A filter or projection of the rows of ``d`` where no expression fails; the others are recorded.  A
+        batch that fails where no row fails alone (DuckDB evaluates some expressions over the whole batch) runs
+        with its expressions under TRY."""
         rids, which = self.bad_rows(d, exprs)
         names = [f.name for f in op.node.input.fields]
         self.record(op, d, rids, which, exprs, names, f"{clause} of {op.node.describe()}"[:200])
@@ -243,7 +245,10 @@ class LocalLowerer:
         keep[rids] = False
         good = d.filter(pa.array(keep))
         with self.carefully():
-            return self.lower_map(op, [good], [])
+            try:
+                return self.lower_map(op, [good], [])
+            except DATA_ERRORS:
+                return self.rule(rules.map_sql(op.node, rules.under_try), D=good)
 
     def lower_union(self, op: Op, ins, reads) -> List[pa.Table]:
         return [d for d in ins if d is not None]
