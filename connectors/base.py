@@ -116,6 +116,8 @@ class Context:
     table: Any = None             # a source's table (planner.bind.TableDef), for sqlengine.ingest.inputs' converters
     materialized: bool = False    # a sink's view is a MATERIALIZED VIEW
     pipeline_id: str = ""         # set before a sink opens: sinks refuse output that another pipeline wrote
+    epoch: int = 0                # set before a sink opens: the storage lock's epoch (sqlengine.state.lock);
+    # sinks write it with their output and refuse to write for an epoch older than one they hold
     where: Located = field(default_factory=lambda: Located(None, None))
 
 

@@ -10,6 +10,10 @@ integrates to the view's contents.
 occurs n times is written n times), replaced atomically after every step that changed the view.  Its
 consolidated state, with the step it holds, is kept beside it in ``_sqlengine_snapshot.parquet``
 (readers of the directory skip names starting with ``_`` or ``.``).
+
+``_sqlengine_epoch`` holds the newest storage epoch (``sqlengine.state.lock``) that opened the directory: a
+process of an older epoch (one that lost its storage to another process) is refused with
+``StorageFencedError`` instead of writing.
 """
 from __future__ import annotations
 
@@ -27,6 +31,7 @@ WEIGHT = "__weight"
 STEP = "__step"
 STATE = "_sqlengine_snapshot.parquet"
 OWNER = "_sqlengine_pipeline"   # the id of the pipeline whose output the directory holds
+EPOCH = "_sqlengine_epoch"      # the newest storage epoch (sqlengine.state.lock) that wrote here
 
 
 @register_sink
@@ -67,6 +72,7 @@ class FileOutput(Sink):
                 if n.startswith(".") and n.endswith(".tmp"):
                     os.remove(os.path.join(self.directory, n))
             self._claim()
+            self._check_epoch(claim=True)
         except OSError as e:
             raise ConnectorError(f"file_output: cannot use {self.directory}: {e}") from e
         if self.config["mode"] == "changelog":
@@ -97,7 +103,31 @@ class FileOutput(Sink):
             from sqlengine.state.store import atomic_write_bytes
             atomic_write_bytes(owner, (me + "\n").encode())
 
+    def _check_epoch(self, claim: bool = False) -> None:
+        """Refuse to write for an older epoch of the storage than the newest that wrote here (a process that
+        lost the storage to another one); ``claim``: record this process's epoch as the newest."""
+        mine = self.ctx.epoch
+        if not mine:
+            return
+        path = os.path.join(self.directory, EPOCH)
+        try:
+            with open(path) as f:
+                newest = int(f.read().strip() or 0)
+        except FileNotFoundError:
+            newest = 0
+        except ValueError:
+            newest = 0
+        if newest > mine:
+            from sqlengine.errors import StorageFencedError
+            raise StorageFencedError(f"file_output: {self.directory} holds steps written at epoch {newest} of the "
+                                     f"pipeline's storage, newer than this process's epoch {mine}: another process "
+                                     "opened the storage since, so this one writes nothing more")
+        if claim and newest < mine:
+            from sqlengine.state.store import atomic_write_bytes
+            atomic_write_bytes(path, f"{mine}\n".encode())
+
     def write(self, step: int, changes: pa.Table) -> None:
+        self._check_epoch()
         try:
             if self.config["mode"] == "changelog":
                 t = changes.append_column(STEP, pa.array([step] * changes.num_rows, pa.int64()))

@@ -15,8 +15,10 @@ row inserted twice in a step is two messages) or ``debezium`` (``{"before": null
 
 **Exactly once.**  Every message carries the headers ``sqlengine.step`` (the step), ``sqlengine.seq``
 (its index among the step's messages, in a fixed order) and ``sqlengine.count`` (the step's number of
-messages), all ASCII decimal, and ``sqlengine.pipeline`` (the id of the pipeline's storage: ``open`` refuses
-a topic whose last messages another pipeline wrote, whose steps it would take for its own).  The partition of a message is chosen here, deterministically: CRC-32 of
+messages), all ASCII decimal, ``sqlengine.pipeline`` (the id of the pipeline's storage: ``open`` refuses
+a topic whose last messages another pipeline wrote, whose steps it would take for its own) and
+``sqlengine.epoch`` (the storage's epoch, ``sqlengine.state.lock``: ``open`` refuses a topic whose last
+messages a newer epoch wrote, so a process that lost the storage to another writes nothing more).  The partition of a message is chosen here, deterministically: CRC-32 of
 its key modulo the number of partitions, partition 0 for messages without a key; so all changes of one
 key are in one partition, in step order.  ``open()`` reads back the last message of every partition; the
 highest step S among them is read back in full from the partitions' ends (a step's messages are a suffix
@@ -68,21 +70,23 @@ from .messages import encode_json
 log = logging.getLogger("sqlengine.kafka")
 STEP, SEQ, COUNT = "sqlengine.step", "sqlengine.seq", "sqlengine.count"
 PIPELINE = "sqlengine.pipeline"   # the id of the pipeline that wrote the message (see open)
+EPOCH = "sqlengine.epoch"         # the storage epoch of the process that wrote it (sqlengine.state.lock)
 
 
 def partition_of(key: Optional[bytes], partitions: int) -> int:
     return 0 if key is None else zlib.crc32(key) % partitions
 
 
-def _headers(m, pipeline: str = "") -> Optional[Tuple[int, int, int]]:
-    """(step, seq, count) of a message this sink wrote; a message another pipeline wrote raises."""
+def _headers(m, pipeline: str = "") -> Optional[Tuple[int, int, int, int]]:
+    """(step, seq, count, epoch) of a message this sink wrote (epoch 0 if it has none); a message another
+    pipeline wrote raises."""
     h = dict(m.headers() or [])
     other = h.get(PIPELINE)
     if pipeline and other and other.decode(errors="replace") != pipeline:
         raise ConnectorError(f"topic {m.topic()} holds the output of another pipeline ({other.decode(errors='replace')}"
                              f"); use another topic, or delete and re-create it")
     try:
-        return int(h[STEP]), int(h[SEQ]), int(h[COUNT])
+        return int(h[STEP]), int(h[SEQ]), int(h[COUNT]), int(h.get(EPOCH) or 0)
     except (KeyError, TypeError, ValueError):
         return None
 
@@ -123,6 +127,7 @@ class KafkaOutput(Sink):
         self.partitions = 0
         self.held = 0                                   # the last step fully in the topic
         self.partial: Optional[Tuple[int, Set[int]]] = None   # (step, seqs present) of a half-written step
+        self.newest_epoch = 0                           # the newest epoch among the messages read back
         self.failures: List[str] = []
 
     # ------------------------------------------------------------ opening: read back
@@ -159,12 +164,18 @@ class KafkaOutput(Sink):
                 raise ConnectorError(f"topic {topic!r} is not available at {self.config['bootstrap.servers']}: "
                                      f"{why}")
             self.partitions = len(tm.partitions)
+            self.newest_epoch = 0
             self.held, self.partial = self._read_back(consumer, topic, sorted(tm.partitions), timeout)
         finally:
             try:
                 consumer.close()
             except Exception:   # noqa: BLE001
                 pass
+        if self.ctx.epoch and self.newest_epoch > self.ctx.epoch:
+            from sqlengine.errors import StorageFencedError
+            raise StorageFencedError(f"kafka_output: topic {topic!r} holds steps written at epoch {self.newest_epoch} "
+                                     f"of the pipeline's storage, newer than this process's epoch {self.ctx.epoch}: "
+                                     "another process opened the storage since, so this one writes nothing more")
         conf = {**self._base(), "enable.idempotence": True, "acks": "all", "linger.ms": 5,
                 "message.timeout.ms": self.config["timeout_ms"], **self._passthrough()}
         try:
@@ -217,6 +228,7 @@ class KafkaOutput(Sink):
             lows[p] = low
             start = max(low, high - 256)
             tails[p] = (start, [_headers(m, self.ctx.pipeline_id) for m in self._read(consumer, topic, p, start, timeout)])
+        self.newest_epoch = max((h[3] for _, hs in tails.values() for h in hs if h is not None), default=0)
         lasts = {p: hs[-1][0] for p, (_, hs) in tails.items() if hs and hs[-1] is not None}
         if not lasts:
             return 0, None
@@ -261,12 +273,13 @@ class KafkaOutput(Sink):
         topic, parts = self.config["topic"], self.partitions
         self.failures = []
         sb, cb, pid = str(step).encode(), str(n).encode(), self.ctx.pipeline_id.encode()
+        eb = str(self.ctx.epoch).encode()
         produce, poll = self.producer.produce, self.producer.poll
         try:
             for seq, (key, value) in enumerate(messages):
                 if seq in present:
                     continue
-                headers = [(STEP, sb), (SEQ, str(seq).encode()), (COUNT, cb), (PIPELINE, pid)]
+                headers = [(STEP, sb), (SEQ, str(seq).encode()), (COUNT, cb), (PIPELINE, pid), (EPOCH, eb)]
                 while True:
                     try:
                         produce(topic, value=value, key=key, partition=partition_of(key, parts), headers=headers,

@@ -1,6 +1,6 @@
 """The ``sqlengine`` command line: run, check, explain and query SQL programs, and an interactive shell.
 
-    sqlengine run program.sql [--storage DIR] [--master URL] [--conf k=v ...]
+    sqlengine run program.sql [--storage DIR] [--master URL] [--conf k=v ...] [--wait-for-lock SECONDS]
     sqlengine check program.sql
     sqlengine explain program.sql [VIEW]
     sqlengine query DIR "SELECT ..." [--format table|csv|json|parquet] [--output FILE]
@@ -171,8 +171,8 @@ def main() -> None:
     """Incremental SQL views on Apache Spark: run a SQL program of tables, views and connectors."""
 
 
-def _conf(pairs: Sequence[str], master: Optional[str]) -> Dict[str, str]:
-    conf: Dict[str, str] = {}
+def _conf(pairs: Sequence[str], master: Optional[str], base: Optional[Dict[str, str]] = None) -> Dict[str, str]:
+    conf: Dict[str, str] = dict(base or {})
     for kv in pairs:
         if "=" not in kv:
             raise click.BadParameter(f"expected KEY=VALUE, got {kv!r}", param_hint="--conf")
@@ -184,6 +184,28 @@ def _conf(pairs: Sequence[str], master: Optional[str]) -> Dict[str, str]:
     return conf
 
 
+def _runtime_config(text: Optional[str], storage: Optional[str], conf, master: Optional[str],
+                    wait_for_lock: Optional[float]):
+    """The RuntimeConfig of ``run``: ``--runtime-config`` (RuntimeConfig.from_dict) with the options over it."""
+    from sqlengine import RuntimeConfig
+    d = {}
+    if text:
+        if text.startswith("@"):
+            text = _read_program(text[1:])
+        try:
+            d = json.loads(text)
+        except ValueError as e:
+            raise click.ClickException(f"--runtime-config is not JSON: {e}")
+    rc = RuntimeConfig.from_dict(d)
+    d = rc.to_dict()
+    d["spark_conf"] = _conf(conf, master, rc.spark_conf)
+    if storage:
+        d["storage"] = storage
+    if wait_for_lock is not None:
+        d["wait_for_lock_secs"] = wait_for_lock
+    return RuntimeConfig.from_dict(d)
+
+
 @main.command()
 @click.argument("program", type=click.Path(dir_okay=False))
 @click.option("--storage", type=click.Path(file_okay=False), help="storage directory (default: <program>.storage)")
@@ -193,7 +215,13 @@ def _conf(pairs: Sequence[str], master: Optional[str]) -> Dict[str, str]:
 @click.option("--exit-when-done", is_flag=True, help="stop once every source has read all its input")
 @click.option("--interval", type=float, default=2.0, show_default=True,
               help="seconds between status lines when not on a terminal")
-def run(program, storage, name, master, conf, exit_when_done, interval):
+@click.option("--wait-for-lock", "wait_for_lock", type=float, metavar="SECONDS",
+              help="if another process has the storage open, wait up to SECONDS for it to stop (default: fail at "
+                   "once, naming it)")
+@click.option("--runtime-config", "runtime_config", metavar="JSON",
+              help="a RuntimeConfig as a JSON object (or @FILE holding one), e.g. '{\"min_batch_size_records\": 1000}'; "
+                   "--storage, --conf and --wait-for-lock override its fields")
+def run(program, storage, name, master, conf, exit_when_done, interval, wait_for_lock, runtime_config):
     """Run PROGRAM (a .sql file) with its declared connectors until Ctrl-C.
 
     On a terminal a live display shows the pipeline's state, step, rows and rates per table and view, step
@@ -204,14 +232,18 @@ def run(program, storage, name, master, conf, exit_when_done, interval):
     from sqlengine import Pipeline
     sql = _read_program(program)
     stem = os.path.splitext(os.path.basename(program))[0]
-    storage = storage or os.path.join(os.path.dirname(os.path.abspath(program)), f"{stem}.storage")
+    try:
+        rc = _runtime_config(runtime_config, storage, conf, master, wait_for_lock)
+    except EngineError as e:
+        raise click.ClickException(e.message)
+    storage = rc.storage or os.path.join(os.path.dirname(os.path.abspath(program)), f"{stem}.storage")
     errors, _ = program_errors(sql, storage)
     if errors:
         for e in errors:
             click.echo(format_error(program, e), err=True)
         sys.exit(1)
     try:
-        p = Pipeline.from_sql(sql, name=name or stem, storage_dir=storage, spark_conf=_conf(conf, master))
+        p = Pipeline.from_sql(sql, name=name or stem, storage_dir=storage, runtime_config=rc)
         with open(os.path.join(storage, PROGRAM_FILE), "w") as f:
             f.write(sql)
         p.start()
@@ -321,8 +353,13 @@ def open_storage(target: str):
         raise click.ClickException(f"{target} has no {PROGRAM_FILE}: it was not written by `sqlengine run`")
     with open(path) as f:
         sql = f.read()
-    p = Pipeline.from_sql(sql, name=os.path.basename(os.path.abspath(target)), storage_dir=target,
-                          spark_conf={"sqlengine.spark.start": "lazy"})
+    from sqlengine.errors import StorageLockedError
+    try:
+        p = Pipeline.from_sql(sql, name=os.path.basename(os.path.abspath(target)), storage_dir=target,
+                              spark_conf={"sqlengine.spark.start": "lazy"})
+    except StorageLockedError as e:
+        raise click.ClickException(f"{target} belongs to a running pipeline; query it after it stops, or run it "
+                                   f"with `sqlengine serve` to query it while it runs. {e.message}")
     p._open_for_queries()
     return p
 

@@ -242,7 +242,8 @@ def test_security_and_errors(served, http, monkeypatch):
                                                                   "SELECT nope FROM t;"}), 400)
     assert body["error_code"] == "BindError" and body["details"]["line"] == 2 and body["details"]["column"] > 1
     assert "bad" not in [p["name"] for p in http.get("/v0/pipelines").json()]
-    err(http.put("/v0/pipelines/bad", json={"program_code": SHOP, "runtime_config": {"workers": 3}}), 400)
+    body = err(http.put("/v0/pipelines/bad", json={"program_code": SHOP, "runtime_config": {"wrokers": 3}}), 400)
+    assert "did you mean 'workers'" in body["message"]
     err(http.put("/v0/pipelines/bad", json={}), 400)
     err(http.put("/v0/pipelines/..", json={"program_code": SHOP}), 404)   # not a pipeline route
     err(http.put("/v0/pipelines/a.b", json={"program_code": SHOP}), 400)

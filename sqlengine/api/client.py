@@ -239,6 +239,13 @@ class RemotePipeline:
                 raise type(err)(err.message) from err
             raise PipelineError(f"pipeline failed: {type(err).__name__}: {err}") from err
 
+    @property
+    def runtime_config(self):
+        """The settings the pipeline runs with on the server, as ``Pipeline.runtime_config`` (``storage``: its
+        storage directory on the server's machine)."""
+        from sqlengine.api.runtime_config import RuntimeConfig
+        return RuntimeConfig.from_dict(self._client._request("GET", self._path()).json()["runtime_config"])
+
     # ------------------------------------------------------------------ lifecycle
     def start(self) -> None:
         self._call("POST", "/start")
@@ -427,11 +434,13 @@ class Client:
         _raise_for(r)
         return r
 
-    def create_pipeline(self, name: str, sql: str, runtime_config: Optional[dict] = None) -> RemotePipeline:
+    def create_pipeline(self, name: str, sql: str, runtime_config=None) -> RemotePipeline:
         """Create (or replace, if it is not running) the pipeline ``name``; program errors raise ``ParseError``,
-        ``BindError`` or ``UnsupportedError`` with line and column."""
-        self._request("PUT", f"/v0/pipelines/{name}", json={"program_code": sql,
-                                                             "runtime_config": runtime_config or {}})
+        ``BindError`` or ``UnsupportedError`` with line and column.  ``runtime_config``: a
+        :class:`~sqlengine.RuntimeConfig` or its ``to_dict()`` (checked here, sent whole)."""
+        from sqlengine.api.runtime_config import RuntimeConfig
+        rc = RuntimeConfig.coerce(runtime_config).to_dict()
+        self._request("PUT", f"/v0/pipelines/{name}", json={"program_code": sql, "runtime_config": rc})
         return RemotePipeline(self, name)
 
     def pipeline(self, name: str) -> RemotePipeline:

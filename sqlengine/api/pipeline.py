@@ -1,6 +1,7 @@
 """The public Pipeline API (modelled on Feldera's Python SDK)."""
 from __future__ import annotations
 
+import dataclasses
 import io
 import logging
 import os
@@ -21,7 +22,8 @@ from planner.bind import DIALECT, name_of, position_of
 from planner.errors import BindError, EngineError, InputError, PipelineError, UnsupportedError
 
 from sqlengine.ingest import inputs, statement_rows
-from sqlengine.state.faults import crash_point, set_base
+from sqlengine.state.faults import SimulatedCrash, crash_point, set_base
+from sqlengine.state.lock import EPOCH_FILE, LOCK_FILE, StorageLock
 from sqlengine.ingest.batches import Ingest
 from sqlengine.state.inputlog import InputLog
 from sqlengine.api.output import Dispatcher, OutputHandler
@@ -30,7 +32,7 @@ from sqlengine.executor.compaction import Compactor
 from sqlengine.executor.row_errors import ERRORS_KEY, ERRORS_RELATION, read_errors
 from sqlengine.executor.session import (START_OPTION, check_storage_reachable, is_local, resolve_conf,
                                         spark_master, start_spark)
-from sqlengine.api.runtime_config import PipelineStatus
+from sqlengine.api.runtime_config import PipelineStatus, RuntimeConfig
 from sqlengine.ingest.sinks import Outbox, SinkRunner
 from sqlengine.ingest.sources import SourceRunner
 from sqlengine.state.store import Manifest, StateStore, StorageError
@@ -57,13 +59,15 @@ class Pipeline:
         self.name = name
         self._args = dict(sql=sql, name=name, storage_dir=storage_dir, spark=spark, spark_conf=spark_conf,
                           runtime_config=runtime_config, spark_master=spark_master)
+        runtime_config = RuntimeConfig.coerce(runtime_config)
+        storage_dir = runtime_config.storage_for(storage_dir)
+        spark_conf = {**runtime_config.session_conf(), **(spark_conf or {})} or None
         # (rows, seconds): how long a step waits for input to accumulate (RuntimeConfig); (0, 0): not at all
-        self._batching = runtime_config.batching() if runtime_config is not None else (0, 0.0)
+        self._batching = runtime_config.batching()
         # NOW() in views (planner/clock.py): the clock table, its resolution, and a manual clock (set_clock)
         self._clock = CLOCK if CLOCK in self.program.tables else None
-        self._clock_resolution = runtime_config.clock_resolution_usecs if runtime_config is not None else 1_000_000
+        self._clock_resolution = runtime_config.clock_resolution_usecs
         self._manual_clock: Optional[int] = None
-        from connectors.declare import declare_program
         self._tmp = None
         if storage_dir is None:
             self._tmp = tempfile.TemporaryDirectory(prefix=f"sqlengine-{name}-")
@@ -73,6 +77,19 @@ class Pipeline:
             os.makedirs(self.storage_dir, exist_ok=True)
         except OSError as e:
             raise PipelineError(f"cannot create storage directory {self.storage_dir}: {e}") from e
+        # the settings this pipeline runs with (``storage``: its storage directory)
+        self.runtime_config = dataclasses.replace(runtime_config, storage=self.storage_dir)
+        # one writer per storage: locked from here to stop() (sqlengine.state.lock); commits fence on its epoch
+        self._lock = StorageLock.acquire(self.storage_dir, runtime_config.wait_for_lock_secs)
+        try:
+            self._open_storage(name, spark, spark_conf, spark_master)
+        except BaseException:
+            self._lock.release()
+            raise
+
+    def _open_storage(self, name: str, spark, spark_conf, spark_master) -> None:
+        """Everything in the storage directory, opened while holding its lock."""
+        from connectors.declare import declare_program
         # connectors declared in the program (checked now: a wrong one raises ConnectorError from from_sql)
         self._declared = declare_program(self.program, name, self.storage_dir)
         self._spark = spark
@@ -82,7 +99,7 @@ class Pipeline:
         # the SparkSession starts in the background: steps on the driver never wait for it
         self._spark_future = None if spark is not None else start_spark(self._spark_conf)
         try:
-            self.store = StateStore(os.path.join(self.storage_dir, "state"))
+            self.store = StateStore(os.path.join(self.storage_dir, "state"), fence=self._lock.check)
             # entries before the committed position were trimmed; new ones must number after it
             self.log = InputLog(os.path.join(self.storage_dir, "log"), first_seq=self.store.current.log_position[0])
         except OSError as e:
@@ -145,6 +162,10 @@ class Pipeline:
         on ``spark_master`` (e.g. ``spark://host:7077``; default ``$SQLENGINE_SPARK_MASTER``, else
         ``local[2]``).  On a cluster, ``storage_dir`` must be visible to every executor at the same path;
         :meth:`start` checks that.
+
+        The storage directory is locked until :meth:`stop` (one writer per storage, see
+        ``sqlengine.state.lock``): if another process has it open this raises ``StorageLockedError`` naming
+        it, after waiting up to ``runtime_config.wait_for_lock_secs``.
         """
         return cls(sql, name=name, storage_dir=storage_dir, spark=spark, spark_conf=spark_conf,
                    runtime_config=runtime_config, spark_master=spark_master)
@@ -184,11 +205,13 @@ class Pipeline:
         m = self.store.current
         for d in self._declared:
             d.connector.ctx.pipeline_id = self._pipeline_id
+            d.connector.ctx.epoch = self._lock.epoch
             if d.kind == "sink" and d.key not in self._sink_runners:
                 names = list(self.program.circuit.outputs[d.relation].names)
                 self._sink_runners[d.key] = SinkRunner(d, self._outbox, lambda: self.store.current.step,
                                                        lambda v=d.relation: self._trim_outbox(v), names,
-                                                       lambda v=d.relation: self._view_contents(v))
+                                                       lambda v=d.relation: self._view_contents(v),
+                                                       fence=self._lock.check)
         committed = dict(m.meta.get("sources", {}))
         logged = self.log.source_positions(m.log_position[0])
         for d in self._declared:
@@ -320,7 +343,14 @@ class Pipeline:
             self._cv.notify_all()
 
     def stop(self, force: bool = False) -> None:
-        """Stop the pipeline.  Unless ``force``, first processes all acknowledged input (a checkpoint)."""
+        """Stop the pipeline.  Unless ``force``, first processes all acknowledged input (a checkpoint).  The
+        storage directory's lock is released: another process may open it."""
+        try:
+            self._stop(force)
+        finally:
+            self._lock.release()
+
+    def _stop(self, force: bool) -> None:
         if self._state in ("created", "stopped"):
             self._state = "stopped"
             return
@@ -360,6 +390,7 @@ class Pipeline:
         callbacks = {v: list(cbs) for v, cbs in self._dispatcher.callbacks.items()}
         added = [d for d in self._declared if d.name.startswith("output_parquet")]
         keep_tmp = self._tmp
+        self._lock.release()   # taken again by __init__
         self.__init__(**{**self._args, "storage_dir": self.storage_dir})
         self._tmp = keep_tmp or self._tmp
         for v, cbs in callbacks.items():
@@ -382,6 +413,8 @@ class Pipeline:
         if self._compactor is not None:   # a merge left running by stop(force=True) writes no more files
             self._compactor.close(wait=True)
         for n in os.listdir(self.storage_dir):
+            if n in (LOCK_FILE, EPOCH_FILE):   # held by this object; the epoch keeps fencing older holders
+                continue
             path = os.path.join(self.storage_dir, n)
             try:
                 shutil.rmtree(path) if os.path.isdir(path) and not os.path.islink(path) else os.remove(path)
@@ -394,7 +427,7 @@ class Pipeline:
         self.stop(force=True)
         if clear_storage:
             self.clear_storage()
-            self._state = "stopped"
+            self.stop()
 
     def checkpoint(self) -> int:
         """Process all acknowledged input and return the id (step number) of the committed state."""
@@ -753,6 +786,8 @@ class Pipeline:
                 continue
             except BaseException as e:  # noqa: BLE001 - surfaced through status() and the next call
                 self._fail(e)
+                if isinstance(e, SimulatedCrash):   # a killed process: the OS would release its lock
+                    self._lock.release()
                 with self._cv:
                     self._stepping = False
                     self._cv.notify_all()

@@ -18,6 +18,7 @@ from typing import Callable, Dict, List, Optional
 import pyarrow as pa
 import pyarrow.ipc as ipc
 
+from sqlengine.errors import StorageFencedError
 from sqlengine.ingest.sources import MAX_BACKOFF_S, ConnectorRunner
 from sqlengine.state.store import atomic_write_arrow
 
@@ -74,8 +75,9 @@ class SinkRunner(ConnectorRunner):
     kind = "sink"
 
     def __init__(self, declared, outbox: Outbox, committed: Callable[[], int], on_delivered: Callable[[], None],
-                 columns: List[str], contents: Callable[[], tuple]):
+                 columns: List[str], contents: Callable[[], tuple], fence: Optional[Callable[[], None]] = None):
         super().__init__(declared)
+        self.fence = fence           # raises StorageFencedError once another process owns the storage
         self.sink = declared.connector
         self.view = declared.relation
         self.outbox = outbox
@@ -128,6 +130,8 @@ class SinkRunner(ConnectorRunner):
                 for step in todo:
                     if self._stop.is_set() or self.paused:
                         break
+                    if self.fence is not None:
+                        self.fence()
                     changes = self.outbox.read(self.view, step)
                     changes = changes.rename_columns(self.columns + changes.column_names[len(self.columns):])
                     self.sink.write(step, changes)
@@ -137,6 +141,11 @@ class SinkRunner(ConnectorRunner):
                 self.state = "running"
                 backoff = 0.2
                 self.on_delivered()
+            except StorageFencedError as e:   # another process owns the storage and delivers: never retried
+                self._error(e)
+                self.state = "failed"
+                self._close()
+                return
             except BaseException as e:  # noqa: BLE001 - reported in status(), retried with backoff
                 self._error(e)
                 self.state = "retrying"

@@ -43,6 +43,7 @@ from planner.errors import (BindError, ConnectorError, EngineError, InputError, 
                             PipelineError, UnsupportedError)
 
 from ..api.pipeline import Pipeline
+from ..api.runtime_config import RuntimeConfig
 from ..zset import WEIGHT
 
 log = logging.getLogger("sqlengine.server")
@@ -51,7 +52,6 @@ DEFAULT_MAX_BODY_BYTES = 64 << 20
 EGRESS_QUEUE_BYTES = 64 << 20       # a subscriber that falls this far behind is disconnected
 EGRESS_QUEUE_LINES = 100_000
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,99}$")
-RUNTIME_KEYS = {"spark_conf"}
 INT_KINDS = {"TINYINT", "SMALLINT", "INT", "BIGINT"}
 
 STATUS_OF = {ParseError: 400, BindError: 400, UnsupportedError: 400, InputError: 400, ConnectorError: 400,
@@ -266,11 +266,16 @@ class Entry:
     def spark_conf(self) -> dict:
         return {**self.manager.spark_conf, **dict(self.runtime_config.get("spark_conf") or {})}
 
+    @property
+    def storage_dir(self) -> str:
+        """``runtime_config.storage`` if given, else ``<root>/<name>/storage``."""
+        return self.runtime_config.get("storage") or os.path.join(self.dir, "storage")
+
     def build(self) -> Pipeline:
         """A new embedded Pipeline over this entry's storage, with a fan-out callback on every view (so that
         egress subscribers see every step from the moment they connect)."""
-        p = Pipeline.from_sql(self.sql, name=self.name, storage_dir=os.path.join(self.dir, "storage"),
-                              spark_conf=self.spark_conf())
+        p = Pipeline.from_sql(self.sql, name=self.name, storage_dir=self.storage_dir, spark_conf=self.spark_conf(),
+                              runtime_config=RuntimeConfig.from_dict(self.runtime_config))
         fanouts = {}
         for v in p.program.views:
             cols = columns_of(p, v)
@@ -330,7 +335,7 @@ class Entry:
             out["deployment_error"] = error_body(str(p._error), type(p._error).__name__)
         if full:
             out["program_code"] = self.sql
-            out["runtime_config"] = self.runtime_config
+            out["runtime_config"] = p.runtime_config.to_dict() if p is not None else self.runtime_config
             if p is not None:
                 out["tables"] = {t: {"columns": columns_of(p, t), "primary_key": list(d.primary_key)}
                                  for t, d in p.program.tables.items()}
@@ -555,13 +560,10 @@ def create_app(storage_root: str, token: Optional[str] = None, max_body_bytes: i
         sql = body.get("program_code")
         if not isinstance(sql, str):
             raise ApiError(400, "InvalidRequest", "body needs 'program_code' (the SQL program, a string)")
-        rc = body.get("runtime_config") or {}
-        if not isinstance(rc, dict) or set(rc) - RUNTIME_KEYS:
-            raise ApiError(400, "InvalidRequest", f"runtime_config must be an object with the keys "
-                           f"{sorted(RUNTIME_KEYS)}; got {sorted(rc) if isinstance(rc, dict) else type(rc).__name__}")
-        sc = rc.get("spark_conf") or {}
-        if not isinstance(sc, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in sc.items()):
-            raise ApiError(400, "InvalidRequest", "runtime_config.spark_conf must map strings to strings")
+        try:   # the one serialization of RuntimeConfig (the client sends to_dict())
+            rc = RuntimeConfig.from_dict(body.get("runtime_config") or {}).to_dict()
+        except PipelineError as ex:
+            raise ApiError(400, "InvalidRequest", ex.message) from None
         with mgr.lock:
             e = mgr.entries.get(name)
             created = e is None
@@ -607,6 +609,7 @@ def create_app(storage_root: str, token: Optional[str] = None, max_body_bytes: i
                 mgr.entries.pop(name, None)
             if clear_storage:
                 shutil.rmtree(e.dir, ignore_errors=True)
+                shutil.rmtree(e.storage_dir, ignore_errors=True)   # runtime_config.storage, if elsewhere
             else:
                 try:
                     os.remove(os.path.join(e.dir, "pipeline.json"))

@@ -20,7 +20,7 @@ import os
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Dict, List, Optional, Set
+from typing import Callable, Dict, List, Optional, Set
 
 import pyarrow as pa
 import pyarrow.ipc as ipc
@@ -120,8 +120,9 @@ class StateStore:
 
     MAX_RUNS = 8
 
-    def __init__(self, root: str):
+    def __init__(self, root: str, fence: Optional[Callable[[], None]] = None):
         self.root = root
+        self.fence = fence   # raises if this process no longer owns the storage (see sqlengine.state.lock)
         self._unsynced = set()   # run files written but not yet fsynced (done at the next commit)
         self._unsynced_lock = threading.Lock()   # a background merge writes runs while a step commits
         self.keep: Set[str] = set()   # runs a background merge reads or writes: garbage collection spares them
@@ -165,6 +166,8 @@ class StateStore:
         path = os.path.join(self.root, f"manifest-{m.step}.json")
         try:
             self._sync_runs()
+            if self.fence is not None:   # the last check before the commit point: a fenced-off process stops here
+                self.fence()
             atomic_write_bytes(path, m.to_json().encode(), fault="state_commit")
         except OSError as e:
             raise StorageError(f"step {m.step} did not commit: cannot write {e.filename or path}: {describe(e)}") from e
