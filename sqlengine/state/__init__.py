@@ -5,5 +5,6 @@ manifests that commit them atomically (plus the atomic-write and fsync helpers
 everything durable uses); ``cache`` holds the same runs in driver memory as
 Arrow indexed by key hash, for small steps; ``inputlog`` is the durable log that
 input is written to before any step consumes it; ``faults`` injects crashes and
-storage errors at named points, for the recovery tests.
+storage errors at named points, for the recovery tests; ``lock`` makes a storage
+directory single-writer (an exclusive lock, and the epoch that fences commits and sinks).
 """
