@@ -1,0 +1,57 @@
+"""Shrunk reproductions saved under ``tests/fuzz/regressions/``: ``<name>.sql`` (the program, one statement a
+line) and ``<name>.json`` (its steps, the failure kind and detail seen, the executor, and ``xfail``: the bug's
+description while it is open, which ``tests/test_fuzz.py`` turns into a strict xfail; ``fixed``: that description
+once the bug is fixed, the regression then a guard)."""
+from __future__ import annotations
+
+import json
+import os
+import re
+from typing import List, Tuple
+
+from .program import Op, Program, Table, View
+
+DIRECTORY = os.path.join(os.path.dirname(__file__), "regressions")
+_TABLE = re.compile(r"^CREATE TABLE (\w+) \((.*)\);$")
+_VIEW = re.compile(r"^CREATE (MATERIALIZED )?VIEW (\w+) AS (.*);$")
+_COLUMN = re.compile(r"(\w+) (\w+(?:\(\d+,\d+\))?)")
+
+
+def parse_sql(text: str) -> Tuple[List[Table], List[View]]:
+    """Tables and views of a program written by :meth:`Program.sql`."""
+    tables, views = [], []
+    for line in text.splitlines():
+        if m := _TABLE.match(line):
+            tables.append(Table(m.group(1), [tuple(c) for c in _COLUMN.findall(m.group(2))]))
+        elif m := _VIEW.match(line):
+            views.append(View(m.group(2), m.group(3), bool(m.group(1))))
+    return tables, views
+
+
+def save(name: str, program: Program, kind: str, detail: str, executor: str, directory: str = DIRECTORY) -> str:
+    os.makedirs(directory, exist_ok=True)
+    base = os.path.join(directory, name)
+    with open(base + ".sql", "w") as f:
+        f.write(program.sql() + "\n")
+    meta = {"seed": program.seed, "kind": kind, "executor": executor, "detail": detail[:2000],
+            "xfail": f"{kind}: {detail[:300]}",
+            "steps": json.loads(program.to_json())["steps"]}
+    with open(base + ".json", "w") as f:
+        json.dump(meta, f, indent=1)
+    return base
+
+
+def load(name: str, directory: str = DIRECTORY) -> Tuple[Program, dict]:
+    base = os.path.join(directory, name)
+    with open(base + ".sql") as f:
+        tables, views = parse_sql(f.read())
+    with open(base + ".json") as f:
+        meta = json.load(f)
+    steps = [[Op(**o) for o in s] for s in meta["steps"]]
+    return Program(tables, views, steps, meta.get("seed")), meta
+
+
+def names(directory: str = DIRECTORY) -> List[str]:
+    if not os.path.isdir(directory):
+        return []
+    return sorted(f[:-5] for f in os.listdir(directory) if f.endswith(".json"))
