@@ -284,3 +284,16 @@ def test_spark_master_choice_and_a_conflicting_session(spark, monkeypatch, tmp_p
         Pipeline.from_sql("CREATE TABLE t (k INT);", storage_dir=str(tmp_path), spark_master="spark://10.0.0.1:7077")
     with pytest.raises(PipelineError, match="either spark= .* or spark_master="):
         Pipeline.from_sql("CREATE TABLE t (k INT);", storage_dir=str(tmp_path), spark=spark, spark_master="local[2]")
+
+
+def test_chunks_and_pandas_results_keep_integers_exact(make_pipeline):
+    """An integer column with a NULL arrives as Python ints and None, not float64 (the fuzzer found
+    9007199254740993 delivered as 9007199254740992.0 beside a NULL)."""
+    p = make_pipeline("CREATE TABLE t (a BIGINT, b INT); CREATE MATERIALIZED VIEW v AS SELECT * FROM t;", start=False)
+    h = p.listen("v")
+    p.start()
+    p.execute("INSERT INTO t VALUES (9007199254740993, 1), (NULL, 2)")
+    p.wait_for_idle()
+    want = [{"a": 9007199254740993, "b": 1}, {"a": None, "b": 2}]
+    assert sorted(h.to_pandas().drop(columns="__weight").to_dict("records"), key=lambda r: r["b"]) == want
+    assert p.query_pandas("SELECT * FROM v ORDER BY b").to_dict("records") == want

@@ -975,7 +975,8 @@ class Pipeline:
             if t is None or v not in self._dispatcher.views():
                 continue
             names = list(self.program.circuit.outputs[v].names)
-            chunk = t.rename_columns(names + [WEIGHT]).to_pandas()
+            # an integer column with NULLs as Python ints and None, not float64 (2^53 + 1 would lose its last bit)
+            chunk = t.rename_columns(names + [WEIGHT]).to_pandas(integer_object_nulls=True)
             self._dispatcher.put(v, chunk, step)
         for v, n in result.changed_rows.items():
             self._rows_out[v] += n
@@ -1018,7 +1019,7 @@ class Pipeline:
         return self._run_query(sql)
 
     def query_pandas(self, sql: str) -> pd.DataFrame:
-        return self._run_query(sql).to_pandas()
+        return self._run_query(sql).to_pandas(integer_object_nulls=True)   # exact integers, NULL as None
 
     def query(self, sql: str) -> Iterator[dict]:
         """Rows of a SELECT as dicts."""
