@@ -88,18 +88,23 @@ def release_memory() -> None:
 
 
 def cast_to(t: pa.Table, schema: pa.Schema) -> pa.Table:
-    """``t`` (columns in ``schema``'s order) cast to ``schema``; floats cast to a DECIMAL are rounded to its
-    scale first (DuckDB divides decimals in DOUBLE, Spark in DECIMAL)."""
+    """``t`` (columns in ``schema``'s order) cast to ``schema``; floats and decimals of a larger scale cast to a
+    DECIMAL are rounded to its scale first, half away from zero as DuckDB rounds."""
     t = t.rename_columns(schema.names)
-    try:
-        return t.cast(schema)
-    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
-        arrays = []
-        for c, f in zip(t.columns, schema):
-            if pa.types.is_decimal(f.type) and pa.types.is_floating(c.type):
-                c = pc.round(c, ndigits=f.type.scale, round_mode="half_towards_infinity")
-            arrays.append(c.cast(f.type, safe=False))
-        return pa.Table.from_arrays(arrays, schema=schema)
+    if not any(pa.types.is_decimal(f.type) and pa.types.is_decimal(c.type) and c.type.scale > f.type.scale
+               for c, f in zip(t.columns, schema)):
+        try:
+            return t.cast(schema)
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+            pass
+    arrays = []
+    for c, f in zip(t.columns, schema):
+        if pa.types.is_decimal(f.type) and (pa.types.is_floating(c.type) or
+                                            (pa.types.is_decimal(c.type) and c.type.scale > f.type.scale)):
+            # rounded half away from zero, as DuckDB casts (Arrow's cast would truncate the digits it drops)
+            c = pc.round(c, ndigits=f.type.scale, round_mode="half_towards_infinity")
+        arrays.append(c.cast(f.type, safe=False))
+    return pa.Table.from_arrays(arrays, schema=schema)
 
 
 FIRST_DAY, LAST_DAY = -719162, 2932896   # 0001-01-01 and 9999-12-31, in days since 1970-01-01
