@@ -248,6 +248,11 @@ class _Checker:
             return TEXT, "VARCHAR", None
         if isinstance(n, _NUM_FUNCS):
             return NUM, "NUMERIC", None
+        if isinstance(n, exp.Neg) and isinstance(n.this, exp.Expression):
+            t = kids.get(id(n.this), UNKNOWN_T)
+            if t[0] in (TEXT, BOOL) or t[2] is not None:   # DuckDB has no -VARCHAR, not even of '5'
+                raise self.error(f"cannot negate {t[1] if t[2] is None else repr(t[2])}: write a number, or "
+                                 f"CAST the text to one", n)
         if isinstance(n, _SAME_AS_ARG) and isinstance(n.this, exp.Expression):
             t = kids.get(id(n.this), UNKNOWN_T)
             return (NUM, t[1], None) if t[0] == NUM else UNKNOWN_T
@@ -320,7 +325,7 @@ def _children(n: exp.Expression):
 
 
 def _relevant(e: exp.Expression) -> bool:
-    return any(isinstance(n, COMPARISONS + (exp.Between, exp.In)) or type(n) in ARITHMETIC for n in e.walk())
+    return any(isinstance(n, COMPARISONS + (exp.Between, exp.In, exp.Neg)) or type(n) in ARITHMETIC for n in e.walk())
 
 
 def check_types(e: exp.Expression, types: Sequence[SqlType], sql: Optional[str] = None) -> None:

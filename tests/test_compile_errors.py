@@ -72,6 +72,8 @@ def test_nondeterministic_function_deep_in_a_query_is_located():
     # found by the fuzzer: DuckDB has DATE + INTEGER, not DATE + BIGINT
     ("SELECT k, d + CAST(k AS BIGINT) AS z FROM t", "DuckDB adds an INTEGER number of days to a DATE, not a BIGINT",
      "d +"),
+    ("SELECT -'nan' AS z FROM t", "cannot negate 'nan'", "'nan'"),
+    ("SELECT k, -v AS z FROM t", "cannot negate VARCHAR", "v AS"),
     ("SELECT k, COUNT(*) AS n FROM t GROUP BY -1", "GROUP BY position -1 is out of range",   # at the digit
      len("CREATE VIEW w AS SELECT k, COUNT(*) AS n FROM t GROUP BY -1")),
     ("SELECT k, v % 2 AS z FROM t", "cannot apply % to VARCHAR and INTEGER", "v %"),
