@@ -216,11 +216,18 @@ def aggregate_output(node: Aggregate, partial: pa.Table, state: pa.Table, accs: 
 RECOMPUTABLE = {"MIN", "MAX", "COUNT_STAR", "COUNT", "SUM", "AVG"}
 
 
-def aggregate_recompute(node: Aggregate, d: pa.Table, state: Optional[pa.Table]) -> Optional[pa.Table]:
+def aggregate_recompute(node: Aggregate, d: pa.Table, state: Optional[pa.Table],
+                        emitted: Optional[pa.Table] = None) -> Optional[pa.Table]:
     """agg(old + d) - agg(old) over the groups of ``state`` (the input's integral, a superset of the touched
-    groups' rows; untouched groups cancel), for MIN/MAX and the plain counting aggregates, no DISTINCT."""
+    groups' rows; untouched groups cancel), for MIN/MAX and the plain counting aggregates, no DISTINCT.  With
+    ``emitted`` (the op's own output, ``planner.circuit.keeps_output``): agg(old + d) over the groups ``d``
+    touches, minus their rows in ``emitted``; only where ``d``'s keys have no NULL and no float (Arrow's join
+    matches neither as SQL does)."""
     k = len(node.keys)
     if not k or any(a.func not in RECOMPUTABLE or a.distinct for a in node.aggs):
+        return None
+    if emitted is not None and any(d.column(col(i)).null_count or pa.types.is_floating(d.schema.field(col(i)).type)
+                                   for i in range(k)):
         return None
     args = []
     for a in node.aggs:
@@ -271,4 +278,13 @@ def aggregate_recompute(node: Aggregate, d: pa.Table, state: Optional[pa.Table])
     if state is None:
         return agg(d, 1)
     old = state.select(d.column_names).cast(d.schema)
-    return pa.concat_tables([agg(pa.concat_tables([old, d]), 1), agg(old, -1)], promote_options="permissive")
+    if emitted is None:
+        return pa.concat_tables([agg(pa.concat_tables([old, d]), 1), agg(old, -1)], promote_options="permissive")
+    touched = d.select(keys).group_by(keys, use_threads=False).aggregate([])
+    old = old.join(touched, keys=keys, join_type="left semi", use_threads=False)
+    new = agg(pa.concat_tables([old, d]), 1)
+    stored = emitted.cast(pa.schema([pa.field(c, new.schema.field(c).type) if c in keys else f
+                                     for c, f in zip(emitted.column_names, emitted.schema)]))
+    stored = stored.join(touched, keys=keys, join_type="left semi", use_threads=False)
+    gone = stored.set_column(stored.schema.get_field_index(W), W, pc.negate(stored.column(W)))
+    return pa.concat_tables([new, gone.select(new.column_names)], promote_options="permissive")

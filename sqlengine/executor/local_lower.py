@@ -318,9 +318,10 @@ class LocalLowerer:
         if initial:
             fast = arrow_ops.aggregate_recompute(op.node, ins[0], None)
             return fast if fast is not None else self.rule(rules.aggregate_sql(op.node, initial=True), D=ins[0])
-        if len(reads) > 1:   # it retracts what it emitted (planner.circuit.keeps_output)
-            return self.rule(rules.aggregate_sql(op.node, emitted=True), S=reads[0], D=ins[0], O=reads[1])
-        fast = arrow_ops.aggregate_recompute(op.node, ins[0], reads[0])
+        emitted = reads[1] if len(reads) > 1 else None   # it retracts what it emitted (circuit.keeps_output)
+        fast = arrow_ops.aggregate_recompute(op.node, ins[0], reads[0], emitted)
+        if fast is None and emitted is not None:
+            return self.rule(rules.aggregate_sql(op.node, emitted=True), S=reads[0], D=ins[0], O=emitted)
         if fast is not None:
             return fast
         return self.rule(rules.aggregate_sql(op.node), S=reads[0], D=ins[0])
