@@ -244,6 +244,11 @@ class LocalLowerer:
         keep = np.ones(d.num_rows, dtype=bool)
         keep[rids] = False
         good = d.filter(pa.array(keep))
+        if not good.num_rows:   # (an expression that fails on every row may fail with no row at all: a constant)
+            if isinstance(op.node, Filter):
+                return good
+            return pa.table([pa.nulls(0) for _ in op.node.exprs] + [good.column(W)],
+                            names=[col(i) for i in range(len(op.node.exprs))] + [W])
         with self.carefully():
             try:
                 return self.lower_map(op, [good], [])
