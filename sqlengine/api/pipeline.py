@@ -785,9 +785,9 @@ class Pipeline:
                     self._cv.wait(timeout=STORAGE_RETRY_S)
                 continue
             except BaseException as e:  # noqa: BLE001 - surfaced through status() and the next call
+                if isinstance(e, SimulatedCrash):   # a killed process: the OS would release its lock (before
+                    self._lock.release()            # the failure is seen: a test then reopens the storage)
                 self._fail(e)
-                if isinstance(e, SimulatedCrash):   # a killed process: the OS would release its lock
-                    self._lock.release()
                 with self._cv:
                     self._stepping = False
                     self._cv.notify_all()

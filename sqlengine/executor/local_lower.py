@@ -237,7 +237,7 @@ class LocalLowerer:
     def _careful_map(self, op: Op, d: pa.Table, exprs: List[str], clause: str) -> pa.Table:
         """A filter or projection of the rows of ``d`` where no expression fails; the others are recorded.  A
         batch that fails where no row fails alone (DuckDB evaluates some expressions over the whole batch) runs
-        with its expressions under TRY."""
+        in parts."""
         rids, which = self.bad_rows(d, exprs)
         names = [f.name for f in op.node.input.fields]
         self.record(op, d, rids, which, exprs, names, f"{clause} of {op.node.describe()}"[:200])
@@ -253,7 +253,19 @@ class LocalLowerer:
             try:
                 return self.lower_map(op, [good], [])
             except DATA_ERRORS:
-                return self.rule(rules.map_sql(op.node, rules.under_try), D=good)
+                return self._map_in_parts(op, good)
+
+    def _map_in_parts(self, op: Op, t: pa.Table) -> pa.Table:
+        """The map over ``t`` in halves, down to single rows where a half fails: for a batch DuckDB fails as a
+        whole (a vector of a NULLIF and a CAST) where no row fails alone, and TRY does not help."""
+        try:
+            return self.rule(rules.map_sql(op.node), D=t)
+        except DATA_ERRORS:
+            if t.num_rows <= 1:
+                raise
+        half = t.num_rows // 2
+        return pa.concat_tables([self._map_in_parts(op, t.slice(0, half)), self._map_in_parts(op, t.slice(half))],
+                                promote_options="permissive")
 
     def lower_union(self, op: Op, ins, reads) -> List[pa.Table]:
         return [d for d in ins if d is not None]
