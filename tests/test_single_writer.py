@@ -138,39 +138,43 @@ def test_two_runs_race_on_one_storage_with_files(tmp_path):
     race(tmp_path, files_program(tmp_path), feed, lambda: changelog_bag(str(tmp_path / "out")))
 
 
-def test_two_runs_race_on_one_storage_with_kafka(tmp_path):
+@pytest.fixture
+def broker():
+    """A Tansu broker for one test (skipped when none can start here)."""
     from tests.kafka_broker import Broker, BrokerUnavailable
-    broker = Broker()
+    b = Broker()
     try:
-        broker.start()
+        b.start()
     except BrokerUnavailable as e:
         pytest.skip(f"no Kafka broker for the tests: {e}")
-    try:
-        tin, tout = f"in-{uuid.uuid4().hex[:8]}", f"out-{uuid.uuid4().hex[:8]}"
-        broker.create_topic(tin, 1)
-        broker.create_topic(tout, 2)
-        src = {"transport": {"name": "kafka_input", "config": {"bootstrap.servers": broker.bootstrap, "topics": [tin]}},
-               "format": {"name": "json", "config": {"update_format": "insert_delete"}}}
-        snk = {"transport": {"name": "kafka_output", "config": {"bootstrap.servers": broker.bootstrap, "topic": tout,
-                                                                "key": ["g"]}}}
-        sql = (f"CREATE TABLE t (id BIGINT NOT NULL, g INT) WITH ('connectors' = '{json.dumps([src])}');\n"
-               f"CREATE MATERIALIZED VIEW agg WITH ('connectors' = '{json.dumps([snk])}') AS {VIEW_SQL};\n")
+    yield b
+    b.stop()
 
-        def feed(batches: range) -> None:
-            broker.produce(tin, [json.dumps({"insert": r}).encode() for r in rows_of(batches)], partition=0)
 
-        def integrate() -> Counter:
-            c: Counter = Counter()
-            seen = Counter()
-            for _p, _o, _k, value, headers in broker.consume_all(tout):
-                seen[(headers["sqlengine.step"], headers["sqlengine.seq"])] += 1
-                (kind, row), = json.loads(value).items()
-                c[(row["g"], row["n"])] += 1 if kind == "insert" else -1
-            assert max(seen.values(), default=1) == 1, "a (step, seq) was written twice"
-            return Counter({k: v for k, v in c.items() if v})
-        race(tmp_path, sql, feed, integrate)
-    finally:
-        broker.stop()
+def test_two_runs_race_on_one_storage_with_kafka(tmp_path, broker):
+    tin, tout = f"in-{uuid.uuid4().hex[:8]}", f"out-{uuid.uuid4().hex[:8]}"
+    broker.create_topic(tin, 1)
+    broker.create_topic(tout, 2)
+    src = {"transport": {"name": "kafka_input", "config": {"bootstrap.servers": broker.bootstrap, "topics": [tin]}},
+           "format": {"name": "json", "config": {"update_format": "insert_delete"}}}
+    snk = {"transport": {"name": "kafka_output", "config": {"bootstrap.servers": broker.bootstrap, "topic": tout,
+                                                            "key": ["g"]}}}
+    sql = (f"CREATE TABLE t (id BIGINT NOT NULL, g INT) WITH ('connectors' = '{json.dumps([src])}');\n"
+           f"CREATE MATERIALIZED VIEW agg WITH ('connectors' = '{json.dumps([snk])}') AS {VIEW_SQL};\n")
+
+    def feed(batches: range) -> None:
+        broker.produce(tin, [json.dumps({"insert": r}).encode() for r in rows_of(batches)], partition=0)
+
+    def integrate() -> Counter:
+        c: Counter = Counter()
+        seen = Counter()
+        for _p, _o, _k, value, headers in broker.consume_all(tout):
+            seen[(headers["sqlengine.step"], headers["sqlengine.seq"])] += 1
+            (kind, row), = json.loads(value).items()
+            c[(row["g"], row["n"])] += 1 if kind == "insert" else -1
+        assert max(seen.values(), default=1) == 1, "a (step, seq) was written twice"
+        return Counter({k: v for k, v in c.items() if v})
+    race(tmp_path, sql, feed, integrate)
 
 
 # ---------------------------------------------------------------------- in one process
@@ -282,27 +286,18 @@ def test_file_sink_refuses_to_write_for_an_older_epoch(tmp_path):
         ["step-0000000001.jsonl", "step-0000000002.jsonl"]
 
 
-def test_kafka_sink_refuses_a_topic_a_newer_epoch_wrote(tmp_path):
-    from tests.kafka_broker import Broker, BrokerUnavailable
-    broker = Broker()
-    try:
-        broker.start()
-    except BrokerUnavailable as e:
-        pytest.skip(f"no Kafka broker for the tests: {e}")
-    try:
-        tout = f"out-{uuid.uuid4().hex[:8]}"
-        broker.create_topic(tout, 1)
-        transport = {"name": "kafka_output", "config": {"bootstrap.servers": broker.bootstrap, "topic": tout}}
-        new = declared_sink(transport, None, str(tmp_path), 5)
-        assert new.open() == 0
-        new.write(1, changes(1))
-        new.close()
-        assert [h["sqlengine.epoch"] for *_, h in broker.consume_all(tout)] == [b"5"]
-        old = declared_sink(transport, None, str(tmp_path), 4)
-        with pytest.raises(StorageFencedError, match="epoch 5 .* this process's epoch 4"):
-            old.open()
-        again = declared_sink(transport, None, str(tmp_path), 6)
-        assert again.open() == 1
-        again.close()
-    finally:
-        broker.stop()
+def test_kafka_sink_refuses_a_topic_a_newer_epoch_wrote(tmp_path, broker):
+    tout = f"out-{uuid.uuid4().hex[:8]}"
+    broker.create_topic(tout, 1)
+    transport = {"name": "kafka_output", "config": {"bootstrap.servers": broker.bootstrap, "topic": tout}}
+    new = declared_sink(transport, None, str(tmp_path), 5)
+    assert new.open() == 0
+    new.write(1, changes(1))
+    new.close()
+    assert [h["sqlengine.epoch"] for *_, h in broker.consume_all(tout)] == [b"5"]
+    old = declared_sink(transport, None, str(tmp_path), 4)
+    with pytest.raises(StorageFencedError, match="epoch 5 .* this process's epoch 4"):
+        old.open()
+    again = declared_sink(transport, None, str(tmp_path), 6)
+    assert again.open() == 1
+    again.close()
