@@ -311,6 +311,9 @@ def _agg_call(a, k: int, i: int) -> str:
     if a.func not in AGG_FUNCS:
         raise UnsupportedError(f"aggregate {a.func} has no delta rule")
     call = f"{a.func}({'DISTINCT ' if a.distinct else ''}{a.args[0].sql})"
+    if a.func == "AVG" and a.args[0].type.base == "DECIMAL":   # an exact sum, divided in DOUBLE (as DuckDB does;
+        d = "DISTINCT " if a.distinct else ""                     # Spark's AVG of a DECIMAL keeps 6 digits)
+        call = f"CAST(SUM({d}{a.args[0].sql}) AS DOUBLE) / NULLIF(COUNT({d}{a.args[0].sql}), 0)"
     if a.func in ("STDDEV_POP", "VAR_POP"):   # one value: 0 in DuckDB even for inf or NaN (Spark: NaN)
         call = f"CASE WHEN COUNT({'DISTINCT ' if a.distinct else ''}{a.args[0].sql}) = 1 THEN CAST(0 AS DOUBLE) " \
                f"ELSE {call} END"
