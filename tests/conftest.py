@@ -55,3 +55,17 @@ def postgres():
         pytest.skip(str(e))
     yield pg
     pg.stop()
+
+
+@pytest.fixture(scope="session")
+def broker():
+    """A Kafka-protocol broker (Tansu, tests/kafka_broker.py) for the session; tests use topics of their own.
+    Skips with the reason when none can start here."""
+    from tests.kafka_broker import Broker, BrokerUnavailable
+    b = Broker()
+    try:
+        b.start()
+    except BrokerUnavailable as e:
+        pytest.skip(f"no Kafka broker for the tests: {e}")
+    yield b
+    b.stop()

