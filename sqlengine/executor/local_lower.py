@@ -337,10 +337,10 @@ class LocalLowerer:
             return fast if fast is not None else self.rule(rules.aggregate_sql(op.node, initial=True), D=ins[0])
         emitted = reads[1] if len(reads) > 1 else None   # it retracts what it emitted (circuit.keeps_output)
         fast = arrow_ops.aggregate_recompute(op.node, ins[0], reads[0], emitted)
-        if fast is None and emitted is not None:
-            return self.rule(rules.aggregate_sql(op.node, emitted=True), S=reads[0], D=ins[0], O=emitted)
         if fast is not None:
             return fast
+        if emitted is not None:
+            return self.rule(rules.aggregate_sql(op.node, emitted=True), S=reads[0], D=ins[0], O=emitted)
         return self.rule(rules.aggregate_sql(op.node), S=reads[0], D=ins[0])
 
     # accumulate mode (see delta_rules.acc_columns): partial sums of the change, then totals over state
