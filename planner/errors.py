@@ -61,7 +61,14 @@ class InputError(EngineError):
 
 
 class ConnectorError(EngineError):
-    """A source or sink failed."""
+    """A source or sink failed.  Raised while running, it is *transient*: the connector retries with backoff
+    (a broker or database that is down, the network, a full disk)."""
+
+
+class PermanentConnectorError(ConnectorError):
+    """A source or sink failed in a way that retrying cannot fix: a missing table or topic, a type mismatch
+    against the external table, bad credentials, a topic owned by another pipeline.  The connector stops
+    in state ``failed`` with this reason, and ``Pipeline.wait_for_completion()`` raises it."""
 
 
 class PipelineError(EngineError):
