@@ -34,14 +34,17 @@ def _port_open(port: int) -> bool:
 
 
 class Broker:
-    def __init__(self, port: Optional[int] = None):
+    def __init__(self, port: Optional[int] = None, advertised_port: Optional[int] = None):
+        """``advertised_port``: the port clients are told to use (a ``tests.tcp_proxy.TcpProxy`` in front of
+        the broker); ``bootstrap`` then goes through it too."""
         self.port = port or free_port()
+        self.advertised_port = advertised_port or self.port
         self.proc: Optional[subprocess.Popen] = None
         self.log_path = os.path.join(tempfile.gettempdir(), f"tansu-{self.port}.log")
 
     @property
     def bootstrap(self) -> str:
-        return f"127.0.0.1:{self.port}"
+        return f"127.0.0.1:{self.advertised_port}"
 
     def start(self, timeout: float = 20.0) -> "Broker":
         try:
@@ -54,9 +57,10 @@ class Broker:
         except ImportError:
             raise BrokerUnavailable("confluent-kafka is not installed (pip install 'sqlengine[kafka]')") from None
         url = f"tcp://127.0.0.1:{self.port}"
+        advertised = f"tcp://127.0.0.1:{self.advertised_port}"
         log = open(self.log_path, "wb")
         try:
-            self.proc = subprocess.Popen([binary, "broker", "--listener-url", url, "--advertised-listener-url", url,
+            self.proc = subprocess.Popen([binary, "broker", "--listener-url", url, "--advertised-listener-url", advertised,
                                           "--storage-engine", "memory://tansu/"], stdout=log, stderr=subprocess.STDOUT)
         except OSError as e:
             raise BrokerUnavailable(f"cannot start Tansu ({binary}): {e}") from None

@@ -60,11 +60,16 @@ class PostgresServer:
         self.dir = tempfile.mkdtemp(prefix=f"pg-{self.port}-")
         if os.geteuid() == 0:
             shutil.chown(self.dir, "postgres")
-        data, log = os.path.join(self.dir, "data"), os.path.join(self.dir, "log")
+        data = os.path.join(self.dir, "data")
         r = subprocess.run(self._as_owner([os.path.join(self.bin, "initdb"), "-D", data, "-U", "postgres",
                                            "-A", "trust", "--no-sync"]), capture_output=True, text=True)
         if r.returncode:
             raise PostgresUnavailable(f"initdb failed: {r.stderr[-500:]}")
+        self._pg_start(timeout)
+        return self
+
+    def _pg_start(self, timeout: float = 30.0) -> None:
+        data, log = os.path.join(self.dir, "data"), os.path.join(self.dir, "log")
         opts = (f"-p {self.port} -k {self.dir} -c listen_addresses=127.0.0.1 -c wal_level=logical "
                 "-c max_replication_slots=20 -c max_wal_senders=20 -c fsync=off")
         r = subprocess.run(self._as_owner([os.path.join(self.bin, "pg_ctl"), "-D", data, "-l", log, "-w",
@@ -75,7 +80,16 @@ class PostgresServer:
             raise PostgresUnavailable(f"PostgreSQL did not start: {tail}")
         with open(os.path.join(data, "postmaster.pid")) as f:
             self.pid = int(f.readline())
-        return self
+
+    def shutdown(self, mode: str = "fast") -> None:
+        """Stop the server and keep its data (``start_again`` brings it back): an outage.  ``mode`` is
+        pg_ctl's: ``fast`` (clients disconnected, a clean shutdown) or ``immediate`` (as after a crash)."""
+        subprocess.run(self._as_owner([os.path.join(self.bin, "pg_ctl"), "-D", os.path.join(self.dir, "data"),
+                                       "-m", mode, "-w", "stop"]), capture_output=True, text=True, check=True)
+        self.pid = None
+
+    def start_again(self, timeout: float = 30.0) -> None:
+        self._pg_start(timeout)
 
     def stop(self) -> None:
         """Stop at once (SIGQUIT to the postmaster: an immediate shutdown) and remove the data."""

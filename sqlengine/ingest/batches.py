@@ -6,6 +6,14 @@ chunk to one atomic log batch: either every chunk is committed, or, if a chunk
 fails (a bad row under ``on_error="reject"``, a full disk), none is.  Under
 ``on_error="dead_letter"`` bad rows are written to a JSON-lines dead-letter file
 (durably, before the batch commits) and the good rows are applied.
+
+A crash after a batch's dead-letter records are written but before the batch commits would leave them
+in the file while the batch is read again (a connector re-reads from its last logged position) and its
+records are written a second time.  So before appending, ``push`` durably notes the file, its size and
+the log's next sequence number (``PENDING``); opening the storage again truncates the file back to that
+size unless the log holds an entry at that number, that is, unless the batch committed.  (Batches are
+written under the log's lock, one at a time, so the next entry is this batch's.)  Each bad row is then
+in the dead letter exactly once.
 """
 from __future__ import annotations
 
@@ -22,10 +30,11 @@ from planner.errors import InputError
 from sqlengine.state.faults import describe, io_point
 from sqlengine.state.inputlog import InputLog
 from sqlengine.ingest.inputs import Chunk, Errors
-from sqlengine.state.store import fsync_dir
+from sqlengine.state.store import atomic_write_bytes, fsync_dir
 from sqlengine.zset import W, WEIGHT_TYPE, with_weight
 
 CHUNK_ROWS = 1_000_000   # rows converted and logged at a time; bounds an input call's memory
+PENDING = "dead_letter.pending"   # in the storage directory: dead-letter records of a batch not yet committed
 
 
 def empty_batch(t: TableDef) -> pa.Table:
@@ -42,6 +51,38 @@ class Ingest:
         self.storage_dir = storage_dir
         self.notify = notify
         self.dead_lettered: Dict[str, int] = {t: 0 for t in tables}
+        self._recover_dead_letters()
+
+    def _recover_dead_letters(self) -> None:
+        """Remove the dead-letter records of a batch that was being written when the process died."""
+        pending = os.path.join(self.storage_dir, PENDING)
+        try:
+            with open(pending) as f:
+                note = json.load(f)
+        except FileNotFoundError:
+            return
+        except ValueError:   # torn: written atomically, so it cannot be; be safe and keep the records
+            note = None
+        if note is not None and self.log.next_seq <= note["seq"]:
+            self._truncate(note)
+        os.remove(pending)
+        fsync_dir(self.storage_dir)
+
+    def _forget_pending(self) -> None:
+        try:
+            os.remove(os.path.join(self.storage_dir, PENDING))
+        except FileNotFoundError:
+            pass
+
+    @staticmethod
+    def _truncate(note: dict) -> None:
+        try:
+            with open(note["path"], "r+b") as f:
+                if os.fstat(f.fileno()).st_size > note["size"]:
+                    f.truncate(note["size"])
+                    os.fsync(f.fileno())
+        except FileNotFoundError:
+            pass
 
     def dead_letter_path(self, table: str, path: Optional[str]) -> str:
         return os.path.abspath(path) if path else os.path.join(self.storage_dir, "dead_letter", f"{table}.jsonl")
@@ -64,15 +105,25 @@ class Ingest:
                     data = rows.append_column(W, pa.array(weights, WEIGHT_TYPE))
                 batch.append(data)
                 accepted += rows.num_rows
+            note = None
             if errs.bad:
-                self._write_dead_letters(t.name, errs, self.dead_letter_path(t.name, dead_letter), batch.id)
-            batch.commit()
+                note = self._write_dead_letters(t.name, errs, self.dead_letter_path(t.name, dead_letter), batch.id)
+            try:
+                batch.commit()
+            except BaseException:
+                if note is not None:   # the batch will be read again: so will its bad rows
+                    self._truncate(note)
+                raise
+            finally:
+                if note is not None:
+                    self._forget_pending()
         self.dead_lettered[t.name] = self.dead_lettered.get(t.name, 0) + len(errs.bad)
         self.notify()
         return accepted
 
-    def _write_dead_letters(self, table: str, errs: Errors, path: str, batch_id: str) -> None:
-        """Append the bad rows to ``path`` (JSON lines) and fsync, before the batch commits."""
+    def _write_dead_letters(self, table: str, errs: Errors, path: str, batch_id: str) -> dict:
+        """Append the bad rows to ``path`` (JSON lines) and fsync, before the batch commits; returns the
+        note written to ``PENDING``."""
         at = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
         lines = "".join(json.dumps({**rec, "batch": batch_id, "time": at}, default=str) + "\n"
                         for _, rec in sorted(errs.bad.items()))
@@ -82,6 +133,8 @@ class Ingest:
             new = not os.path.exists(path)
             with open(path, "a") as f:
                 size = f.tell()
+                note = {"path": path, "size": size, "seq": self.log.next_seq, "batch": batch_id}
+                atomic_write_bytes(os.path.join(self.storage_dir, PENDING), json.dumps(note).encode())
                 try:
                     f.write(lines)
                     f.flush()
@@ -92,6 +145,7 @@ class Ingest:
                     raise
             if new:
                 fsync_dir(d)
+            return note
         except OSError as e:
             raise InputError(f"input for table {table} was not accepted: cannot write the dead-letter file "
                              f"{path}: {describe(e)}") from e

@@ -17,7 +17,8 @@ input log entry or batch commit record, after its bytes are written and before
 they are fsynced), ``dead_letter_write``, ``state_write`` (a state run) and
 ``state_commit`` (a step's manifest).  ``inject_io(point, errno.ENOSPC)`` makes
 the next writes there fail with that ``OSError`` (a full disk, a read-only
-file system), as the real system call would.
+file system), as the real system call would; ``SQLENGINE_CRASH_AT=<io point>``
+makes the process exit there at once (the bytes written, not yet fsynced).
 """
 from __future__ import annotations
 
@@ -57,7 +58,7 @@ def _target(spec: Tuple[str, str]) -> Tuple[str, int]:
 
 def crash_point(point: str, step: int) -> None:
     spec = os.environ.get("SQLENGINE_CRASH_AT")
-    if spec:
+    if spec and ":" in spec:   # (without a step: an I/O point, see ``io_point``)
         name, _, at = spec.partition(":")
         if (name, step) == _target((name, at)):
             os._exit(137)
@@ -85,6 +86,8 @@ def clear_io(point: Optional[str] = None) -> None:
 
 
 def io_point(point: str, path: str) -> None:
+    if os.environ.get("SQLENGINE_CRASH_AT") == point:
+        os._exit(137)
     f = _io.get(point)
     if f is None:
         return
