@@ -159,6 +159,9 @@ class SourceBatch:
     chunks: Chunks
     position: Any
     bytes: int = 0
+    # a problem with the input that is not a bad record (e.g. a file that changed after it was read), set by the
+    # source (also while ``chunks`` runs): once the batch is logged it becomes the connector's ``last_error``
+    warning: Optional[str] = None
 
 
 class Source(Connector):

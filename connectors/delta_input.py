@@ -44,9 +44,11 @@ column whose type cannot hold the SQL column's (a string for an INT is parsed; a
 an error) stops it with an error naming the column.  A value that does not fit (a BIGINT too big for an
 INT column, NULL in a NOT NULL column) goes to the dead letter, naming the version, like bad input rows.
 
-**Errors.**  A path that does not exist or is not a Delta table, unreadable files, a version without a
-change data feed that deletes rows: a ``ConnectorError`` in ``status()`` naming the connector and the
-cause; the connector retries with backoff from its last logged position, and the pipeline goes on.
+**Errors.**  Unreadable files, a version without a change data feed that deletes rows: a ``ConnectorError``
+in ``status()`` naming the connector and the cause; the connector retries with backoff from its last logged
+position, and the pipeline goes on.  A path that does not exist or is not a Delta table, a table whose
+columns do not fit the SQL table, a position after the table's latest version (the table was replaced):
+a ``PermanentConnectorError``; the connector stops in state ``failed``.
 """
 from __future__ import annotations
 
@@ -59,7 +61,7 @@ from urllib.parse import urlparse
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from planner.errors import ConnectorError
+from planner.errors import ConnectorError, PermanentConnectorError
 
 from .base import Source, SourceBatch, opt, register_source
 from .formats import _COMPATIBLE, _kind, arrow_batches_chunks, unit_chunks
@@ -152,8 +154,8 @@ class DeltaTableInput(Source):
         self.done = False                 # snapshot mode: the snapshot was read
 
     # ------------------------------------------------------------ opening
-    def _error(self, message: str) -> ConnectorError:
-        return ConnectorError(f"{WHAT}: {message}")
+    def _error(self, message: str, permanent: bool = False) -> ConnectorError:
+        return (PermanentConnectorError if permanent else ConnectorError)(f"{WHAT}: {message}")
 
     def _load(self, version: Optional[int] = None):
         from deltalake import DeltaTable
@@ -162,7 +164,7 @@ class DeltaTableInput(Source):
             return DeltaTable(self.path) if version is None else DeltaTable(self.path, version=version)
         except TableNotFoundError as e:
             why = "does not exist" if not os.path.exists(self.path) else "is not a Delta table (no _delta_log)"
-            raise self._error(f"{self.path} {why}: {delta_error_text(e)}") from None
+            raise self._error(f"{self.path} {why}: {delta_error_text(e)}", permanent=True) from None
         except Exception as e:   # noqa: BLE001 - delta-rs raises DeltaError, OSError, ...
             at = "" if version is None else f" at version {version}"
             raise self._error(f"cannot read the Delta table {self.path}{at}: {delta_error_text(e)}") from None
@@ -177,7 +179,7 @@ class DeltaTableInput(Source):
             self.version = int(position["version"])
             if self.version > self.latest:
                 raise self._error(f"the position (version {self.version}) is after the latest version of "
-                                  f"{self.path} ({self.latest}): was the table replaced?")
+                                  f"{self.path} ({self.latest}): was the table replaced?", permanent=True)
             self.done = self.config["mode"] == "snapshot"
             at = self._load(self.version) if self.version != self.latest else self.dt
             self.cdf = self._cdf_on(at)
@@ -211,10 +213,11 @@ class DeltaTableInput(Source):
         missing = [f.name for f in t.fields if f.name.lower() not in by_lower and not f.type.nullable]
         if missing:
             raise self._error(f"the Delta table {self.path} ({what}) has no column {', '.join(missing)}, "
-                              f"NOT NULL in table {t.name}. Its columns: {', '.join(schema.names)}")
+                              f"NOT NULL in table {t.name}. Its columns: {', '.join(schema.names)}", permanent=True)
         if not any(f.name.lower() in by_lower for f in t.fields):
             raise self._error(f"the Delta table {self.path} ({what}) has none of the columns of table {t.name} "
-                              f"({', '.join(f.name for f in t.fields)}). Its columns: {', '.join(schema.names)}")
+                              f"({', '.join(f.name for f in t.fields)}). Its columns: {', '.join(schema.names)}",
+                              permanent=True)
         for f in t.fields:
             i = by_lower.get(f.name.lower())
             if i is None:
@@ -222,7 +225,7 @@ class DeltaTableInput(Source):
             src, want = _kind(schema.types[i]), _kind(arrow_type(f.type))
             if not (src == want or src in ("string", "null") or src in _COMPATIBLE.get(want, ())):
                 raise self._error(f"column {f.name} is {schema.types[i]} in the Delta table {self.path} ({what}) "
-                                  f"but {f.type.sql} in table {t.name}")
+                                  f"but {f.type.sql} in table {t.name}", permanent=True)
 
     def _columns(self, schema: pa.Schema) -> List[str]:
         """The Delta columns read: those matching a column of the SQL table."""

@@ -41,9 +41,10 @@ pipelines' steps: use another path, or remove the table.  In changelog mode a ta
 connector did not write is refused too (a mirror replaces such rows).  Other writers must not change the
 table while the pipeline runs (a concurrent commit makes the step's commit fail and retry).
 
-**Errors.**  A path that is not writable, a table whose columns are not the view's: a ``ConnectorError``
-in ``status()``; the connector retries with backoff (the steps wait in the outbox) and the pipeline
-goes on.  Options are checked when the program is compiled: an unknown ``key`` or ``partition_by``
+**Errors.**  A path that is not writable: a ``ConnectorError`` in ``status()``; the connector retries with
+backoff (the steps wait in the outbox) and the pipeline goes on.  A path holding something else than a
+Delta table, a table whose columns are not the view's, one holding another pipeline's output or rows this
+connector did not write: a ``PermanentConnectorError``; the connector stops in state ``failed``.  Options are checked when the program is compiled: an unknown ``key`` or ``partition_by``
 column, ``key`` outside mirror mode, mirror mode on a view that is not MATERIALIZED.
 """
 from __future__ import annotations
@@ -56,7 +57,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from planner.errors import ConnectorError
+from planner.errors import ConnectorError, PermanentConnectorError
 
 from .base import Sink, opt, register_sink
 from .delta_input import delta_error_text, local_path, plain_batches, plain_schema
@@ -147,8 +148,8 @@ class DeltaTableOutput(Sink):
         self.fresh = True              # the table holds nothing this connector wrote
 
     # ------------------------------------------------------------ opening
-    def _error(self, message: str) -> ConnectorError:
-        return ConnectorError(f"{WHAT}: {message}")
+    def _error(self, message: str, permanent: bool = False) -> ConnectorError:
+        return (PermanentConnectorError if permanent else ConnectorError)(f"{WHAT}: {message}")
 
     @property
     def app_id(self) -> str:
@@ -166,7 +167,8 @@ class DeltaTableOutput(Sink):
         try:
             if not DeltaTable.is_deltatable(self.path):
                 if os.path.isdir(self.path) and os.listdir(self.path) or os.path.isfile(self.path):
-                    raise self._error(f"{self.path} exists and is not a Delta table; remove it or use another path")
+                    raise self._error(f"{self.path} exists and is not a Delta table; remove it or use another path",
+                                      permanent=True)
                 return 0
             dt = DeltaTable(self.path)
         except ConnectorError:
@@ -177,17 +179,17 @@ class DeltaTableOutput(Sink):
         me = self.ctx.pipeline_id
         if owner and me and owner != me:
             raise self._error(f"{self.path} holds the output of another pipeline ({owner}); remove it or use "
-                              f"another path")
+                              f"another path", permanent=True)
         have = pa.schema(dt.schema()).names
         if have != self.columns():
             raise self._error(f"the Delta table {self.path} has the columns {', '.join(have)}, not those of "
                               f"{'view ' + self.ctx.relation if self.mirror else 'the changelog'} "
-                              f"({', '.join(self.columns())}); remove it or use another path")
+                              f"({', '.join(self.columns())}); remove it or use another path", permanent=True)
         self.held = int(dt.transaction_version(self.app_id) or 0)
         self.fresh = self.held == 0
         if self.fresh and not self.mirror and dt.file_uris():
             raise self._error(f"the Delta table {self.path} holds rows this connector did not write; remove it or "
-                              f"use another path")
+                              f"use another path", permanent=True)
         if not owner and me:
             self._run(lambda: dt.alter.set_table_properties({OWNER_PROPERTY: me}, raise_if_not_exists=False),
                       "claim")
@@ -222,7 +224,8 @@ class DeltaTableOutput(Sink):
         try:
             return data.select(target.names).cast(target)
         except (KeyError, pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError) as e:
-            raise self._error(f"the rows do not fit the Delta table {self.path} ({target}): {e}") from None
+            raise self._error(f"the rows do not fit the Delta table {self.path} ({target}): {e}",
+                              permanent=True) from None
 
     def _write(self, data: pa.Table, step: int, mode: str = "append") -> None:
         from deltalake import write_deltalake

@@ -23,7 +23,7 @@ from typing import List
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from planner.errors import ConnectorError
+from planner.errors import ConnectorError, PermanentConnectorError
 
 from .base import Sink, opt, register_sink
 
@@ -96,8 +96,8 @@ class FileOutput(Sink):
             with open(owner) as f:
                 other = f.read().strip()
             if other and me and other != me:
-                raise ConnectorError(f"file_output: {self.directory} holds the output of another pipeline "
-                                     f"({other}); remove it or use another path")
+                raise PermanentConnectorError(f"file_output: {self.directory} holds the output of another "
+                                              f"pipeline ({other}); remove it or use another path")
             return
         if me:
             from sqlengine.state.store import atomic_write_bytes

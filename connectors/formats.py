@@ -25,6 +25,10 @@ _WEIGHT_OPTIONS = {
                                   "integer: +n inserts n copies, -n deletes n copies"),
     "op_column": opt(str, doc="reading: a column (not a table column) holding 'insert' or 'delete'"),
 }
+UNKNOWN_FIELDS_OPTION = opt(str, default="ignore", choices=("ignore", "reject"),
+                            doc="reading: a field or column that is not a column of the table is skipped "
+                                "(ignore), or makes the record (a JSON/Avro record, a CSV/Parquet row) a bad "
+                                "row naming it (reject)")
 
 
 def _write_atomically(path: str, write) -> None:
@@ -40,7 +44,7 @@ def _write_atomically(path: str, write) -> None:
 class ParquetFormat(Format):
     name = "parquet"
     extension = "parquet"
-    OPTIONS: Dict[str, Any] = dict(_WEIGHT_OPTIONS)
+    OPTIONS: Dict[str, Any] = {**_WEIGHT_OPTIONS, "unknown_fields": UNKNOWN_FIELDS_OPTION}
 
     def write_file(self, table: pa.Table, path: str) -> None:
         import pyarrow.parquet as pq
@@ -78,11 +82,28 @@ class CsvFormat(Format):
                "header": opt(bool, default=True, doc="the first line names the columns (reading without a "
                                                       "header: the table's columns in order, then the "
                                                       "weight/op column if any)"),
-               **_WEIGHT_OPTIONS}
+               **_WEIGHT_OPTIONS, "unknown_fields": UNKNOWN_FIELDS_OPTION}
 
     def read_file(self, path: str):
         """The ``Chunks`` of one local CSV file (read in blocks: bounded memory)."""
         return lambda errs, chunk_rows: csv_file_chunks(self.ctx.table, path, self.config, errs, chunk_rows)
+
+    def read_range(self, path: str, start: int, end: int):
+        """The ``Chunks`` of bytes ``[start, end)`` of a local CSV file, whole lines (read in blocks); after the
+        first read of a file with a header, the names come from its first line."""
+        def chunks(errs: Errors, chunk_rows: int):
+            names, begin = None, start
+            with open(path, "rb") as raw:
+                if self.config["header"]:
+                    names = csv_header(path, self.config["delimiter"])
+                    if not names:
+                        raise InputError(f"table {self.ctx.table.name}: the CSV file has no header line")
+                    if not start:
+                        begin = min(end, len(raw.readline()))
+                raw.seek(begin)
+                source = io.BufferedReader(_Range(raw, end - begin), 1 << 20)
+                yield from csv_file_chunks(self.ctx.table, source, self.config, errs, chunk_rows, names=names)
+        return chunks
 
     def decode(self, data: bytes):
         """The ``Chunks`` of CSV bytes."""
@@ -100,7 +121,8 @@ class JsonFormat(Format):
     name = "json"
     extension = "jsonl"
     OPTIONS = {"update_format": opt(str, default="insert_delete", choices=("raw", "insert_delete", "debezium"),
-                                    doc="raw rows (inserts), {\"insert\"|\"delete\": row}, or a Debezium envelope")}
+                                    doc="raw rows (inserts), {\"insert\"|\"delete\": row}, or a Debezium envelope"),
+               "unknown_fields": UNKNOWN_FIELDS_OPTION}
 
     def read_file(self, path: str):
         """The ``Chunks`` of one local file of JSON lines (or one JSON array)."""
@@ -108,13 +130,23 @@ class JsonFormat(Format):
             with open(path, "rb") as f:
                 data = f.read()
             yield from json_text_chunks(self.ctx.table, data.decode(), self.config["update_format"], errs,
-                                        chunk_rows)
+                                        chunk_rows, self.config["unknown_fields"])
+        return chunks
+
+    def read_range(self, path: str, start: int, end: int):
+        """The ``Chunks`` of bytes ``[start, end)`` (whole lines) of a local file of JSON lines."""
+        def chunks(errs: Errors, chunk_rows: int):
+            with open(path, "rb") as f:
+                f.seek(start)
+                data = f.read(end - start)
+            yield from self.decode(data)(errs, chunk_rows)
         return chunks
 
     def decode(self, data: bytes):
         """The ``Chunks`` of JSON bytes (JSON lines, one object, or an array)."""
         return lambda errs, chunk_rows: json_text_chunks(self.ctx.table, bytes(data).decode(),
-                                                         self.config["update_format"], errs, chunk_rows)
+                                                         self.config["update_format"], errs, chunk_rows,
+                                                         self.config["unknown_fields"])
 
     def write_file(self, table: pa.Table, path: str) -> None:
         import duckdb
@@ -257,9 +289,13 @@ def _weights_of(arr: pa.Array, column: str, op: bool, errs: Errors) -> List[int]
 
 
 class _Columns:
-    """How a file's columns map to the table: the table's columns and the weight or op column."""
+    """How a file's columns map to the table: the table's columns and the weight or op column.
 
-    def __init__(self, t, names: Sequence[str], weight: Optional[str], op: Optional[str]):
+    Columns that are not table columns: skipped (``unknown_fields`` "ignore"), every row bad naming the first
+    one ("reject"), or the whole file bad (None: callers without the option, e.g. Delta tables)."""
+
+    def __init__(self, t, names: Sequence[str], weight: Optional[str], op: Optional[str],
+                 unknown_fields: Optional[str] = None):
         self.special = weight or op
         self.op = op is not None
         self.special_at = None
@@ -273,12 +309,23 @@ class _Columns:
             self.special_at = low.index(self.special.lower())
             data = [n for j, n in enumerate(names) if j != self.special_at]
         # with a weight column, rows of a table with a primary key may be deletes that only carry the key
-        mapping = _match_columns(t, data, delete=bool(self.special) and bool(t.primary_key))
+        mapping = _match_columns(t, data, delete=bool(self.special) and bool(t.primary_key),
+                                 unknown_fields="reject" if unknown_fields is None else "ignore")
         self.col_of = {f.name: list(names).index(mapping[f.name]) for f in t.fields if f.name in mapping}
+        self.unknown = None
+        if unknown_fields == "reject":
+            known = {f.name.lower() for f in t.fields}
+            extra = [str(n) for n in data if str(n).lower() not in known]
+            if extra:
+                self.unknown = (f"unknown column '{extra[0]}' (unknown_fields is 'reject'). Columns: "
+                                f"{', '.join(f.name for f in t.fields)}")
 
     def convert(self, t, columns: Sequence[pa.Array], n: int, errs: Errors, seen: dict, convert):
         """Converted, checked rows and weights of one chunk of the file's columns."""
         weights: Any = 1
+        if self.unknown:
+            for i in range(n):
+                errs.add(i, None, self.unknown)
         if self.special:
             weights = _weights_of(columns[self.special_at], self.special, self.op, errs)
         arrays = [convert(columns[self.col_of[f.name]], f) if f.name in self.col_of
@@ -286,21 +333,47 @@ class _Columns:
         return _finish(t, arrays, weights, errs, seen)
 
 
-def csv_file_chunks(t, source, config: Dict[str, Any], errs: Errors, chunk_rows: int) -> Iterator[Chunk]:
+class _Range(io.RawIOBase):
+    """The next ``size`` bytes of a binary file, as a readable stream."""
+
+    def __init__(self, f, size: int):
+        self.f, self.left = f, size
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, b) -> int:
+        if self.left <= 0:
+            return 0
+        view = memoryview(b)[:min(len(b), self.left)]
+        n = self.f.readinto(view)
+        self.left -= n or 0
+        return n or 0
+
+
+def csv_file_chunks(t, source, config: Dict[str, Any], errs: Errors, chunk_rows: int,
+                    names: Optional[List[str]] = None) -> Iterator[Chunk]:
     """Chunks from one CSV file (a path or a file object): fields read as text and converted to the table's
     types (an empty field is NULL); rows with the wrong number of fields go to the dead letter.  Like
-    ``sqlengine.ingest.inputs.csv_chunks``, plus the format's delimiter, header and weight/op column."""
+    ``sqlengine.ingest.inputs.csv_chunks``, plus the format's delimiter, header and weight/op column.
+    ``names``: the file's column names, ``source`` holding no header line (the rest of a file with a header).
+
+    With a header, columns are matched by name: a column that is not a table column is skipped (the format's
+    ``unknown_fields`` "ignore") or makes every row bad ("reject"); a missing nullable column is NULL.  Without a header
+    the fields are positional (the table's columns in order), so a line with an extra field has the wrong
+    number of fields and is a bad row."""
     weight, op = config.get("weight_column"), config.get("op_column")
-    if config["header"]:
+    header = config["header"] and names is None
+    if header:
         names = csv_header(source, config["delimiter"])
         if not names:
             raise InputError(f"table {t.name}: the CSV file has no header line")
-    else:
+    elif names is None:
         names = [f.name for f in t.fields] + ([weight or op] if (weight or op) else [])
-    cols = _Columns(t, names, weight, op)
+    cols = _Columns(t, names, weight, op, config.get("unknown_fields"))
     seen: dict = {}
-    for columns, n in csv_tables(t, source, names, errs, chunk_rows, first_line=2 if config["header"] else 1,
-                                 delimiter=config["delimiter"], header=config["header"]):
+    for columns, n in csv_tables(t, source, names, errs, chunk_rows, first_line=2 if header else 1,
+                                 delimiter=config["delimiter"], header=header):
         yield cols.convert(t, columns, n, errs, seen, lambda a, f: convert_strings(a, f.type, f.name, errs))
 
 
@@ -308,7 +381,7 @@ def arrow_batches_chunks(t, schema: pa.Schema, batches: Iterable[pa.RecordBatch]
                          errs: Errors) -> Iterator[Chunk]:
     """Chunks from typed Arrow record batches (a Parquet file, a Spark read), columns matched by name."""
     names = schema.names
-    cols = _Columns(t, names, config.get("weight_column"), config.get("op_column"))
+    cols = _Columns(t, names, config.get("weight_column"), config.get("op_column"), config.get("unknown_fields"))
     seen: dict = {}
     base = 0
     for b in batches:
@@ -337,13 +410,15 @@ def _debezium(records: List[Any]) -> List[Any]:
     return out
 
 
-def json_text_chunks(t, text, update_format: str, errs: Errors, chunk_rows: int) -> Iterator[Chunk]:
-    """Chunks from JSON text (JSON lines, or one JSON array) in ``update_format``."""
+def json_text_chunks(t, text, update_format: str, errs: Errors, chunk_rows: int,
+                     unknown_fields: str = "reject") -> Iterator[Chunk]:
+    """Chunks from JSON text (JSON lines, or one JSON array) in ``update_format``; ``unknown_fields`` as for
+    ``sqlengine.ingest.inputs.json_chunks``."""
     if update_format == "debezium":
         from sqlengine.ingest.inputs import parse_json
         records, malformed = parse_json(text, errs)
         if malformed:   # already recorded by parse_json; keep the others
             records = [r for i, r in enumerate(records) if i not in malformed]
-        yield from json_chunks(t, _debezium(records), "insert_delete", errs, chunk_rows)
+        yield from json_chunks(t, _debezium(records), "insert_delete", errs, chunk_rows, unknown_fields)
         return
-    yield from json_chunks(t, text, update_format, errs, chunk_rows)
+    yield from json_chunks(t, text, update_format, errs, chunk_rows, unknown_fields)

@@ -17,8 +17,8 @@ DECIMAL(p, s) → decimal(p, s), VARCHAR → string, DATE → date, TIMESTAMP �
 time zone; the engine's TIMESTAMPs are naive UTC).  The types are taken from the view's changes, so the
 table appears with the first step that changes the view.  An existing table is used if it has exactly
 the expected columns (changelog: the view's plus ``__weight`` and ``__step``) with the same types or
-types they promote to (int → long, float → double, a wider decimal precision); otherwise every write
-fails with a ``ConnectorError`` saying which column differs.
+types they promote to (int → long, float → double, a wider decimal precision); otherwise the sink fails
+for good (``PermanentConnectorError``, state ``failed``) saying which column differs.
 
 ``changelog`` mode appends each step's changed rows with ``__weight`` (long: +n inserted, -n deleted)
 and ``__step`` (long): one Iceberg snapshot per step.  Summing ``__weight`` per row over the table
@@ -43,7 +43,8 @@ first step written to a table that holds no step of this sink replaces whatever 
 and tags its snapshots' summaries with ``sqlengine.step`` and ``sqlengine.pipeline``.  The properties
 change in the same atomic catalog commit as the rows, so ``open()`` reads back the last step the table
 holds, and ``write`` of a step at or before it does nothing.  A table whose properties name another
-pipeline, or another sink of this one, is refused (``ConnectorError``): its steps are not this sink's.
+pipeline, or another sink of this one, is refused (``PermanentConnectorError``): its steps are not this
+sink's.
 
 Failures (the catalog unreachable, the warehouse not writable, a concurrent commit) raise
 ``ConnectorError`` naming the table and the cause; the engine reopens the sink and retries the step.
@@ -66,7 +67,7 @@ from typing import Dict, Iterator, List, Optional
 
 import pyarrow as pa
 
-from planner.errors import ConnectorError
+from planner.errors import ConnectorError, PermanentConnectorError
 
 from .base import Sink, opt, register_sink
 
@@ -270,11 +271,11 @@ class IcebergOutput(Sink):
         other, sink = props.get(P_PIPELINE), props.get(P_SINK)
         me = self.ctx.pipeline_id
         if other and me and other != me:
-            raise ConnectorError(f"iceberg_output: table {self.name} holds the output of another pipeline "
-                                 f"({other}); drop it or use another table")
+            raise PermanentConnectorError(f"iceberg_output: table {self.name} holds the output of another pipeline "
+                                          f"({other}); drop it or use another table")
         if sink and sink != self.sink_id and (not other or not me or other == me):
-            raise ConnectorError(f"iceberg_output: table {self.name} holds the output of sink {sink} of this "
-                                 f"pipeline; each sink needs its own table")
+            raise PermanentConnectorError(f"iceberg_output: table {self.name} holds the output of sink {sink} of "
+                                          f"this pipeline; each sink needs its own table")
 
     def _expected(self, view_names: List[str]) -> List[str]:
         return view_names + ([WEIGHT, STEP] if self.config["mode"] == "changelog" else [])
@@ -285,10 +286,10 @@ class IcebergOutput(Sink):
         missing = [n for n in want if n not in have]
         extra = [n for n in have if n not in want]
         if missing or extra:
-            raise ConnectorError(f"iceberg_output: table {self.name} has columns {', '.join(have)}, but "
-                                 f"{self.config['mode']} mode writes {', '.join(want)}"
-                                 + (f" (missing {', '.join(missing)})" if missing else "")
-                                 + (f" (not in the view: {', '.join(extra)})" if extra else ""))
+            raise PermanentConnectorError(f"iceberg_output: table {self.name} has columns {', '.join(have)}, but "
+                                          f"{self.config['mode']} mode writes {', '.join(want)}"
+                                          + (f" (missing {', '.join(missing)})" if missing else "")
+                                          + (f" (not in the view: {', '.join(extra)})" if extra else ""))
 
     def close(self) -> None:
         cat, self.catalog, self.table = self.catalog, None, None
@@ -317,11 +318,12 @@ class IcebergOutput(Sink):
                 want = schema.find_field(f.name)
                 have = iceberg_type(f.type)
                 if have is None or not promotes(have, want.field_type):
-                    raise ConnectorError(f"iceberg_output: column {f.name} of table {self.name} is {want.field_type}"
-                                         f", but the view's {f.name} is {f.type} ({have or 'no Iceberg type'})")
+                    raise PermanentConnectorError(
+                        f"iceberg_output: column {f.name} of table {self.name} is {want.field_type}, but the view's "
+                        f"{f.name} is {f.type} ({have or 'no Iceberg type'})")
                 if want.required:
-                    raise ConnectorError(f"iceberg_output: column {f.name} of table {self.name} is required "
-                                         "(NOT NULL); the sink writes optional columns")
+                    raise PermanentConnectorError(f"iceberg_output: column {f.name} of table {self.name} is "
+                                                  "required (NOT NULL); the sink writes optional columns")
             self.checked = data.schema
         target = schema.as_arrow()
         cols = []

@@ -23,7 +23,10 @@ read again every 10 s) and read from their beginning.
 **Failures.**  A broker that cannot be reached when opening (metadata requests time out after
 ``timeout_ms``), all brokers going down while reading, or a message error other than the end of a
 partition raise ``ConnectorError``; the engine reports it in ``status()`` and reopens the connector with
-backoff from the last logged position.  A topic that does not exist is such an error too.
+backoff from the last logged position.  Errors that retrying cannot fix raise ``PermanentConnectorError``
+and the connector stops in state ``failed``: a topic that does not exist (``UNKNOWN_TOPIC_OR_PART``; topics
+are never created automatically), a librdkafka option it rejects, failed SASL authentication or missing
+authorization, and librdkafka's fatal errors (``is_permanent``).
 """
 from __future__ import annotations
 
@@ -31,9 +34,10 @@ import logging
 import time
 from typing import Any, Dict, List, Optional, Tuple
 
-from planner.errors import ConnectorError
+from planner.errors import ConnectorError, PermanentConnectorError
 
 from .base import Source, SourceBatch, opt, register_source
+from .kafka_logs import LIBRDKAFKA_LOG, routed
 from .messages import Batch, decoder
 
 log = logging.getLogger("sqlengine.kafka")
@@ -45,6 +49,27 @@ def kafka_error_text(e: BaseException) -> str:
     if hasattr(err, "str") and callable(err.str):
         return err.str()
     return str(e)
+
+
+def is_permanent(err) -> bool:
+    """Whether a ``confluent_kafka.KafkaError`` is one that retrying cannot fix: librdkafka's fatal errors, a
+    rejected configuration, failed authentication or authorization, a topic that does not exist."""
+    from confluent_kafka import KafkaError
+    codes = {getattr(KafkaError, n, None) for n in (
+        "_AUTHENTICATION", "SASL_AUTHENTICATION_FAILED", "UNSUPPORTED_SASL_MECHANISM", "ILLEGAL_SASL_STATE",
+        "TOPIC_AUTHORIZATION_FAILED", "GROUP_AUTHORIZATION_FAILED", "CLUSTER_AUTHORIZATION_FAILED",
+        "TRANSACTIONAL_ID_AUTHORIZATION_FAILED", "UNKNOWN_TOPIC_OR_PART", "_UNKNOWN_TOPIC", "TOPIC_EXCEPTION",
+        "_INVALID_ARG", "MSG_SIZE_TOO_LARGE")} - {None}
+    try:
+        return bool(err.fatal()) or err.code() in codes
+    except AttributeError:
+        return False
+
+
+def kafka_error(message: str, e: BaseException) -> ConnectorError:
+    """``message`` as a ``PermanentConnectorError`` if the ``KafkaException`` ``e`` is permanent (``is_permanent``)."""
+    err = e.args[0] if getattr(e, "args", None) else None
+    return (PermanentConnectorError if err is not None and is_permanent(err) else ConnectorError)(message)
 
 
 _BLANK = (b" ", b"\t", b"\n", b"\r")   # a message starting with one may be blank (checked in full)
@@ -102,6 +127,7 @@ class KafkaInput(Source):
         self.consumer = None
         self.next: Dict[Tuple[str, int], int] = {}   # (topic, partition) -> next offset to read
         self.broker_error: Optional[str] = None
+        self.permanent_error: Optional[str] = None   # an authentication error from the error callback
         self._lag: Optional[int] = None
         self._lag_at = 0.0
         self._discovered_at = 0.0
@@ -116,7 +142,7 @@ class KafkaInput(Source):
                 "socket.connection.setup.timeout.ms": max(1000, min(c["timeout_ms"], 30_000)),
                 "topic.metadata.refresh.interval.ms": 10_000, "fetch.wait.max.ms": 100,
                 "max.partition.fetch.bytes": 8 << 20,
-                "logger": log, "error_cb": self._on_error}
+                "logger": LIBRDKAFKA_LOG, "error_cb": routed(self._on_error)}
         conf.update({k: v for k, v in c.items() if "." in k})
         return conf
 
@@ -125,10 +151,18 @@ class KafkaInput(Source):
         if err.fatal() or err.code() in (KafkaError._ALL_BROKERS_DOWN, KafkaError._AUTHENTICATION,
                                          KafkaError._SSL):
             self.broker_error = err.str()
+        if is_permanent(err):
+            self.permanent_error = err.str()
 
     def _unreachable(self, e: BaseException) -> ConnectorError:
-        return ConnectorError(f"cannot reach the Kafka broker at {self.config['bootstrap.servers']} "
-                              f"(bootstrap.servers): {kafka_error_text(e)}")
+        """A request that failed: permanent if the error callback saw an authentication failure meanwhile."""
+        if self.consumer is not None and not self.consumer.assignment():
+            self.consumer.poll(0)   # (serves the error callback; nothing is assigned, so no message is taken)
+        if self.permanent_error is not None:
+            return PermanentConnectorError(f"the Kafka broker at {self.config['bootstrap.servers']} refused the "
+                                           f"connection: {self.permanent_error}")
+        return kafka_error(f"cannot reach the Kafka broker at {self.config['bootstrap.servers']} "
+                           f"(bootstrap.servers): {kafka_error_text(e)}", e)
 
     def _partitions(self, timeout: float) -> Dict[str, List[int]]:
         """The partitions of every topic (raises ConnectorError if the cluster or a topic is missing)."""
@@ -142,7 +176,9 @@ class KafkaInput(Source):
             tm = md.topics.get(topic)
             if tm is None or tm.error is not None or not tm.partitions:
                 why = tm.error.str() if tm is not None and tm.error is not None else "no partitions"
-                raise ConnectorError(f"topic {topic!r} is not available at {self.config['bootstrap.servers']}: {why}")
+                permanent = tm is not None and tm.error is not None and is_permanent(tm.error)
+                raise (PermanentConnectorError if permanent else ConnectorError)(
+                    f"topic {topic!r} is not available at {self.config['bootstrap.servers']}: {why}")
             out[topic] = sorted(tm.partitions)
         return out
 
@@ -166,12 +202,12 @@ class KafkaInput(Source):
     def open(self, position: Any) -> None:
         from confluent_kafka import Consumer, KafkaException
         self.close()
-        self.broker_error = None
+        self.broker_error = self.permanent_error = None
         timeout = self.config["timeout_ms"] / 1000
         try:
             self.consumer = Consumer(self._consumer_config())
-        except KafkaException as e:
-            raise ConnectorError(f"cannot create the Kafka consumer: {kafka_error_text(e)}") from None
+        except KafkaException as e:   # (permanent: an option librdkafka rejects)
+            raise kafka_error(f"cannot create the Kafka consumer: {kafka_error_text(e)}", e) from None
         try:
             parts = self._partitions(timeout)
             pos = dict(position or {})
@@ -276,8 +312,8 @@ class KafkaInput(Source):
                 break
         if self.broker_error is not None and not msgs:   # (with messages: raised by the next poll)
             err, self.broker_error = self.broker_error, None
-            raise ConnectorError(f"cannot reach the Kafka broker at {self.config['bootstrap.servers']} "
-                                 f"(bootstrap.servers): {err}")
+            raise (PermanentConnectorError if self.permanent_error is not None else ConnectorError)(
+                f"cannot reach the Kafka broker at {self.config['bootstrap.servers']} (bootstrap.servers): {err}")
         self._update_lag()
         if not advanced:
             return None

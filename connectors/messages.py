@@ -7,13 +7,18 @@ view's changes into messages.
   ``insert_delete`` (``{"insert": row}`` or ``{"delete": row}``) or ``debezium`` (``{"before": row|null,
   "after": row|null, "op": ...}``, also wrapped as ``{"payload": {...}}``: ``before`` is deleted, ``after``
   inserted).  Fast path: the batch's payloads are joined with newlines and parsed by ``pyarrow.json`` with an
-  explicit schema built from the table (unknown fields are errors), then converted column by column with
-  the rules of ``sqlengine.ingest.inputs`` (timestamps with ``parse_timestamps``, NOT NULL and primary-key checks
+  explicit schema built from the table (fields that are no column of the table are skipped under the
+  format's ``unknown_fields`` "ignore", the default, and errors under "reject"), then converted column by
+  column with the rules of ``sqlengine.ingest.inputs`` (timestamps with ``parse_timestamps``, NOT NULL and primary-key checks
   with ``_finish``).  If pyarrow rejects the batch (a malformed message, a value of the wrong JSON type, an
   unknown or differently cased column, a message holding several lines, a Debezium envelope with more
-  fields than before/after/op), the batch is converted again on the exact slow path: each message parsed
-  with ``json.loads`` and converted with ``sqlengine.ingest.inputs.json_chunks``, so bad messages go to the dead
-  letter and the rest is applied.  (Known difference: the fast path takes ``{"insert": row, "delete":
+  fields than before/after/op), the batch is split (``_split_fast``): the messages that are not one JSON
+  object on one line are found at once (DuckDB's ``json_valid`` over the batch), the others converted on the
+  fast path again, halving the groups pyarrow still rejects; only those bad messages and groups of at most 64
+  messages take the exact slow path: each message parsed with ``json.loads`` and converted with
+  ``sqlengine.ingest.inputs.json_chunks``, so bad messages go to the dead letter and the rest is applied.
+  (Under ``on_error`` "reject", and when the split would break a primary-key table's one-pass duplicate
+  check, the whole batch takes the exact path.)  (Known difference: the fast path takes ``{"insert": row, "delete":
   null}`` as an insert where the slow path rejects the second key.)
 * ``csv``: each message holds data line(s) without a header, the table's columns in order (then the
   format's ``weight_column``/``op_column`` if set); the format's ``delimiter`` applies, its ``header`` is
@@ -38,6 +43,7 @@ import datetime as dt
 import decimal
 import io
 import json
+import threading
 from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple
 
 import pyarrow as pa
@@ -61,7 +67,10 @@ class AvroFormat(Format):
     extension = "avro"
     OPTIONS = {"schema": opt(str, required=True, doc="the Avro schema of the records, as a JSON string"),
                "update_format": opt(str, default="raw", choices=UPDATE_FORMATS,
-                                    doc="each record is a row (raw), {insert|delete: row} or a Debezium envelope")}
+                                    doc="each record is a row (raw), {insert|delete: row} or a Debezium envelope"),
+               "unknown_fields": opt(str, default="ignore", choices=("ignore", "reject"),
+                                     doc="a field of the records that is not a column of the table is skipped "
+                                         "(ignore) or makes the record a bad row naming it (reject)")}
 
     def __init__(self, config, ctx):
         super().__init__(config, ctx)
@@ -132,7 +141,7 @@ def _debezium_records(recs: Sequence[Any]) -> Tuple[List[Any], List[int]]:
 
 
 def records_chunks(t, batch: Batch, records: List[Any], update_format: str, errs: Errors,
-                   chunk_rows: int) -> Iterator[Chunk]:
+                   chunk_rows: int, unknown_fields: str = "reject") -> Iterator[Chunk]:
     """The exact path: decoded records (one per message; placeholders for bad messages already recorded in
     ``errs``) converted by ``sqlengine.ingest.inputs.json_chunks``."""
     if update_format == "debezium":
@@ -146,17 +155,19 @@ def records_chunks(t, batch: Batch, records: List[Any], update_format: str, errs
         for m, rec in bad.items():
             j = remap.get(m, m)
             errs.bad[j] = {**rec, "row": j}
-        yield from json_chunks(t, recs, "insert_delete", errs, chunk_rows)
+        yield from json_chunks(t, recs, "insert_delete", errs, chunk_rows, unknown_fields)
         batch.annotate(errs, lambda r: msg[r] if r < len(msg) else None)
         return
-    yield from json_chunks(t, records, update_format, errs, chunk_rows)
+    yield from json_chunks(t, records, update_format, errs, chunk_rows, unknown_fields)
     batch.annotate(errs)
 
 
 class JsonDecoder:
-    def __init__(self, t, update_format: str):
+    def __init__(self, t, update_format: str, unknown_fields: str = "reject"):
         self.t = t
         self.update_format = update_format
+        self.unknown_fields = unknown_fields
+        self.lower = {f.name.lower() for f in t.fields}
         self.fast = all(_kind(arrow_type(f.type)) in _FAST_KINDS for f in t.fields)
         row = pa.struct([pa.field(f.name, self._read_type(f)) for f in t.fields])
         if update_format == "raw":
@@ -167,6 +178,9 @@ class JsonDecoder:
             self.schema = pa.schema([("before", row), ("after", row), ("op", pa.string())])
         self.fast_batches = 0
         self.slow_batches = 0
+        self.split_batches = 0   # batches converted fast but for a few messages (see _split_fast)
+        self.slow_rows = 0       # messages converted on the exact, row-by-row path
+        self.split_next = False  # the last batch needed the split: split the next at once
 
     @staticmethod
     def _read_type(f) -> pa.DataType:
@@ -178,7 +192,7 @@ class JsonDecoder:
     def __call__(self, batch: Batch):
         def chunks(errs: Errors, chunk_rows: int) -> Iterator[Chunk]:
             out = None
-            if self.fast and batch.values:
+            if self.fast and batch.values and not (self.split_next and not errs.reject):
                 saved = dict(errs.bad)
                 try:
                     out = list(self._fast(batch, errs, chunk_rows))
@@ -191,7 +205,13 @@ class JsonDecoder:
                 batch.annotate(errs)
                 yield from out
                 return
+            if self.fast and batch.values and not errs.reject:
+                split = _split_fast(self, batch, errs, chunk_rows)
+                if split is not None:
+                    yield from split
+                    return
             self.slow_batches += 1
+            self.slow_rows += len(batch.values)
             yield from self._slow(batch, errs, chunk_rows)
         return chunks
 
@@ -206,9 +226,21 @@ class JsonDecoder:
                     if isinstance(e, json.JSONDecodeError) else f"malformed JSON: {e}"
                 _bad_message(errs, i, msg, _text(v))
                 records.append(None)
-        yield from records_chunks(self.t, batch, records, self.update_format, errs, chunk_rows)
+        yield from records_chunks(self.t, batch, records, self.update_format, errs, chunk_rows,
+                                  self.unknown_fields)
 
     # ------------------------------------------------------------ the fast path
+    def _check_fields(self, names: Sequence[str], top: bool) -> None:
+        """With ``unknown_fields`` "ignore" pyarrow infers fields beyond the explicit schema, appended after
+        its fields: fine for fields of a row that are no column of the table, but a differently cased column
+        (matched by the exact path), or an extra field of an envelope, takes the exact path."""
+        extra = list(names)[len(self.t.fields) if (not top or self.update_format == "raw") else
+                            len(self.schema):]
+        if top and self.update_format != "raw" and extra:
+            raise _NotFast("an envelope with more fields")
+        if any(str(n).lower() in self.lower for n in extra):
+            raise _NotFast("a differently cased column")
+
     def _fast(self, batch: Batch, errs: Errors, chunk_rows: int) -> Iterator[Chunk]:
         import pyarrow.json as pj
         t = self.t
@@ -217,12 +249,19 @@ class JsonDecoder:
         for start in range(0, len(values), chunk_rows):
             part = values[start:start + chunk_rows]
             data = b"\n".join(part)
+            ignore = self.unknown_fields == "ignore"
             table = pj.read_json(io.BytesIO(data), read_options=pj.ReadOptions(use_threads=True,
                                                                                  block_size=max(1 << 22, 1)),
                                  parse_options=pj.ParseOptions(explicit_schema=self.schema,
-                                                               unexpected_field_behavior="error"))
+                                                               unexpected_field_behavior="infer" if ignore
+                                                               else "error"))
             if table.num_rows != len(part):
                 raise _NotFast("a message holds no object or several")
+            if ignore:
+                self._check_fields(table.column_names, True)
+                for name in table.column_names[:len(self.schema)]:
+                    if pa.types.is_struct(table.schema.field(name).type):
+                        self._check_fields([f.name for f in table.schema.field(name).type], False)
             raw = (lambda i, part=part: json.loads(part[i]))
             if self.update_format == "raw":
                 errs.start_chunk(start, raw=raw)
@@ -271,6 +310,166 @@ class _NotFast(Exception):
     pass
 
 
+# ---------------------------------------------------------------------- the split path (a few bad messages)
+#
+# A batch the fast path rejects as a whole is split rather than converted row by row: DuckDB's json_valid
+# finds the messages that are not one JSON object on one line (~10 ms per 100k messages); the others are
+# converted on the fast path, and if pyarrow still rejects them (a value of the wrong JSON type, an unknown
+# field) they are halved until the rejected groups are small (``_SPLIT_LEAF`` messages), which take the exact
+# path.  Messages that do not parse go to the dead letter, once each, numbered as in the batch.  Tables with
+# a primary key keep the one-pass duplicate-key check: the split applies there only when the bad messages
+# do not parse at all (else the batch takes the exact path as a whole).  Not under on_error = "reject"
+# (the batch fails anyway, with the error of its first bad message from the exact path).  After a batch that
+# needed it, the next batch is split at once (no whole-batch attempt first), until a batch is clean.
+
+_SPLIT_LEAF = 64
+_FAST_ERRORS = (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError, _NotFast)
+_SUSPECTS = ("SELECT coalesce(json_valid(v) AND prefix(v, '{') AND NOT contains(v, chr(10)) AND "
+             "NOT contains(v, chr(13)), false) AS ok FROM _sqlengine_msgs")
+
+
+class _Renumbered(Errors):
+    """The errors of a subset of a batch's messages, numbered as in the batch: row ``j`` of the subset is
+    message ``index[j]``."""
+
+    def __init__(self, table: str, index: Sequence[int]):
+        super().__init__(table, "dead_letter")
+        self.index = index
+
+    def row(self, i: int) -> int:
+        return self.index[super().row(i)]
+
+
+_local = threading.local()   # a DuckDB connection per decoding thread
+
+
+def _duckdb():
+    con = getattr(_local, "con", None)
+    if con is None:
+        import duckdb
+        con = _local.con = duckdb.connect(":memory:", config={"threads": 1})
+    return con
+
+
+def _suspects(values: Sequence[bytes]) -> List[int]:
+    """The messages that are not one JSON object on one line (in order)."""
+    try:
+        arr = pa.array(values, pa.binary()).cast(pa.string())
+    except (pa.ArrowInvalid, pa.ArrowTypeError):   # not UTF-8: classify in Python
+        arr = None
+    if arr is not None:
+        import duckdb
+        con = _duckdb()
+        try:
+            con.register("_sqlengine_msgs", pa.table({"v": arr}))
+            try:
+                ok = con.sql(_SUSPECTS).to_arrow_table().column(0)
+            finally:
+                con.unregister("_sqlengine_msgs")
+        except duckdb.Error:   # (not expected: then in Python, as below)
+            ok = None
+        if ok is not None and len(ok) == len(values):
+            return pc.indices_nonzero(pc.invert(ok)).to_pylist()
+    out = []
+    for i, v in enumerate(values):
+        try:
+            rec = json.loads(v)
+        except (ValueError, UnicodeDecodeError):
+            out.append(i)
+            continue
+        if not isinstance(rec, dict) or b"\n" in v or b"\r" in v:
+            out.append(i)
+    return out
+
+
+def _malformed(e: Exception) -> str:
+    return f"malformed JSON: {e.msg} (line {e.lineno} column {e.colno})" \
+        if isinstance(e, json.JSONDecodeError) else f"malformed JSON: {e}"
+
+
+def _split_fast(dec: "JsonDecoder", batch: Batch, errs: Errors, chunk_rows: int) -> Optional[List[Chunk]]:
+    """The chunks of a batch the fast path rejected, converted as described above (None: convert it on the
+    exact path as a whole; ``errs`` is then unchanged)."""
+    values = batch.values
+    n = len(values)
+    dec.split_next = False
+    suspects = _suspects(values)
+    runs: List[List[int]] = []   # the other messages, in runs of consecutive messages between suspects
+    prev = 0
+    for s in suspects + [n]:
+        if s > prev:
+            runs.append(list(range(prev, s)))
+        prev = s + 1
+    good = [i for r in runs for i in r]
+    pk = bool(dec.t.primary_key)
+    # every piece keeps its place: the rows of a batch are applied in message order (a delete before its
+    # insert in the same batch would be clamped away), so the pieces are put back in order at the end
+    pieces: List[Tuple[int, List[Chunk]]] = []
+    bad: Dict[int, dict] = {}
+    fast_rows = 0
+    slow_rows = 0
+    pending = runs[::-1]
+    slow_groups: List[List[int]] = [[s] for s in suspects]
+    dbz_next = n   # numbers of the debezium records' errors (after the batch's messages)
+    while pending:
+        part = pending.pop()
+        sub = _Renumbered(errs.table, part)
+        try:
+            got = list(dec._fast(Batch([values[i] for i in part]), sub, chunk_rows))
+        except _FAST_ERRORS:
+            if pk:
+                return None
+            if len(part) <= _SPLIT_LEAF:
+                slow_groups.append(part)
+            else:
+                h = len(part) // 2
+                pending += [part[h:], part[:h]]
+            continue
+        pieces.append((part[0], got))
+        bad.update(sub.bad)
+        fast_rows += len(part)
+    for group in slow_groups:   # on the exact path, a group at a time
+        records: List[Any] = []
+        idx: List[int] = []
+        mal = Errors(errs.table, "dead_letter")
+        for i in group:
+            try:
+                rec = json.loads(values[i])
+            except (ValueError, UnicodeDecodeError) as e:
+                _bad_message(mal, i, _malformed(e), _text(values[i]))
+                continue
+            records.append(rec)
+            idx.append(i)
+        bad.update(mal.bad)
+        if not records:
+            continue
+        if pk:
+            return None
+        sub_batch = Batch([values[i] for i in idx])
+        if dec.update_format == "debezium":   # rows are numbered by record, several per message
+            rest = Errors(errs.table, "dead_letter")
+            if batch.coords is not None:
+                sub_batch.coords = lambda j, idx=idx: batch.coords(idx[j])
+            got = list(records_chunks(dec.t, sub_batch, records, dec.update_format, rest, chunk_rows,
+                                      dec.unknown_fields))
+            bad.update({dbz_next + k: rec for k, rec in rest.bad.items()})
+            dbz_next += max(rest.bad, default=-1) + 1
+        else:
+            rest = _Renumbered(errs.table, idx)
+            got = list(records_chunks(dec.t, sub_batch, records, dec.update_format, rest, chunk_rows,
+                                      dec.unknown_fields))
+            bad.update(rest.bad)
+        pieces.append((idx[0], got))
+        slow_rows += len(records)
+    out: List[Chunk] = [c for _, got in sorted(pieces, key=lambda x: x[0]) for c in got]
+    errs.bad.update(bad)
+    batch.annotate(errs)
+    dec.split_next = bool(suspects) or fast_rows < len(good)   # (a clean batch: back to one attempt)
+    dec.split_batches += dec.split_next
+    dec.slow_rows += slow_rows
+    return out
+
+
 def _kind(t: pa.DataType) -> str:
     for kind, test in (("bool", pa.types.is_boolean), ("int", pa.types.is_integer), ("float", pa.types.is_floating),
                        ("decimal", pa.types.is_decimal), ("string", pa.types.is_string),
@@ -306,6 +505,7 @@ class AvroDecoder:
         self.t = t
         self.parsed = fmt.parsed
         self.update_format = fmt.config["update_format"]
+        self.unknown_fields = fmt.config.get("unknown_fields", "reject")
 
     def __call__(self, batch: Batch):
         from fastavro import schemaless_reader
@@ -323,14 +523,15 @@ class AvroDecoder:
                                  v.hex() if len(v) <= 256 else v[:256].hex() + "...")
                     rec = None
                 records.append(rec)
-            yield from records_chunks(self.t, batch, records, self.update_format, errs, chunk_rows)
+            yield from records_chunks(self.t, batch, records, self.update_format, errs, chunk_rows,
+                                      self.unknown_fields)
         return chunks
 
 
 def decoder(fmt: Format, t) -> Callable[[Batch], Callable[[Errors, int], Iterator[Chunk]]]:
     """A function turning a ``Batch`` of message values into the engine's ``Chunks``, for the format."""
     if fmt.name == "json":
-        return JsonDecoder(t, fmt.config["update_format"])
+        return JsonDecoder(t, fmt.config["update_format"], fmt.config.get("unknown_fields", "reject"))
     if fmt.name == "csv":
         return CsvDecoder(t, fmt.config)
     if fmt.name == "avro":

@@ -12,7 +12,7 @@ from urllib.parse import urlparse, urlunparse
 
 import pyarrow as pa
 
-from planner.errors import ConnectorError
+from planner.errors import ConnectorError, PermanentConnectorError
 
 _IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_$]*$")
 
@@ -58,13 +58,44 @@ def qualified(schema: str, table: str) -> str:
     return f"{quote(schema)}.{quote(table)}"
 
 
+# SQLSTATE classes that retrying cannot fix: 22 data exception (a value that does not fit the column),
+# 23 integrity constraint violation, 28 invalid authorization, 3D invalid database, 3F invalid schema,
+# 42 syntax error or access rule violation (undefined table or column, datatype mismatch, insufficient
+# privilege), 0A feature not supported.  Others (08 connection, 53 insufficient resources such as a full
+# disk, 57 operator intervention such as a shutdown, 40 serialization failure or deadlock, 55 an object
+# in use, XX internal) are transient.
+PERMANENT_SQLSTATE_CLASSES = ("22", "23", "28", "3D", "3F", "42", "0A")
+# libpq reports failures while connecting without a SQLSTATE: these texts are the permanent ones
+PERMANENT_CONNECT_TEXTS = ("password authentication failed", "authentication failed", "does not exist",
+                           "no pg_hba.conf entry", "permission denied", "no password supplied",
+                           "invalid connection option", "invalid uri", "invalid integer value")
+
+
+def is_permanent(e: BaseException) -> bool:
+    """Whether a psycopg error is one that retrying cannot fix (see ``PERMANENT_SQLSTATE_CLASSES``)."""
+    import psycopg
+    state = getattr(e, "sqlstate", None)
+    if state:
+        return state[:2] in PERMANENT_SQLSTATE_CLASSES
+    if isinstance(e, (psycopg.ProgrammingError, psycopg.NotSupportedError)):
+        return True
+    text = str(e).lower()
+    return isinstance(e, psycopg.OperationalError) and any(t in text for t in PERMANENT_CONNECT_TEXTS)
+
+
+def pg_error(message: str, e: BaseException) -> ConnectorError:
+    """``message`` as a ``PermanentConnectorError`` if ``e`` is a permanent psycopg error, else a ``ConnectorError``."""
+    return (PermanentConnectorError if is_permanent(e) else ConnectorError)(message)
+
+
 def connect(uri: str, what: str, **kw):
-    """A psycopg connection (autocommit, UTC); a failure is a ``ConnectorError`` naming the server."""
+    """A psycopg connection (autocommit, UTC); a failure is a ``ConnectorError`` naming the server (a
+    ``PermanentConnectorError`` for bad credentials, a missing role or database)."""
     import psycopg
     try:
         conn = psycopg.connect(uri, autocommit=True, connect_timeout=5, **kw)
     except psycopg.Error as e:
-        raise ConnectorError(f"{what}: cannot connect to {redact(uri)}: {str(e).strip()}") from None
+        raise pg_error(f"{what}: cannot connect to {redact(uri)}: {str(e).strip()}", e) from None
     try:
         conn.execute("SET TimeZone = 'UTC'")
     except psycopg.Error:
@@ -110,7 +141,8 @@ def _pg_kind(pg_type: str, category: str) -> str:
 def check_columns(what: str, relation: str, fields: List[Tuple[str, Any]], pg_columns, pg_name: str,
                   reading: bool) -> Dict[str, str]:
     """SQL column name -> PostgreSQL column name; a missing column or one whose type does not fit is a
-    ``ConnectorError`` naming it.  ``reading``: PostgreSQL values go into the SQL columns (else the reverse)."""
+    ``PermanentConnectorError`` naming it.  ``reading``: PostgreSQL values go into the SQL columns (else the
+    reverse)."""
     from sqlengine.executor.schema import arrow_type
 
     from .formats import _COMPATIBLE, _kind
@@ -119,13 +151,13 @@ def check_columns(what: str, relation: str, fields: List[Tuple[str, Any]], pg_co
     for name, ftype in fields:
         c = by_lower.get(name.lower())
         if c is None:
-            raise ConnectorError(f"{what}: PostgreSQL table {pg_name} has no column {name!r} (of {relation}); its "
-                                 f"columns: {', '.join(x[0] for x in pg_columns)}")
+            raise PermanentConnectorError(f"{what}: PostgreSQL table {pg_name} has no column {name!r} (of {relation}); "
+                                          f"its columns: {', '.join(x[0] for x in pg_columns)}")
         sql_kind, pg_kind = _kind(arrow_type(ftype)), _pg_kind(c[1], c[2])
         ok = pg_kind in _COMPATIBLE.get(sql_kind, ()) if reading else sql_kind in _COMPATIBLE.get(pg_kind, ())
         if not ok and not (not reading and pg_kind == "string"):
-            raise ConnectorError(f"{what}: column {name} is {c[1]} in PostgreSQL table {pg_name} but {ftype.sql} "
-                                 f"in {relation}")
+            raise PermanentConnectorError(f"{what}: column {name} is {c[1]} in PostgreSQL table {pg_name} but "
+                                          f"{ftype.sql} in {relation}")
         out[name] = c[0]
     return out
 

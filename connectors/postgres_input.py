@@ -43,10 +43,13 @@ IDENTITY DEFAULT logs the old key), and the changes of one batch are netted per 
 and updates need the whole old row: the PostgreSQL table must have ``REPLICA IDENTITY FULL``, else the
 connector stops with an error saying so.
 
-**Errors.**  A server that is down, wrong credentials, a missing table: a ``ConnectorError`` naming the
-connector and the cause in ``status()``; the connector retries with backoff and the pipeline goes on.  A
-column missing in PostgreSQL, or of a type that does not fit the SQL column: an error naming the column.
-A value that does not convert goes to the dead letter like any bad input row.
+**Errors.**  A server that is down or restarting, a full disk: a ``ConnectorError`` naming the connector and
+the cause in ``status()``; the connector retries with backoff and the pipeline goes on.  Bad credentials, a
+role or database that does not exist, a missing table, a column missing in PostgreSQL or of a type that
+does not fit the SQL column (named), missing privileges, a replica identity that cannot log deletes, a lost
+replication slot: a ``PermanentConnectorError``; the connector stops in state ``failed`` (see
+``connectors.postgres_common.PERMANENT_SQLSTATE_CLASSES``).  A value that does not convert goes to the dead
+letter like any bad input row.
 """
 from __future__ import annotations
 
@@ -59,13 +62,13 @@ from typing import Any, Dict, List, Optional, Tuple
 
 import pyarrow as pa
 
-from planner.errors import ConnectorError
+from planner.errors import ConnectorError, PermanentConnectorError
 from sqlengine.ingest.inputs import _finish, convert_values
 from sqlengine.executor.schema import arrow_type
 
 from .base import Source, SourceBatch, opt, register_source
-from .postgres_common import check_columns, check_table_name, connect, qualified, quote, redact, split_table, \
-    table_columns
+from .postgres_common import check_columns, check_table_name, connect, pg_error, qualified, quote, redact, \
+    split_table, table_columns
 
 JDBC_JAR = "/usr/share/java/postgresql.jar"
 WHAT = "postgres_input"
@@ -165,13 +168,21 @@ class PostgresInput(Source):
         self._committed = position
 
     def open(self, position: Any) -> None:
+        import psycopg
+        try:
+            self._open(position)
+        except psycopg.Error as e:   # (a permanent one: missing privileges, ...)
+            raise pg_error(f"{WHAT}: opening {self.pg_name}: {str(e).strip()}", e) from None
+
+    def _open(self, position: Any) -> None:
         self.close()
         self.position = position
         self._done = False
         self.conn = connect(self.config["uri"], f"connector {self.ctx.connector} ({WHAT})")
         cols = table_columns(self.conn, self.schema, self.pg_table)
         if cols is None:
-            raise ConnectorError(f"{WHAT}: table {self.pg_name} does not exist in {redact(self.config['uri'])}")
+            raise PermanentConnectorError(f"{WHAT}: table {self.pg_name} does not exist in "
+                                          f"{redact(self.config['uri'])}")
         self._columns = check_columns(WHAT, f"table {self.ctx.relation}",
                                       [(f.name, f.type) for f in self.fields], cols, self.pg_name, reading=True)
         mode = self.config["mode"]
@@ -192,12 +203,12 @@ class PostgresInput(Source):
             self._create_slot()
             return
         if slot is None:
-            raise ConnectorError(f"{WHAT}: replication slot {self.slot} does not exist any more, so the changes "
-                                 f"after LSN {position['lsn']} are lost; clear the pipeline's storage to start over "
-                                 "from a new snapshot")
+            raise PermanentConnectorError(f"{WHAT}: replication slot {self.slot} does not exist any more, so the "
+                                          f"changes after LSN {position['lsn']} are lost; clear the pipeline's "
+                                          "storage to start over from a new snapshot")
         if lsn_int(slot[0]) > lsn_int(position["lsn"]):
-            raise ConnectorError(f"{WHAT}: replication slot {self.slot} was advanced to {slot[0]}, past this "
-                                 f"pipeline's position {position['lsn']}: another reader uses it")
+            raise PermanentConnectorError(f"{WHAT}: replication slot {self.slot} was advanced to {slot[0]}, past "
+                                          f"this pipeline's position {position['lsn']}: another reader uses it")
         self._advanced = lsn_int(slot[0])
 
     def _check_identity(self) -> None:
@@ -211,14 +222,14 @@ class PostgresInput(Source):
                 (qualified(self.schema, self.pg_table),)).fetchall()
             pg_key = {r[0].lower() for r in pk}
             if row[0] != "f" and pg_key != {k.lower() for k in self.key}:
-                raise ConnectorError(
+                raise PermanentConnectorError(
                     f"{WHAT}: table {self.ctx.relation} has PRIMARY KEY ({', '.join(self.key)}) but PostgreSQL table "
                     f"{self.pg_name} logs deletes by {('(' + ', '.join(sorted(pg_key)) + ')') if pg_key else 'nothing'}"
                     f"; give it the same primary key or ALTER TABLE {self.pg_name} REPLICA IDENTITY FULL")
         elif row[0] != "f":
-            raise ConnectorError(f"{WHAT}: table {self.ctx.relation} has no PRIMARY KEY, so deletes and updates need "
-                                 f"the whole old row: ALTER TABLE {self.pg_name} REPLICA IDENTITY FULL (or declare "
-                                 "the table's PRIMARY KEY in the SQL program)")
+            raise PermanentConnectorError(f"{WHAT}: table {self.ctx.relation} has no PRIMARY KEY, so deletes and "
+                                          f"updates need the whole old row: ALTER TABLE {self.pg_name} REPLICA "
+                                          "IDENTITY FULL (or declare the table's PRIMARY KEY in the SQL program)")
 
     def _create_slot(self) -> None:
         import psycopg
@@ -231,8 +242,8 @@ class PostgresInput(Source):
         try:
             self.repl = psycopg.connect(uri, autocommit=True, connect_timeout=5, replication="database")
         except psycopg.Error as e:
-            raise ConnectorError(f"{WHAT}: cannot open a replication connection to {redact(uri)} (the user needs "
-                                 f"the REPLICATION attribute): {str(e).strip()}") from None
+            raise pg_error(f"{WHAT}: cannot open a replication connection to {redact(uri)} (the user needs "
+                           f"the REPLICATION attribute): {str(e).strip()}", e) from None
         res = self.repl.pgconn.exec_(
             f"CREATE_REPLICATION_SLOT {quote(self.slot)} LOGICAL wal2json EXPORT_SNAPSHOT".encode())
         if res.status != 2:   # PGRES_TUPLES_OK
@@ -282,8 +293,8 @@ class PostgresInput(Source):
         from .formats import arrow_batches_chunks
         jar = self.config["jdbc_jar"]
         if not os.path.exists(jar):
-            raise ConnectorError(f"{WHAT}: the PostgreSQL JDBC driver {jar} is missing (apt-get install "
-                                 "libpostgresql-jdbc-java), or use \"snapshot_reader\": \"driver\"")
+            raise PermanentConnectorError(f"{WHAT}: the PostgreSQL JDBC driver {jar} is missing (apt-get install "
+                                          "libpostgresql-jdbc-java), or use \"snapshot_reader\": \"driver\"")
         spark = get_spark()
         # ADD JAR puts the driver on the session's class loader and makes it this thread's (JVM) context class
         # loader, which is where the JDBC source looks; each source thread is its own JVM thread, so every
@@ -337,6 +348,13 @@ class PostgresInput(Source):
 
     # ------------------------------------------------------------ reading changes
     def poll(self, max_rows: int) -> Optional[SourceBatch]:
+        import psycopg
+        try:
+            return self._poll(max_rows)
+        except psycopg.Error as e:   # a server going down is transient; a dropped table or revoked privilege not
+            raise pg_error(f"{WHAT}: reading {self.pg_name}: {str(e).strip()}", e) from None
+
+    def _poll(self, max_rows: int) -> Optional[SourceBatch]:
         if self._pending is not None:
             batch, self._pending = self._pending, None
             self.position = batch.position

@@ -33,11 +33,11 @@ from typing import Dict
 import pyarrow as pa
 import pyarrow.csv as pacsv
 
-from planner.errors import ConnectorError
+from planner.errors import PermanentConnectorError
 
 from .base import Sink, opt, register_sink
-from .postgres_common import check_columns, check_table_name, connect, pg_type, qualified, quote, split_table, \
-    table_columns
+from .postgres_common import check_columns, check_table_name, connect, pg_error, pg_type, qualified, quote, \
+    split_table, table_columns
 
 WEIGHT = "__weight"
 PROGRESS = "sqlengine_sink_progress"
@@ -97,8 +97,8 @@ class PostgresOutput(Sink):
             with self.conn.transaction():   # sinks opening at once: CREATE ... IF NOT EXISTS is not safe concurrently
                 self.conn.execute("SELECT pg_advisory_xact_lock(hashtext('sqlengine_sink_progress'))")
                 return self._open()
-        except psycopg.Error as e:
-            raise ConnectorError(f"{WHAT}: {self.pg_name}: {str(e).strip()}") from None
+        except psycopg.Error as e:   # (permanent: missing privileges, a schema that cannot be created, ...)
+            raise pg_error(f"{WHAT}: {self.pg_name}: {str(e).strip()}", e) from None
 
     def _open(self) -> int:
         table = qualified(self.schema, self.pg_table)
@@ -126,8 +126,9 @@ class PostgresOutput(Sink):
         if row is None:
             return 0
         if self.ctx.pipeline_id and row[0] != self.ctx.pipeline_id:
-            raise ConnectorError(f"{WHAT}: {self.pg_name} holds the output of another pipeline ({row[0]}); drop the "
-                                 f"table and its row in {self.schema}.{PROGRESS}, or use another table")
+            raise PermanentConnectorError(f"{WHAT}: {self.pg_name} holds the output of another pipeline ({row[0]}); "
+                                          f"drop the table and its row in {self.schema}.{PROGRESS}, or use another "
+                                          "table")
         return int(row[1])
 
     def _check_key(self, table: str) -> None:
@@ -138,8 +139,8 @@ class PostgresOutput(Sink):
             "a.attnum = ANY(i.indkey) WHERE i.indrelid = %s::regclass AND i.indisunique GROUP BY i.indexrelid",
             (table,)).fetchall()
         if not any(set(r[0]) == want for r in idx):
-            raise ConnectorError(f"{WHAT}: {self.pg_name} has no primary key or unique index on the key "
-                                 f"({', '.join(self.key)}); add one or use another table")
+            raise PermanentConnectorError(f"{WHAT}: {self.pg_name} has no primary key or unique index on the key "
+                                          f"({', '.join(self.key)}); add one or use another table")
 
     # ------------------------------------------------------------ writing
     def write(self, step: int, changes: pa.Table) -> None:
@@ -161,8 +162,8 @@ class PostgresOutput(Sink):
                 self.conn.execute(f"INSERT INTO {progress} (sink, pipeline, step) VALUES (%s, %s, %s) ON CONFLICT "
                                   "(sink) DO UPDATE SET pipeline = excluded.pipeline, step = excluded.step",
                                   (self.pg_table, self.ctx.pipeline_id, step))
-        except psycopg.Error as e:
-            raise ConnectorError(f"{WHAT}: writing step {step} to {self.pg_name} failed: {str(e).strip()}") from None
+        except psycopg.Error as e:   # (permanent: a value that does not fit the column, a dropped table, ...)
+            raise pg_error(f"{WHAT}: writing step {step} to {self.pg_name} failed: {str(e).strip()}", e) from None
 
     def _copy_changes(self, changes: pa.Table) -> None:
         """The changes into the temporary table ``sqlengine_changes`` (view columns + w), by COPY of CSV."""

@@ -3,7 +3,7 @@
 >>> from sqlengine import Pipeline  # doctest: +SKIP
 """
 from .errors import (BindError, ConnectorError, EngineError, InputError, InternalError, ParseError,
-                     PipelineError, UnsupportedError)
+                     PermanentConnectorError, PipelineError, UnsupportedError)
 from .api.output import OutputHandler
 from .api.pipeline import Pipeline
 from .api.runtime_config import PipelineBuilder, PipelineStatus, RuntimeConfig
@@ -25,5 +25,5 @@ def connect(url: str = "http://127.0.0.1:8080", token=None, timeout: float = 60.
 
 
 __all__ = ["Pipeline", "OutputHandler", "WEIGHT", "EngineError", "ParseError", "BindError", "UnsupportedError",
-           "InputError", "ConnectorError", "PipelineError", "InternalError", "connect",
-           "RuntimeConfig", "PipelineBuilder", "PipelineStatus"]
+           "InputError", "ConnectorError", "PermanentConnectorError", "PipelineError", "InternalError",
+           "connect", "RuntimeConfig", "PipelineBuilder", "PipelineStatus"]

@@ -1,11 +1,12 @@
 """The ``sqlengine`` command line: run, check, explain and query SQL programs, and an interactive shell.
 
     sqlengine run program.sql [--storage DIR] [--master URL] [--conf k=v ...] [--wait-for-lock SECONDS]
+                              [--log-level LEVEL] [--log-format text|json]
     sqlengine check program.sql
     sqlengine explain program.sql [VIEW]
-    sqlengine query DIR "SELECT ..." [--format table|csv|json|parquet] [--output FILE]
-    sqlengine shell DIR
-    sqlengine serve [--host H] [--port N] [--storage ROOT] [--token T]
+    sqlengine query DIR|URL "SELECT ..." [--format table|csv|json|parquet] [--output FILE] [--token T]
+    sqlengine shell DIR|URL [--token T]
+    sqlengine serve [--host H] [--port N] [--storage ROOT] [--token T] [--log-level LEVEL] [--log-format F]
 
 ``run`` keeps the program's storage in ``DIR`` (default ``<program>.storage`` beside the program) and
 writes the program there too, so that ``query DIR`` and ``shell DIR`` can read the views after it stopped.
@@ -13,7 +14,9 @@ writes the program there too, so that ``query DIR`` and ``shell DIR`` can read t
 from __future__ import annotations
 
 import json
+import logging
 import os
+import shlex
 import signal
 import sys
 import threading
@@ -47,32 +50,35 @@ def _statement_spans(sql: str) -> List[Tuple[int, int]]:
 
 def program_errors(sql: str, storage_dir: Optional[str] = None):
     """Every error of a program, not only the first: after an error, the statement that holds it is blanked
-    out (keeping its lines, so positions stay right) and the rest is compiled again.  Returns (errors, the
-    compiled program or None).  Later statements that use a failed one report their own error."""
+    out (keeping its lines, so positions stay right) and the rest is compiled again.  Returns (errors in file
+    order, the compiled program or None).  Later statements that use a failed one report their own error."""
     import tempfile
     from connectors.declare import declare_program
     from planner import compile_program
     from planner.errors import EngineError
-    errors = []
+    errors: list = []
     text = sql
     spans = _statement_spans(sql)
+
+    def in_file_order(errs):   # a parse error, then bind errors, then connector ones: found out of order
+        return sorted(errs, key=lambda e: (e.offset is None, e.offset or 0))
     while len(errors) < MAX_ERRORS:
         try:
             program = compile_program(text)
             with tempfile.TemporaryDirectory() as tmp:
                 declare_program(program, "check", storage_dir or tmp)
-            return errors, (program if not errors else None)
+            return in_file_order(errors), (program if not errors else None)
         except EngineError as e:
             errors.append(e)
             if e.offset is None:
-                return errors, None
+                return in_file_order(errors), None
             span = next(((a, b) for a, b in spans if a <= e.offset < b), None)
             if span is None:
-                return errors, None
+                return in_file_order(errors), None
             a, b = span
             text = text[:a] + "".join(c if c == "\n" else " " for c in text[a:b]) + text[b:]
             spans = [s for s in spans if s != span]
-    return errors, None
+    return in_file_order(errors), None
 
 
 def format_error(path: str, e) -> str:
@@ -118,25 +124,107 @@ def status_table(st: dict, rates: Dict[str, float]):
     parts = [head, rel]
     if st.get("connectors"):
         con = Table(show_edge=False, header_style="bold")
-        for c in ("connector", "kind", "state", "rows", "lag", "last error"):
+        for c in ("connector", "kind", "state", "rows", "lag", "dead letters", "last error"):
             con.add_column(c)
         for k, c in st["connectors"].items():
             con.add_row(k, f"{c['kind']} {c['transport']}", c["state"], _fmt(c["rows"]), _fmt(c.get("lag")),
-                        (c.get("last_error") or "")[:80])
+                        _fmt(c.get("dead_letter_rows") or None),
+                        _connector_error(k, c.get("last_error") or "")[:80])
         parts.append(con)
     if st.get("error"):
         parts.append(f"[red]error: {st['error']}[/]")
     return Group(*parts)
 
 
-def status_line(st: dict) -> str:
+def _total(d) -> int:
+    return sum(v for v in (d or {}).values() if isinstance(v, (int, float)) and not isinstance(v, bool))
+
+
+def _one_line(text: str, limit: int = 300) -> str:
+    text = " | ".join(x.strip() for x in str(text).strip().splitlines() if x.strip())
+    return text if len(text) <= limit else text[:limit - 3] + "..."
+
+
+def _connector_error(key: str, err: str) -> str:
+    """A connector's last error on one line, without the ``connector KEY (transport): `` it starts with."""
+    import re
+    return _one_line(re.sub(r"^connector " + re.escape(key) + r" \([^)]*\): ", "", str(err)))
+
+
+def status_record(st: dict, seen: Optional[Dict[str, Optional[str]]] = None) -> Tuple[str, dict]:
+    """A short status line of ``Pipeline.status()`` and its numbers as fields (for JSON logs).  ``seen``: the
+    last error of each connector already shown; a connector's last error is shown only when it changed (and
+    ``seen`` is updated)."""
     lat = st["step_latency_ms"]
-    conns = " ".join(f"{k}={c['state']}:{c['rows']}" for k, c in st.get("connectors", {}).items())
-    rows_in = sum(st["rows_in"].values())
-    rows_out = sum(st["rows_out"].values())
-    return (f"{time.strftime('%H:%M:%S')} {st['name']} state={st['state']} step={st['step']} rows_in={rows_in} "
-            f"rows_out={rows_out} p50_ms={lat['p50']} p99_ms={lat['p99']} backlog={st['backlog_batches']}"
-            + (f" {conns}" if conns else "") + (f" error={st['error']!r}" if st.get("error") else ""))
+    rows_in, rows_out = _total(st["rows_in"]), _total(st["rows_out"])
+    dead, row_errors = _total(st.get("dead_letter_rows")), _total(st.get("errors"))
+    fields: dict = {"pipeline": st["name"], "state": str(st["state"]), "step": st["step"], "rows_in": rows_in,
+                    "rows_out": rows_out, "p50_ms": lat["p50"], "p99_ms": lat["p99"],
+                    "backlog_batches": st["backlog_batches"], "dead_letter_rows": dead, "row_errors": row_errors}
+    line = (f"{st['name']} state={st['state']} step={st['step']} rows_in={rows_in} rows_out={rows_out} "
+            f"p50_ms={lat['p50']} p99_ms={lat['p99']} backlog={st['backlog_batches']}")
+    if dead:
+        line += f" dead_letters={dead}"
+    if row_errors:
+        line += f" row_errors={row_errors}"
+    conns, changed = {}, {}
+    for k, c in (st.get("connectors") or {}).items():
+        cf = {"state": c.get("state"), "rows": c.get("rows"), "dead_letter_rows": c.get("dead_letter_rows") or 0,
+              "errors": c.get("errors") or 0}
+        conns[k] = cf
+        part = f"{k}={c.get('state')}:{c.get('rows')}"
+        if cf["dead_letter_rows"]:
+            part += f",dead={cf['dead_letter_rows']}"
+        if cf["errors"]:
+            part += f",errors={cf['errors']}"
+        line += " " + part
+        err = c.get("last_error")
+        if seen is not None and err and seen.get(k) != err:
+            changed[k] = _connector_error(k, err)
+        if seen is not None:
+            seen[k] = err
+        elif err:
+            changed[k] = _connector_error(k, err)
+    if conns:
+        fields["connectors"] = conns
+    for k, e in changed.items():
+        line += f" last_error[{k}]={json.dumps(e, ensure_ascii=False)}"
+    if changed:
+        fields["last_errors"] = changed
+    if st.get("error"):
+        fields["error"] = _one_line(st["error"])
+        line += f" error={json.dumps(fields['error'], ensure_ascii=False)}"
+    return line, fields
+
+
+def status_line(st: dict, seen: Optional[Dict[str, Optional[str]]] = None) -> str:
+    return status_record(st, seen)[0]
+
+
+def stop_summary(st: dict, dead_letter_paths: Dict[str, str], storage: str) -> List[Tuple[int, str, dict]]:
+    """What a stopped run leaves to look at: per source its dead-lettered rows and their file, per view its
+    row errors and how to query them, the connectors that failed.  (log level, message, fields) triples."""
+    out: List[Tuple[int, str, dict]] = []
+    for k, c in (st.get("connectors") or {}).items():
+        n = c.get("dead_letter_rows") or 0
+        if c.get("kind") == "source" and n:
+            path, rows = dead_letter_paths.get(k), f"{n} row{'s' if n != 1 else ''}"
+            out.append((logging.WARNING, f"dead letters: {rows} from source {k} (table {c.get('relation')})"
+                        + (f" in {path}" if path else ""),
+                        {"connector": k, "table": c.get("relation"), "dead_letter_rows": n, "path": path}))
+    for v, n in sorted((st.get("errors") or {}).items()):
+        if n:
+            q, rows = f"SELECT * FROM sqlengine_errors WHERE view = '{v}'", f"{n} row{'s' if n != 1 else ''}"
+            out.append((logging.WARNING, f"row errors: {rows} failed in view {v}; see them with: "
+                        f"sqlengine query {shlex.quote(storage)} \"{q}\"", {"view": v, "row_errors": n, "query": q}))
+    for k, c in (st.get("connectors") or {}).items():
+        if c.get("state") == "failed" and c.get("last_error"):
+            err = _connector_error(k, c["last_error"])
+            out.append((logging.ERROR, f"connector {k} failed: {err}",
+                        {"connector": k, "state": "failed", "last_error": err}))
+    if not out:
+        out.append((logging.INFO, "no dead letters and no row errors", {"dead_letter_rows": 0, "row_errors": 0}))
+    return out
 
 
 class Rates:
@@ -206,6 +294,18 @@ def _runtime_config(text: Optional[str], storage: Optional[str], conf, master: O
     return RuntimeConfig.from_dict(d)
 
 
+LOG_LEVEL = click.option("--log-level", "log_level", type=click.Choice(["DEBUG", "INFO", "WARNING", "ERROR"],
+                                                                     case_sensitive=False),
+                         default="INFO", show_default=True, help="least severe log records shown")
+LOG_FORMAT = click.option("--log-format", "log_format", type=click.Choice(["text", "json"]), default="text",
+                          show_default=True, help="json: one JSON object per line (time, level, logger, message "
+                                                  "and fields such as pipeline and connector)")
+
+
+def _logger(name: str = "sqlengine.run") -> logging.Logger:
+    return logging.getLogger(name)
+
+
 @main.command()
 @click.argument("program", type=click.Path(dir_okay=False))
 @click.option("--storage", type=click.Path(file_okay=False), help="storage directory (default: <program>.storage)")
@@ -221,15 +321,40 @@ def _runtime_config(text: Optional[str], storage: Optional[str], conf, master: O
 @click.option("--runtime-config", "runtime_config", metavar="JSON",
               help="a RuntimeConfig as a JSON object (or @FILE holding one), e.g. '{\"min_batch_size_records\": 1000}'; "
                    "--storage, --conf and --wait-for-lock override its fields")
-def run(program, storage, name, master, conf, exit_when_done, interval, wait_for_lock, runtime_config):
+@LOG_LEVEL
+@LOG_FORMAT
+def run(program, storage, name, master, conf, exit_when_done, interval, wait_for_lock, runtime_config, log_level,
+        log_format):
     """Run PROGRAM (a .sql file) with its declared connectors until Ctrl-C.
 
     On a terminal a live display shows the pipeline's state, step, rows and rates per table and view, step
-    latency and connectors; otherwise a status line is printed every --interval seconds.  Ctrl-C processes
-    the input already read, checkpoints and stops; a second Ctrl-C stops at once.
+    latency and connectors.  Otherwise (nohup, systemd, docker) a status line is logged every --interval
+    seconds (logger sqlengine.status): state, step, rows, latency, backlog, dead-lettered rows and row
+    errors, each connector's state and rows, and a connector's last error once when it changes.  Ctrl-C (or
+    SIGTERM) processes the input already read, checkpoints and stops, then logs the dead letters (per source,
+    with their file) and row errors (per view); a second Ctrl-C stops at once.
     """
     from planner.errors import EngineError
     from sqlengine import Pipeline
+    from sqlengine.logs import setup_logging
+    live = sys.stdout.isatty()
+    console = None
+    if live:
+        from rich.console import Console
+        console = Console()
+    setup_logging(log_level, log_format, console=console)
+    log, status_log = _logger(), _logger("sqlengine.status")
+
+    def fail(message: str, **fields) -> None:
+        if log_format == "json":
+            log.error(message, extra=fields)
+        else:
+            click.echo(message, err=True)
+
+    def fail_at(e) -> None:
+        fail(format_error(program, e) if e.line else f"error: {e.message}", file=program, line=e.line,
+             column=e.column, error=type(e).__name__)
+
     sql = _read_program(program)
     stem = os.path.splitext(os.path.basename(program))[0]
     try:
@@ -240,7 +365,7 @@ def run(program, storage, name, master, conf, exit_when_done, interval, wait_for
     errors, _ = program_errors(sql, storage)
     if errors:
         for e in errors:
-            click.echo(format_error(program, e), err=True)
+            fail_at(e)
         sys.exit(1)
     try:
         p = Pipeline.from_sql(sql, name=name or stem, storage_dir=storage, runtime_config=rc)
@@ -248,26 +373,27 @@ def run(program, storage, name, master, conf, exit_when_done, interval, wait_for
             f.write(sql)
         p.start()
     except EngineError as e:
-        click.echo(format_error(program, e) if e.line else f"error: {e}", err=True)
+        fail_at(e)
         sys.exit(1)
+    pl = {"pipeline": p.name}
+    log.info("pipeline %s started at step %s (storage %s)", p.name, p.status()["step"], storage,
+             extra={**pl, "storage": storage})
     interrupts = {"n": 0}
     stopping = threading.Event()
 
-    def on_sigint(signum, frame):
+    def on_signal(signum, frame):
         interrupts["n"] += 1
         if interrupts["n"] == 1:
             stopping.set()
-            click.echo("\nstopping: processing the input read so far (Ctrl-C again to stop now)", err=True)
         else:
-            click.echo("\nforced stop", err=True)
+            log.warning("forced stop", extra=pl)
             p.stop(force=True)
+            logging.shutdown()
             os._exit(130)
 
-    signal.signal(signal.SIGINT, on_sigint)
-    signal.signal(signal.SIGTERM, on_sigint)
-    live = sys.stdout.isatty()
+    signal.signal(signal.SIGINT, on_signal)
+    signal.signal(signal.SIGTERM, on_signal)
     rates = Rates()
-    last_line = 0.0
     code = 0
 
     def finished() -> bool:
@@ -275,7 +401,7 @@ def run(program, storage, name, master, conf, exit_when_done, interval, wait_for
 
     if live:
         from rich.live import Live
-        with Live(status_table(p.status(), {}), refresh_per_second=4, transient=False) as view:
+        with Live(status_table(p.status(), {}), console=console, refresh_per_second=4, transient=False) as view:
             while not finished():
                 time.sleep(0.25)
                 st = p.status()
@@ -283,23 +409,45 @@ def run(program, storage, name, master, conf, exit_when_done, interval, wait_for
             st = p.status()
             view.update(status_table(st, rates.update(st)))
     else:
+        seen: Dict[str, Optional[str]] = {}
+        last_line = 0.0
         while not finished():
             time.sleep(0.1)
             if time.monotonic() - last_line >= interval:
-                click.echo(status_line(p.status()))
+                msg, fields = status_record(p.status(), seen)
+                status_log.info(msg, extra=fields)
                 last_line = time.monotonic()
+    if stopping.is_set():
+        log.info("stopping: processing the input read so far (Ctrl-C again to stop now)", extra=pl)
+    elif exit_when_done and _sources_done(p):
+        failed = sorted(k for k, c in p.status().get("connectors", {}).items()
+                        if c["kind"] == "source" and c["state"] == "failed")
+        if failed:   # the input was not all read: the exit status says so
+            log.error("every source is done (failed: %s): stopping", ", ".join(failed),
+                      extra={**pl, "failed": failed})
+            code = 1
+        else:
+            log.info("every source has read all its input: stopping", extra=pl)
     st = p.status()
     if st["state"] == "failed":
-        click.echo(f"error: {st['error']}", err=True)
+        log.error("pipeline %s failed: %s", p.name, st["error"], extra={**pl, "error": st["error"]})
         code = 1
+    paths = {k: c["dead_letter"] for k, c in st.get("connectors", {}).items() if c.get("dead_letter")}
     try:
         p.stop()
+        st = p.status()
         if not live:
-            click.echo(status_line(p.status()))
-        click.echo(f"stopped at step {p.store.current.step}; query it with: sqlengine query {storage} \"SELECT ...\"")
+            msg, fields = status_record(st, seen)
+            status_log.info(msg, extra=fields)
+        for level, msg, fields in stop_summary(st, paths, storage):
+            log.log(level, msg, extra={**pl, **fields})
+        step = p.store.current.step
+        log.info("stopped at step %s; query it with: sqlengine query %s \"SELECT ...\"", step,
+                 shlex.quote(storage), extra={**pl, "step": step, "storage": storage})
     except EngineError as e:
-        click.echo(f"error: {e}", err=True)
+        log.error("error: %s", e, extra={**pl, "error": str(e)})
         code = 1
+    logging.shutdown()
     sys.exit(code)
 
 
@@ -364,14 +512,44 @@ def open_storage(target: str):
     return p
 
 
-def _open_target(target: str):
+def _open_target(target: str, token: Optional[str] = None):
+    """A storage directory opened for queries, or a pipeline on a server (``token``: its bearer token)."""
     if target.startswith(("http://", "https://")):
-        from sqlengine.api.client import connect
+        import httpx
+
+        from planner.errors import EngineError
+        from sqlengine.api.client import ServerError, connect
         url, _, name = target.rstrip("/").rpartition("/pipelines/")
         if not name:
             raise click.ClickException("a server target is http(s)://HOST:PORT/pipelines/NAME")
-        return connect(url).pipeline(name)
+        try:
+            return connect(url, token=token).pipeline(name)
+        except ServerError as e:
+            if e.status in (401, 403):
+                raise click.ClickException(
+                    f"{url} refused the request (HTTP {e.status}): "
+                    + ("wrong token" if token else "it needs a token")
+                    + "; pass --token or set SQLENGINE_TOKEN")
+            raise click.ClickException(f"{url}: {e.message}")
+        except EngineError as e:
+            raise click.ClickException(f"{url}: {e.message}")
+        except httpx.HTTPError as e:
+            raise click.ClickException(f"cannot reach {url}: {e or type(e).__name__}")
     return open_storage(target)
+
+
+def _net_errors() -> tuple:
+    """The exceptions of a broken connection to a server (none if the client is not installed)."""
+    try:
+        import httpx
+    except ImportError:   # pragma: no cover - without the server extra
+        return ()
+    return (httpx.HTTPError,)
+
+
+TOKEN_OPTION = click.option("--token", envvar="SQLENGINE_TOKEN", metavar="TOKEN",
+                            help="bearer token of the server, when TARGET is an http(s) URL (default: the "
+                                 "SQLENGINE_TOKEN environment variable)")
 
 
 def write_result(t, fmt: str, output: Optional[str]) -> None:
@@ -430,16 +608,20 @@ def render_table(t) -> str:
 @click.option("--format", "fmt", type=click.Choice(["table", "csv", "json", "parquet"]), default="table",
               show_default=True)
 @click.option("--output", "-o", type=click.Path(dir_okay=False), help="write to FILE instead of stdout")
-def query(target, sql, fmt, output):
+@TOKEN_OPTION
+def query(target, sql, fmt, output, token):
     """Run a SELECT over TARGET: the storage directory of a stopped pipeline (`sqlengine run --storage`), or
-    a running pipeline on a server, http://HOST:PORT/pipelines/NAME."""
+    a running pipeline on a server, http://HOST:PORT/pipelines/NAME (with --token or SQLENGINE_TOKEN if the
+    server has a token)."""
     from planner.errors import EngineError
+    p = _open_target(target, token)
     try:
-        p = _open_target(target)
         write_result(p.query_arrow(sql), fmt, output)
     except EngineError as e:
         click.echo(f"error: {e}", err=True)
         sys.exit(1)
+    except _net_errors() as e:
+        raise click.ClickException(f"cannot reach {target}: {e or type(e).__name__}")
 
 
 SHELL_HELP = """Enter a SELECT ending with ';' (it may span lines).  Commands:
@@ -449,9 +631,10 @@ SHELL_HELP = """Enter a SELECT ending with ';' (it may span lines).  Commands:
 
 @main.command()
 @click.argument("target")
-def shell(target):
-    """An interactive SQL prompt over TARGET (a storage directory or http://HOST:PORT/pipelines/NAME):
-    ad-hoc SELECTs with history, results shown as tables."""
+@TOKEN_OPTION
+def shell(target, token):
+    """An interactive SQL prompt over TARGET (a storage directory or http://HOST:PORT/pipelines/NAME, with
+    --token or SQLENGINE_TOKEN if the server has a token): ad-hoc SELECTs with history, results as tables."""
     from planner.errors import EngineError
     try:
         import readline
@@ -462,7 +645,7 @@ def shell(target):
             pass
     except ImportError:   # pragma: no cover - no readline on this platform
         readline, hist = None, None
-    p = _open_target(target)
+    p = _open_target(target, token)
     click.echo(f"sqlengine shell on {target}. \\? for help.")
     timing, buf = True, []
     while True:
@@ -501,6 +684,9 @@ def shell(target):
             result = p.query_arrow(text)
         except EngineError as e:
             click.echo(f"error: {e}")
+            continue
+        except _net_errors() as e:
+            click.echo(f"error: cannot reach {target}: {e or type(e).__name__}")
             continue
         click.echo(render_table(result), nl=False)
         if timing:
@@ -543,13 +729,22 @@ def _describe(p, name: str) -> None:
 @click.option("--storage", "storage_root", type=click.Path(file_okay=False), default="sqlengine-pipelines",
               show_default=True, help="directory holding each pipeline's storage")
 @click.option("--token", envvar="SQLENGINE_TOKEN", help="bearer token required from clients (env SQLENGINE_TOKEN)")
-def serve(host, port, storage_root, token):
-    """Run the pipeline server (REST API, change streams, ad-hoc queries)."""
+@LOG_LEVEL
+@LOG_FORMAT
+def serve(host, port, storage_root, token, log_level, log_format):
+    """Run the pipeline server (REST API, change streams, ad-hoc queries).  Logs (the server's, uvicorn's and
+    its access log, the pipelines') go to stderr as --log-format text or json."""
     try:
         from sqlengine.server import serve as run_server
     except ImportError as e:
         raise click.ClickException(f"the server needs the 'server' extra: pip install 'sqlengine[server]' ({e})")
-    run_server(host=host, port=port, storage_root=storage_root, token=token)
+    from sqlengine.logs import setup_logging, uvicorn_log_config
+    setup_logging(log_level, log_format)
+    try:
+        run_server(host=host, port=port, storage_root=storage_root, token=token, log_level=log_level.lower(),
+                   log_config=uvicorn_log_config(log_level))
+    except ValueError as e:
+        raise click.ClickException(str(e))
 
 
 if __name__ == "__main__":

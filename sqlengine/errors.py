@@ -1,6 +1,6 @@
 """The engine's error hierarchy (defined in the pure planner, re-exported here), plus the storage's own."""
 from planner.errors import (BindError, ConnectorError, EngineError, InputError, InternalError, ParseError,
-                            PipelineError, UnsupportedError)
+                            PermanentConnectorError, PipelineError, UnsupportedError)
 
 
 class StorageLockedError(PipelineError):
@@ -13,4 +13,4 @@ class StorageFencedError(PipelineError):
 
 
 __all__ = ["EngineError", "ParseError", "BindError", "UnsupportedError", "InputError", "ConnectorError",
-           "PipelineError", "InternalError", "StorageLockedError", "StorageFencedError"]
+           "PermanentConnectorError", "PipelineError", "InternalError", "StorageLockedError", "StorageFencedError"]

@@ -6,10 +6,12 @@ kills land while it runs.  ``verify`` checks, after the last run: every batch ap
 table equals the sequence's result), the view equals DuckDB's recomputation, the changelog files hold
 each step once and integrate to the view, and the snapshot file equals the view.
 
-    python -m tests.connector_crash_child STORAGE OUT BATCHES [INBOX]
+    python -m tests.connector_crash_child STORAGE OUT BATCHES [INBOX [append]]
 
 With ``INBOX`` the input comes from a followed ``file_input`` directory instead, one JSON-lines file per
-batch, which the parent writes (atomically: a temporary name, then a rename) while the child runs.
+batch, which the parent writes (atomically: a temporary name, then a rename) while the child runs; with
+``append``, one file (``APPEND_NAME``) that the parent writes in place, in pieces cut anywhere, which the
+connector tails (its position: the bytes read).
 """
 from __future__ import annotations
 
@@ -78,6 +80,14 @@ class Replay(Source):
         return self.next >= len(self.all)
 
 
+APPEND_NAME = "all.jsonl"
+
+
+def append_text(n: int) -> bytes:
+    """The records of ``batches(n)`` as one file of JSON lines (append mode)."""
+    return "".join(json.dumps(r) + "\n" for recs in batches(n) for r in recs).encode()
+
+
 def publish(inbox: str, i: int, recs: list) -> None:
     """Batch ``i`` as a JSON-lines file, written under a temporary name and renamed."""
     name = os.path.join(inbox, f"b-{i:05d}.jsonl")
@@ -104,9 +114,15 @@ def open_pipeline(storage: str, out: str, count: int, inbox: str = None):
                              spark_conf={"sqlengine.spark.start": "lazy"})
 
 
-def wait_for_all(p, count: int, inbox: str = None) -> None:
+def wait_for_all(p, count: int, inbox: str = None, append: bool = False) -> None:
     """Until every batch is read (a followed directory never finishes) and processed."""
-    if inbox:
+    if append:
+        size = len(append_text(count))
+        while ((p.status()["connectors"]["t.replay"]["position"] or {}).get(APPEND_NAME) or [0])[0] < size:
+            p._check()
+            time.sleep(0.02)
+        p.wait_for_idle()
+    elif inbox:
         while len(p.status()["connectors"]["t.replay"]["position"] or []) < count:
             p._check()
             time.sleep(0.02)
@@ -115,21 +131,22 @@ def wait_for_all(p, count: int, inbox: str = None) -> None:
         p.wait_for_completion(timeout_s=600)
 
 
-def run_child(storage: str, out: str, count: int, kill_after=None, timeout: float = 120, inbox: str = None):
+def run_child(storage: str, out: str, count: int, kill_after=None, timeout: float = 120, inbox: str = None,
+              append: bool = False):
     """Run the child; with ``kill_after`` seconds, SIGKILL it then.  Returns its exit code."""
     from tests.killable import run_module
-    return run_module("tests.connector_crash_child", [storage, out, str(count)] + ([inbox] if inbox else []),
-                      kill_after, timeout)
+    return run_module("tests.connector_crash_child", [storage, out, str(count)] + ([inbox] if inbox else []) +
+                      (["append"] if append else []), kill_after, timeout)
 
 
-def verify(storage: str, out: str, count: int, inbox: str = None) -> list:
+def verify(storage: str, out: str, count: int, inbox: str = None, append: bool = False) -> list:
     import pandas as pd
     import pyarrow.parquet as pq
     from tests.oracle import Model, bag, bag_from_changes, diff
     problems = []
     p = open_pipeline(storage, out, count, inbox)
     p.start()
-    wait_for_all(p, count, inbox)
+    wait_for_all(p, count, inbox, append)
     want_rows = final_rows(count)
     got_t = bag([tuple(r.values()) for r in p.query("SELECT id, g, v FROM t")])
     want_t = bag([(r["id"], r["g"], r["v"]) for r in want_rows])
@@ -156,13 +173,14 @@ def verify(storage: str, out: str, count: int, inbox: str = None) -> list:
     return problems
 
 
-def main(storage: str, out: str, count: int, inbox: str = None) -> None:
+def main(storage: str, out: str, count: int, inbox: str = None, append: bool = False) -> None:
     p = open_pipeline(storage, out, count, inbox)
     p.start()
-    wait_for_all(p, count, inbox)
+    wait_for_all(p, count, inbox, append)
     p.stop()
     print("done", flush=True)
 
 
 if __name__ == "__main__":
-    main(sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4] if len(sys.argv) > 4 else None)
+    main(sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4] if len(sys.argv) > 4 else None,
+         len(sys.argv) > 5 and sys.argv[5] == "append")

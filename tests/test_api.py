@@ -21,7 +21,7 @@ CREATE MATERIALIZED VIEW by_cat AS SELECT a.category, SUM(h.n) AS bids FROM hot 
 def test_public_api_is_pinned():
     assert sorted(sqlengine.__all__) == sorted([
         "Pipeline", "OutputHandler", "WEIGHT", "EngineError", "ParseError", "BindError", "UnsupportedError",
-        "InputError", "ConnectorError", "PipelineError", "InternalError", "connect",
+        "InputError", "ConnectorError", "PermanentConnectorError", "PipelineError", "InternalError", "connect",
         "RuntimeConfig", "PipelineBuilder", "PipelineStatus"])
     public = sorted(m for m in dir(Pipeline) if not m.startswith("_"))
     assert public == sorted([

@@ -82,7 +82,7 @@ def test_run_interrupted_and_restarted_then_query(tmp_path):
     stdout, stderr = proc.communicate(timeout=60)
     assert proc.returncode == 0, stderr[-2000:]
     assert "stopping: processing the input read so far" in stderr
-    assert "state=running" in stdout and "stopped at step" in stdout
+    assert "state=running" in stderr and "stopped at step" in stderr   # status lines are logged (stderr)
     first = cli("query", str(store), "SELECT COUNT(*) AS n FROM t", "--format", "json")
     got_first = json.loads(first.stdout)["n"]
     assert 0 < got_first < count, got_first

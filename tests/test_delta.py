@@ -16,7 +16,7 @@ from deltalake import DeltaTable, write_deltalake  # noqa: E402
 
 from connectors.base import Context  # noqa: E402
 from connectors.delta_output import DeltaTableOutput  # noqa: E402
-from planner.errors import ConnectorError  # noqa: E402
+from planner.errors import ConnectorError, PermanentConnectorError  # noqa: E402
 from sqlengine import Pipeline  # noqa: E402
 from tests.oracle import Model, bag, diff  # noqa: E402
 
@@ -333,7 +333,7 @@ def test_follow_and_snapshot_modes(make_pipeline, tmp_path):
     assert p.status()["connectors"]["s.src"]["rows"] == 0
 
 
-def test_missing_table_then_created(make_pipeline, tmp_path):
+def test_missing_table_fails_until_a_restart(make_pipeline, tmp_path):
     uri = str(tmp_path / "later")
     p = make_pipeline(f"CREATE TABLE t (id BIGINT NOT NULL, g VARCHAR, v INT) "
                       f"WITH ('connectors' = '{decl(source('src', uri, mode='snapshot'))}');")
@@ -343,7 +343,11 @@ def test_missing_table_then_created(make_pipeline, tmp_path):
         time.sleep(0.05)
     err = p.status()["connectors"]["t.src"]["last_error"]
     assert "t.src" in err and "delta_table_input" in err and "does not exist" in err, err
+    assert p.status()["connectors"]["t.src"]["state"] == "failed"   # permanent: not retried
+    with pytest.raises(PermanentConnectorError, match="source src of table t .*does not exist"):
+        p.wait_for_completion(timeout_s=60)
     write_deltalake(uri, pa.table({"id": [1, 2], "g": ["a", None], "v": pa.array([7, None], pa.int32())}))
+    p.restart()   # a new run tries the failed source again
     p.wait_for_completion(timeout_s=60)
     assert sorted(tuple(r.values()) for r in p.query("SELECT * FROM t")) == [(1, "a", 7), (2, None, None)]
 

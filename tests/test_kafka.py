@@ -144,7 +144,7 @@ def test_bad_messages_go_to_the_dead_letter(broker, tmp_path):
         return connectors({"name": name, "transport": {"name": "kafka_input", "config": {
             "bootstrap.servers": broker.bootstrap, "topics": [t]}}, "format": fmt})
     cols = "(id BIGINT NOT NULL, g INT, ts TIMESTAMP)"
-    sql = (f"CREATE TABLE tj {cols} WITH ('connectors' = '{src('kj', tj, {'name': 'json', 'config': {'update_format': 'raw'}})}');\n"
+    sql = (f"CREATE TABLE tj {cols} WITH ('connectors' = '{src('kj', tj, {'name': 'json', 'config': {'update_format': 'raw', 'unknown_fields': 'reject'}})}');\n"
            f"CREATE TABLE tc {cols} WITH ('connectors' = '{src('kc', tc, {'name': 'csv'})}');\n"
            f"CREATE TABLE ta {cols} WITH ('connectors' = "
            f"'{src('ka', ta, {'name': 'avro', 'config': {'schema': json.dumps(AVRO_SCHEMA)}})}');\n"

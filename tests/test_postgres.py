@@ -258,9 +258,14 @@ def test_bad_inputs_keep_the_pipeline_running(postgres, make_pipeline):
         wait_error(p, "c.pg", "column v is text in PostgreSQL table public.c but INT")
         wait_error(p, "d.pg", "REPLICA IDENTITY FULL")
         wait_error(p, "e.pg", "nobody")
-        # the missing table appears: that source recovers on its own
+        # a server that is down is retried; the others are permanent: failed, not retried
+        states = {k: c["state"] for k, c in p.status()["connectors"].items()}
+        assert states == {"a.pg": "retrying", "b.pg": "failed", "c.pg": "failed", "d.pg": "failed",
+                          "e.pg": "failed"}, states
+        # the missing table appears: a restart of the pipeline tries the failed source again
         conn.execute("CREATE TABLE b (id int PRIMARY KEY, v int)")
         conn.execute("INSERT INTO b VALUES (1, 2)")
+        p.restart()
         end = time.monotonic() + 30
         while list(p.query("SELECT * FROM vb")) != [{"id": 1, "v": 2}]:
             assert time.monotonic() < end, p.status()["connectors"]["b.pg"]

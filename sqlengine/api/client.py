@@ -27,13 +27,14 @@ import pandas as pd
 import pyarrow as pa
 
 from planner.errors import (BindError, ConnectorError, EngineError, InputError, InternalError, ParseError,
-                            PipelineError, UnsupportedError)
+                            PermanentConnectorError, PipelineError, UnsupportedError)
 
 from sqlengine.api.output import OutputHandler
 from sqlengine.zset import WEIGHT
 
 ERRORS = {"ParseError": ParseError, "BindError": BindError, "UnsupportedError": UnsupportedError,
-          "InputError": InputError, "ConnectorError": ConnectorError, "PipelineError": PipelineError,
+          "InputError": InputError, "ConnectorError": ConnectorError,
+          "PermanentConnectorError": PermanentConnectorError, "PipelineError": PipelineError,
           "InternalError": InternalError, "UnknownTable": InputError, "UnknownView": BindError,
           "UnknownPipeline": PipelineError, "InvalidName": PipelineError, "PipelineFailed": PipelineError,
           "PipelineDeleted": PipelineError}
@@ -47,7 +48,8 @@ class ServerError(EngineError):
         self.status, self.error_code, self.details = status, error_code, details or {}
 
 
-def _raise_for(r: httpx.Response) -> None:
+def _raise_for(r: httpx.Response, sql: Optional[str] = None) -> None:
+    """Raise the error of a failed response; ``sql``: the SQL text sent (a program or a query), to point into."""
     if r.status_code < 400:
         return
     try:
@@ -55,17 +57,36 @@ def _raise_for(r: httpx.Response) -> None:
         message, code, details = body.get("message", r.text), body.get("error_code", ""), body.get("details") or {}
     except ValueError:
         message, code, details = r.text or r.reason_phrase, "", {}
-    _raise_error(message, code, details, r.status_code)
+    _raise_error(message, code, details, r.status_code, sql)
 
 
-def _raise_error(message: str, code: str, details: dict, status: int = 0) -> None:
+def _engine_error(cls, message: str, details: dict, sql: Optional[str] = None) -> EngineError:
+    """The server's error as the embedded one: with line, column and the caret under the position in
+    ``str(e)``.  From the SQL sent and the offset if they agree with the server's line and column, else from
+    the text the server rendered."""
+    line, column, offset, rendered = (details.get("line"), details.get("column"), details.get("offset"),
+                                      details.get("rendered"))
+    if line is not None and sql is not None and isinstance(offset, int):
+        err = cls(message, sql=sql, offset=offset)
+        if (err.line, err.column) == (line, column) and (rendered is None or str(err) == rendered):
+            return err
+    err = cls(message)
+    err.line, err.column = line, column
+    if line is not None and isinstance(rendered, str):
+        err.args = (rendered,)
+        source = rendered.split("\n")
+        if len(source) >= 2:   # "message (line L, column C)", "  <the line>", "  <caret>": excerpt() works too
+            err.sql = "\n" * (line - 1) + source[-2][2:]
+    return err
+
+
+def _raise_error(message: str, code: str, details: dict, status: int = 0, sql: Optional[str] = None) -> None:
     if code == "Timeout" or status == 408:
         raise TimeoutError(message)
     cls = ERRORS.get(code)
     if cls is None:
         raise ServerError(f"{message} (HTTP {status} {code})" if status else message, status, code, details)
-    err = cls(message)
-    err.line, err.column = details.get("line"), details.get("column")
+    err = _engine_error(cls, message, details, sql)
     err.status, err.error_code, err.details = status, code, details
     raise err
 
@@ -236,7 +257,7 @@ class RemotePipeline:
         if self._error is not None:
             err = self._error
             if isinstance(err, EngineError):
-                raise type(err)(err.message) from err
+                raise _engine_error(type(err), err.message, getattr(err, "details", None) or {}) from err
             raise PipelineError(f"pipeline failed: {type(err).__name__}: {err}") from err
 
     @property
@@ -337,7 +358,7 @@ class RemotePipeline:
         self._ingress(table, body, format="csv", delete=delete, on_error=on_error)
 
     def execute(self, sql: str) -> int:
-        return int(self._call("POST", "/execute", content=sql.encode(), timeout=None).json()["rows"])
+        return int(self._call("POST", "/execute", content=sql.encode(), timeout=None, sql=sql).json()["rows"])
 
     # ------------------------------------------------------------------ output
     def _view(self, view: str) -> str:
@@ -383,7 +404,7 @@ class RemotePipeline:
 
     # ------------------------------------------------------------------ queries
     def _query(self, sql: str, fmt: str) -> httpx.Response:
-        return self._call("GET", "/query", params={"sql": sql, "format": fmt}, timeout=None)
+        return self._call("GET", "/query", params={"sql": sql, "format": fmt}, timeout=None, sql=sql)
 
     def query_arrow(self, sql: str) -> pa.Table:
         return pa.ipc.open_stream(self._query(sql, "arrow").content).read_all()
@@ -426,12 +447,13 @@ class Client:
     def _url(self, path: str) -> str:
         return self.url + path
 
-    def _request(self, method: str, path: str, timeout: Any = "default", **kw) -> httpx.Response:
+    def _request(self, method: str, path: str, timeout: Any = "default", sql: Optional[str] = None,
+                 **kw) -> httpx.Response:
         if timeout != "default":
             kw["timeout"] = httpx.Timeout(self.timeout, read=timeout) if timeout is not None else \
                 httpx.Timeout(self.timeout, read=None)
         r = self._http.request(method, self._url(path), **kw)
-        _raise_for(r)
+        _raise_for(r, sql)
         return r
 
     def create_pipeline(self, name: str, sql: str, runtime_config=None) -> RemotePipeline:
@@ -440,7 +462,7 @@ class Client:
         :class:`~sqlengine.RuntimeConfig` or its ``to_dict()`` (checked here, sent whole)."""
         from sqlengine.api.runtime_config import RuntimeConfig
         rc = RuntimeConfig.coerce(runtime_config).to_dict()
-        self._request("PUT", f"/v0/pipelines/{name}", json={"program_code": sql, "runtime_config": rc})
+        self._request("PUT", f"/v0/pipelines/{name}", json={"program_code": sql, "runtime_config": rc}, sql=sql)
         return RemotePipeline(self, name)
 
     def pipeline(self, name: str) -> RemotePipeline:

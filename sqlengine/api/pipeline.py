@@ -19,7 +19,8 @@ from sqlglot import exp
 from planner import compile_program
 from planner.clock import CLOCK
 from planner.bind import DIALECT, name_of, position_of
-from planner.errors import BindError, EngineError, InputError, PipelineError, UnsupportedError
+from planner.errors import BindError, EngineError, InputError, PermanentConnectorError, PipelineError, \
+    UnsupportedError
 
 from sqlengine.ingest import inputs, statement_rows
 from sqlengine.state.faults import SimulatedCrash, crash_point, set_base
@@ -262,7 +263,8 @@ class Pipeline:
         self._connector(relation, name).pause()
 
     def resume_connector(self, relation: str, name: str) -> None:
-        """Resume a paused connector (also one declared with ``"paused": true``)."""
+        """Resume a paused connector (also one declared with ``"paused": true``), or try again one that failed
+        for good (state ``failed``, e.g. after creating its missing table)."""
         self._check()
         self._require_started()
         self._connector(relation, name).resume()
@@ -551,7 +553,9 @@ class Pipeline:
                    dead_letter: Optional[str] = None, force: bool = False) -> None:
         """Push JSON records: ``raw`` rows are inserts; ``insert_delete`` wraps each row in
         ``{"insert": row}`` or ``{"delete": row}``.  ``data`` is a list, a dict or JSON text (an array or
-        one object per line).  ``on_error`` and ``dead_letter`` as for :meth:`input_pandas`."""
+        one object per line).  ``on_error`` and ``dead_letter`` as for :meth:`input_pandas`.  Field names
+        match columns ignoring case; a missing field is NULL; a field that is no column of the table makes its
+        record bad (unlike connectors, whose formats skip such fields by default: ``unknown_fields``)."""
         self._require_open()
         t = self._table(table)
         self._ingest.push(t, lambda errs, n: inputs.json_chunks(t, data, update_format, errs, n), on_error,
@@ -713,8 +717,10 @@ class Pipeline:
 
     def wait_for_idle(self, timeout_s: Optional[float] = None, idle_interval_s: Optional[float] = None) -> None:
         """Block until all acknowledged input is processed and its changes delivered (to callbacks, and to
-        sinks that are not failing or paused).  With ``idle_interval_s`` (Feldera's meaning), also until no
-        new input arrived for that long, so that sources that are still delivering are waited for."""
+        sinks that are not failing or paused: a sink retrying after errors or failed for good is not waited
+        for, see ``status()["connectors"]``; :meth:`wait_for_completion` raises for failed connectors).  With
+        ``idle_interval_s`` (Feldera's meaning), also until no new input arrived for that long, so that
+        sources that are still delivering are waited for."""
         if idle_interval_s:
             end = None if timeout_s is None else time.monotonic() + timeout_s
             while True:
@@ -745,19 +751,52 @@ class Pipeline:
             raise TimeoutError(f"pipeline {self.name}: callbacks still running after {timeout_s} s")
         self._check()
 
+    def _raise_failed_connectors(self) -> None:
+        """Raise ``PermanentConnectorError`` naming every connector that stopped for good (state ``failed``)."""
+        runners = list(self._sources.values()) + list(self._sink_runners.values())
+        failed = [r for r in runners if r.state == "failed"]
+        if failed:
+            raise PermanentConnectorError(
+                f"pipeline {self.name}: " + "; ".join(
+                    f"{r.kind} {r.d.name} of {'table' if r.kind == 'source' else 'view'} {r.d.relation} "
+                    f"({r.d.connector.transport}) failed: {r.reason or r.last_error}" for r in failed))
+
+    def _retrying(self) -> str:
+        """The connectors retrying after errors, and their last errors (for timeout messages)."""
+        bad = [r for r in list(self._sources.values()) + list(self._sink_runners.values()) if r.state == "retrying"]
+        return "".join(f"; {r.kind} {r.key} is retrying after {r.errors} error(s), the last: {r.last_error}"
+                       for r in bad)
+
     def wait_for_completion(self, timeout_s: Optional[float] = None) -> None:
-        """Wait until every source connector has read all its input (or failed) and everything is processed
-        and delivered.  A source that never ends (Kafka, a followed directory) makes this wait for ever;
-        without connectors it is :meth:`wait_for_idle`."""
+        """Wait until every source connector has read all its input and everything is processed and delivered
+        (to callbacks and to every sink that is not paused: also to sinks retrying after errors).  A source
+        that never ends (Kafka, a followed directory) makes this wait for ever; without connectors it is
+        :meth:`wait_for_idle`.  A source or sink that failed for good (a permanent error such as a missing
+        table or topic or bad credentials, or a rejected input record) raises ``PermanentConnectorError``
+        naming it and the reason, as soon as it is seen; one retrying after transient errors is waited for
+        (``TimeoutError`` after ``timeout_s``, naming it and its last error)."""
         self._check()
         self._require_started()
         end = None if timeout_s is None else time.monotonic() + timeout_s
         with self._cv:
             while not all(r.done or r.paused for r in self._sources.values()) and self._error is None:
+                self._raise_failed_connectors()
                 if end is not None and time.monotonic() >= end:
-                    raise TimeoutError(f"pipeline {self.name}: sources not finished after {timeout_s} s")
+                    raise TimeoutError(f"pipeline {self.name}: sources not finished after {timeout_s} s"
+                                       + self._retrying())
                 self._cv.wait(timeout=0.05)
+        self._raise_failed_connectors()
         self.wait_for_idle(timeout_s=None if end is None else max(0.0, end - time.monotonic()))
+        with self._cv:   # sinks retrying after errors: completion is their delivery too
+            while not all(r.paused or (r.state != "retrying" and r.caught_up())
+                          for r in self._sink_runners.values()) and self._error is None:
+                self._raise_failed_connectors()
+                if end is not None and time.monotonic() >= end:
+                    raise TimeoutError(f"pipeline {self.name}: sinks not caught up after {timeout_s} s"
+                                       + self._retrying())
+                self._cv.wait(timeout=0.05)
+        self._check()
+        self._raise_failed_connectors()
 
     # ------------------------------------------------------------------ the step loop
     def _loop(self) -> None:

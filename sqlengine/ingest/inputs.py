@@ -310,13 +310,20 @@ def check_unique_keys(t: TableDef, rows: pa.Table, weights, errs: Errors, seen: 
         seen[(key, kind)] = errs.row(r)
 
 
-def _match_columns(t: TableDef, given: Sequence[str], delete: bool = False) -> Dict[str, str]:
-    """Map table field name -> given column name; error on unknown or missing NOT NULL columns."""
+UNKNOWN_FIELDS = ("ignore", "reject")
+
+
+def _match_columns(t: TableDef, given: Sequence[str], delete: bool = False,
+                   unknown_fields: str = "reject") -> Dict[str, str]:
+    """Map table field name -> given column name; error on missing NOT NULL columns, and on unknown columns
+    unless ``unknown_fields`` is ``"ignore"`` (then they are skipped)."""
     by_lower = {f.name.lower(): f for f in t.fields}
     mapping: Dict[str, str] = {}
     for g in given:
         f = by_lower.get(str(g).lower())
         if f is None:
+            if unknown_fields == "ignore":
+                continue
             raise InputError(f"table {t.name}: unknown column '{g}'. Columns: "
                              f"{', '.join(f.name for f in t.fields)}")
         if f.name in mapping:
@@ -494,10 +501,19 @@ def parse_json(data, errs: Errors) -> Tuple[List[Any], Dict[int, str]]:
     return data, malformed
 
 
-def json_chunks(t: TableDef, data, update_format: str, errs: Errors, chunk_rows: int) -> Iterator[Chunk]:
-    """Chunks of positional rows and their weights (+1 insert / -1 delete) from JSON records."""
+def json_chunks(t: TableDef, data, update_format: str, errs: Errors, chunk_rows: int,
+                unknown_fields: str = "reject") -> Iterator[Chunk]:
+    """Chunks of positional rows and their weights (+1 insert / -1 delete) from JSON records.
+
+    A field that is not a column of the table (names match ignoring case) makes its record bad, naming the
+    field (``unknown_fields="reject"``, the default of ``Pipeline.input_json``), or is skipped (``"ignore"``,
+    the default of the connectors' formats: a producer that adds a field does not break the pipeline).  A
+    missing field is NULL (a row error if its column is NOT NULL)."""
     if update_format not in ("raw", "insert_delete"):
         raise InputError(f"unknown update_format {update_format!r}; use 'raw' or 'insert_delete'")
+    if unknown_fields not in UNKNOWN_FIELDS:
+        raise InputError(f"unknown unknown_fields {unknown_fields!r}; use 'ignore' or 'reject'")
+    ignore = unknown_fields == "ignore"
     records, malformed = parse_json(data, errs)
     by_lower = {f.name.lower(): f.name for f in t.fields}
     seen: dict = {}
@@ -526,7 +542,8 @@ def json_chunks(t: TableDef, data, update_format: str, errs: Errors, chunk_rows:
             for k, v in rec.items():
                 name = by_lower.get(str(k).lower())
                 if name is None:
-                    errs.add(i, None, f"unknown column '{k}'. Columns: {', '.join(f.name for f in t.fields)}")
+                    if not ignore:
+                        errs.add(i, None, f"unknown column '{k}'. Columns: {', '.join(f.name for f in t.fields)}")
                     continue
                 row[name] = v
             rows.append(row)

@@ -7,7 +7,9 @@ delivery resumes right after it; outbox files of steps that never committed are 
 (replay writes them again).  Outbox files are removed once every sink of the view holds their step.
 
 A sink that fails (a broker down, a full disk) reports the error in ``status()`` and retries with
-backoff; steps wait in the outbox meanwhile, and the pipeline goes on.
+backoff; steps wait in the outbox meanwhile, and the pipeline goes on.  A ``PermanentConnectorError``
+(a missing table or topic, a type mismatch, another pipeline's output) or a ``StorageFencedError``
+stops the sink in state ``failed`` (see ``sqlengine.ingest.sources``).
 """
 from __future__ import annotations
 
@@ -18,6 +20,7 @@ from typing import Callable, Dict, List, Optional
 import pyarrow as pa
 import pyarrow.ipc as ipc
 
+from planner.errors import PermanentConnectorError
 from sqlengine.errors import StorageFencedError
 from sqlengine.ingest.sources import MAX_BACKOFF_S, ConnectorRunner
 from sqlengine.state.store import atomic_write_arrow
@@ -124,6 +127,7 @@ class SinkRunner(ConnectorRunner):
                 todo = self.backlog()
                 if not todo:
                     self.state = "running"
+                    self._worked()
                     self.on_delivered()
                     self._sleep(0.2)
                     continue
@@ -140,11 +144,11 @@ class SinkRunner(ConnectorRunner):
                     self.steps_written += 1
                 self.state = "running"
                 backoff = 0.2
+                self._worked()
                 self.on_delivered()
-            except StorageFencedError as e:   # another process owns the storage and delivers: never retried
-                self._error(e)
-                self.state = "failed"
-                self._close()
+            except (StorageFencedError, PermanentConnectorError) as e:   # (fenced: another process owns the
+                self._fail(e)                                            # storage and delivers) never retried
+                self.on_delivered()
                 return
             except BaseException as e:  # noqa: BLE001 - reported in status(), retried with backoff
                 self._error(e)

@@ -8,21 +8,34 @@ the log holds none, at the committed one, so no input is lost or read twice.
 A source waits while the input backlog is full (``MAX_BACKLOG_ROWS`` unprocessed rows), so a fast
 source cannot fill memory.  A source that fails (a broker down, an unreadable file) reports the error
 in ``status()`` and retries with backoff; the pipeline and its other sources go on.
+
+Errors are of two kinds.  A ``ConnectorError`` (or any other exception) is *transient*: state
+``retrying``, retried with backoff, logged at WARNING to the ``sqlengine.connectors`` logger (the first
+one, then at most once per ``WARN_EVERY_S`` per connector, with the count).  A ``PermanentConnectorError``
+(a missing table or topic, a type mismatch, bad credentials, output of another pipeline) and a rejected
+input record (``on_error`` ``reject``) are *permanent*: the connector is closed, its state is ``failed``
+with the reason in ``last_error``, logged once at ERROR, and not retried (``Pipeline.wait_for_completion``
+raises it) until ``resume_connector()`` or a new run of the pipeline (``restart()``) tries it again.
 """
 from __future__ import annotations
 
+import logging
 import os
 import threading
+import time
 import traceback
 from typing import Any, Callable, Dict, Optional
 
-from planner.errors import ConnectorError, EngineError, InputError
+from planner.errors import ConnectorError, EngineError, InputError, PermanentConnectorError
 
 from sqlengine.ingest.inputs import Errors
 
 MAX_BACKLOG_ROWS = 2_000_000   # unprocessed logged rows at which sources wait
 BATCH_ROWS = 100_000           # rows a source is asked for at a time
 MAX_BACKOFF_S = 10.0
+WARN_EVERY_S = 30.0            # transient errors of one connector are logged at most this often
+
+log = logging.getLogger("sqlengine.connectors")
 
 
 def describe_error(e: BaseException) -> str:
@@ -41,10 +54,13 @@ class ConnectorRunner:
         self.state = "paused" if self.paused else "starting"
         self.errors = 0
         self.last_error: Optional[str] = None
+        self.reason: Optional[str] = None       # why the connector failed for good (state "failed")
         self._stop = threading.Event()
         self._wake = threading.Event()
         self._thread: Optional[threading.Thread] = None
         self._opened = False
+        self._failing = 0                       # transient errors since the connector last worked
+        self._warned_at: Optional[float] = None
 
     @property
     def key(self) -> str:
@@ -62,7 +78,12 @@ class ConnectorRunner:
         self._wake.set()
 
     def resume(self) -> None:
+        """Resume a paused connector; one that failed for good is tried again (its thread had ended)."""
         self.paused = False
+        if self.state == "failed" and self._thread is not None and not self._thread.is_alive() \
+                and not self._stop.is_set():
+            self.state, self.reason = "starting", None
+            self.start()
         self._wake.set()
 
     def signal_stop(self) -> None:
@@ -89,8 +110,33 @@ class ConnectorRunner:
         self._wake.clear()
 
     def _error(self, e: BaseException) -> None:
+        """A transient error: recorded for ``status()`` and logged at WARNING, rate-limited per connector."""
         self.last_error = f"connector {self.key} ({self.d.connector.transport}): {describe_error(e)}"
         self.errors += 1
+        self._failing += 1
+        now = time.monotonic()
+        if self._warned_at is None or now - self._warned_at >= WARN_EVERY_S:
+            more = f" ({self._failing} errors since it last worked)" if self._failing > 1 else ""
+            log.warning("%s %s; retrying with backoff%s", self.kind, self.last_error, more)
+            self._warned_at = now
+
+    def _worked(self) -> None:
+        """The connector works (again) after transient errors."""
+        if self._failing:
+            log.info("%s connector %s (%s) works again after %d error(s)", self.kind, self.key,
+                     self.d.connector.transport, self._failing)
+            self._failing = 0
+            self._warned_at = None
+
+    def _fail(self, e: BaseException) -> None:
+        """A permanent error: the connector is closed and stays ``failed`` with the reason (logged once)."""
+        self.reason = describe_error(e)
+        self.last_error = f"connector {self.key} ({self.d.connector.transport}): {self.reason}"
+        self.errors += 1
+        self.state = "failed"
+        log.error("%s connector %s (%s) failed and is not retried: %s", self.kind, self.key,
+                  self.d.connector.transport, self.reason)
+        self._close()
 
     def _run(self) -> None:
         raise NotImplementedError
@@ -133,7 +179,7 @@ class SourceRunner(ConnectorRunner):
         return {"relation": self.d.relation, "kind": "source", "transport": self.source.transport,
                 "state": self.state, "rows": self.rows, "bytes": self.bytes, "batches": self.batches,
                 "position": self.position, "lag": lag, "dead_letter_rows": self.dead_letters,
-                "errors": self.errors, "last_error": self.last_error}
+                "dead_letter": self.dead_letter_path(), "errors": self.errors, "last_error": self.last_error}
 
     # ------------------------------------------------------------ the loop
     def _run(self) -> None:
@@ -161,6 +207,7 @@ class SourceRunner(ConnectorRunner):
                         return
                     self.state = "running"
                     backoff = 0.2
+                    self._worked()
                     continue
                 errs = Errors(self.d.relation, self.d.options["on_error"])
                 n = self.ingest.push(self.table, pending.chunks, self.d.options["on_error"],
@@ -170,13 +217,16 @@ class SourceRunner(ConnectorRunner):
                 self.bytes += pending.bytes
                 self.batches += 1
                 self.dead_letters += len(errs.bad)
+                if getattr(pending, "warning", None):   # e.g. a file that changed after it was read
+                    self.last_error = f"connector {self.key} ({self.source.transport}): {pending.warning}"
+                    self.errors += 1
                 self.position = pending.position
                 pending = None
                 self.state = "running"
                 backoff = 0.2
-            except InputError as e:   # on_error=reject and a bad record: the connector stops
-                self._error(e)
-                self.state = "failed"
+                self._worked()
+            except (InputError, PermanentConnectorError) as e:   # on_error=reject and a bad record, or a permanent
+                self._fail(e)                                     # error: the connector stops
                 self.ingest.notify()
                 return
             except BaseException as e:  # noqa: BLE001 - reported in status(), retried with backoff

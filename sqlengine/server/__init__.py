@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import ipaddress
 import os
-from typing import Dict, Optional
+from typing import Any, Dict, Optional
 
 DEFAULT_MAX_BODY_BYTES = 64 << 20
 DEFAULT_STORAGE_ROOT = os.path.join(".", "sqlengine-pipelines")
@@ -36,9 +36,11 @@ def create_app(storage_root: str = DEFAULT_STORAGE_ROOT, token: Optional[str] = 
 
 def serve(host: str = "127.0.0.1", port: int = 8080, storage_root: str = DEFAULT_STORAGE_ROOT,
           token: Optional[str] = None, max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
-          spark_conf: Optional[Dict[str, str]] = None, log_level: str = "info") -> None:
+          spark_conf: Optional[Dict[str, str]] = None, log_level: str = "info", log_config: Any = None) -> None:
     """Run the server until interrupted (blocking).  ``token`` defaults to the ``SQLENGINE_TOKEN`` environment
-    variable; binding a host other than a loopback address without a token raises ``ValueError``."""
+    variable; binding a host other than a loopback address without a token raises ``ValueError``.
+    ``log_config``: uvicorn's ``log_config`` (default: uvicorn's own; ``sqlengine serve`` passes one that leaves
+    its records to the root logger, see :mod:`sqlengine.logs`)."""
     if token is None:
         token = os.environ.get("SQLENGINE_TOKEN") or None
     if not is_loopback(host) and not token:
@@ -46,4 +48,5 @@ def serve(host: str = "127.0.0.1", port: int = 8080, storage_root: str = DEFAULT
                          "pipelines. Pass a token (--token or SQLENGINE_TOKEN) or bind 127.0.0.1.")
     import uvicorn
     app = create_app(storage_root, token=token, max_body_bytes=max_body_bytes, spark_conf=spark_conf)
-    uvicorn.run(app, host=host, port=port, log_level=log_level)
+    kw = {} if log_config is None else {"log_config": log_config}
+    uvicorn.run(app, host=host, port=port, log_level=log_level, **kw)

@@ -78,8 +78,8 @@ def error_body(message: str, error_code: str, details: Optional[dict] = None) ->
 def engine_error_response(e: EngineError) -> JSONResponse:
     status = next((s for cls, s in STATUS_OF.items() if isinstance(e, cls)), 400)
     details: Dict[str, Any] = {}
-    if e.line is not None:
-        details.update(line=e.line, column=e.column, rendered=str(e))
+    if e.line is not None:   # the client rebuilds the error from these: str(e) the same as embedded
+        details.update(line=e.line, column=e.column, offset=e.offset, rendered=str(e))
     return JSONResponse(error_body(e.message, type(e).__name__, details), status_code=status)
 
 
