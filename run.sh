@@ -4,7 +4,8 @@
 #   ./run.sh setup          Java 17 check (installs it with apt-get when root), .venv, deps pinned by constraints.txt
 #   ./run.sh demo [args]    the main job: sqlengine run examples/shop.sql (a generator source, views, file sinks)
 #   ./run.sh demo-api       the Python API demo (python -m sqlengine.demo)
-#   ./run.sh test [args]    the test suite (pytest; the same command CI runs via .ci/run)
+#   ./run.sh test [args]    the docs build (mkdocs build --strict), then the test suite (pytest); CI runs it via .ci/run
+#   ./run.sh docs           the user documentation (MkDocs), built into site/
 #   ./run.sh bench [args]   the benchmark suite (python -m benchmarks.suite --scale smoke|small|full)
 set -euo pipefail
 
@@ -24,7 +25,9 @@ commands:
   setup           check/install Java 17, create .venv, install deps (pyproject.toml ranges, constraints.txt pins; idempotent)
   demo [args]     run the main job: sqlengine run examples/shop.sql --exit-when-done [args], then query its views
   demo-api [args] the Python API demo: python -m sqlengine.demo [--bids N] [--steps N] [--out DIR] [--seed N]
-  test [args]     run the test suite: python -m pytest -q [pytest args]
+  test [args]     build the docs (mkdocs build --strict, into a temporary directory), then run the test suite:
+                  python -m pytest -q [pytest args]
+  docs            only build the docs (mkdocs build --strict) into site/
   bench [args]    run the benchmark suite: python -m benchmarks.suite [--scale smoke|small|full] [args]
 EOF
 }
@@ -128,7 +131,7 @@ setup_venv() {
     if [ ! -f "$stamp" ]; then
         log "installing dependencies (pyproject.toml, pinned by constraints.txt) into .venv"
         "$PY" -m pip install -q --upgrade pip
-        "$PY" -m pip install -q -c constraints.txt -e ".[test]"
+        "$PY" -m pip install -q -c constraints.txt -e ".[test,docs]"
         rm -f "$VENV"/.installed-*
         touch "$stamp"
     fi
@@ -139,6 +142,15 @@ setup() {
     setup_venv
     export PYSPARK_PYTHON="$PY"
     export PYSPARK_DRIVER_PYTHON="$PY"
+}
+
+# --------------------------------------------------------------------------- docs
+build_docs() {  # $1: the output directory. strict: a broken link, anchor or nav entry fails (not with --quiet,
+                #     which drops the warnings strict mode counts)
+    local out="$1"
+    log "building the docs: mkdocs build --strict -> $out"
+    NO_MKDOCS_2_WARNING=1 "$PY" -m mkdocs build --strict --site-dir "$out" || die "mkdocs build --strict failed (see above)"
+    [ "$out" = "$ROOT/site" ] || rm -rf "$out"
 }
 
 # --------------------------------------------------------------------------- commands
@@ -165,9 +177,15 @@ case "$cmd" in
         ;;
     test)
         setup
+        build_docs "$(mktemp -d)"
         setup_browser
         setup_postgres
         PYSPARK_PYTHON="$PWD/.venv/bin/python" exec "$PY" -m pytest -q "$@"
+        ;;
+    docs)
+        setup
+        build_docs "$ROOT/site"
+        log "docs built into site/ (open site/index.html)"
         ;;
     bench)
         setup

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import shutil
 import tempfile
 import time
@@ -23,6 +24,7 @@ def main() -> None:
     ap.add_argument("--keep", help="directory to keep the storage and the runs' logs in")
     a = ap.parse_args()
     root = a.keep or tempfile.mkdtemp(prefix="chaos-")
+    os.makedirs(root, exist_ok=True)
     t0 = time.time()
     r = chaos.run(root, a.minutes * 60, seed=a.seed)
     out = {"seconds": round(time.time() - t0, 1), "chaos_minutes": a.minutes, "seed": a.seed, "lives": r.lives,

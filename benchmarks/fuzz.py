@@ -18,7 +18,7 @@ import time
 def parse_args(argv=None) -> argparse.Namespace:
     ap = argparse.ArgumentParser(prog="python -m benchmarks.fuzz", description=__doc__.splitlines()[0])
     ap.add_argument("--seeds", default="0:200", help="a range lo:hi of seeds (default 0:200)")
-    ap.add_argument("--spark", action="store_true", help="run every step on Spark (SQLENGINE_LOCAL_STEP_ROWS=0)")
+    ap.add_argument("--spark", action="store_true", help="run every step on Spark (tests.fuzz.runner.run with a session)")
     ap.add_argument("--shrink-budget", type=float, default=240.0, help="seconds to shrink one failure (default 240)")
     ap.add_argument("--save-per-kind", type=int, default=2,
                     help="failures of one kind to shrink and save (default 2; 0: none)")
@@ -38,7 +38,6 @@ def main(argv=None) -> int:
     from tests.fuzz.shrink import shrink
     spark = None
     if args.spark:
-        os.environ["SQLENGINE_LOCAL_STEP_ROWS"] = "0"
         from sqlengine.executor.session import get_spark
         spark = get_spark({"spark.sql.shuffle.partitions": "1", "spark.driver.memory": "2g"})
     executor = "spark" if args.spark else "driver"

@@ -150,7 +150,8 @@ def measure(n: int, small: int, large: int, repeats: int, master: Optional[str],
         f"steps {p.status()['steps_run_on']}, merges {p.status()['state_merges']}")
     eng = p.engine
     spark = eng.spark
-    max_rows, eng.local.max_rows = eng.local.max_rows, 0   # every step on Spark, reading state from its runs, as when
+    placed = eng.placement                    # every step on Spark, reading state from its runs, as when
+    eng.placement = placed.replace(local_step_rows=0, driver_ops=placed.ops_on_driver())
     eng.local.cache.hold_nothing()            # it outgrows the driver's cache with the disk tier off
     table = pd.concat(live, ignore_index=True)
     next_id = n
@@ -168,8 +169,9 @@ def measure(n: int, small: int, large: int, repeats: int, master: Optional[str],
         return took
 
     before = p.status()["steps_run_on"]["spark"]
-    driver_ops = eng.driver_ops
-    eng.driver_ops = False   # Spark jobs only: every op of these steps runs on Spark (but maps and partial sums)
+    driver_ops = eng.placement.ops_on_driver()
+    eng.placement = eng.placement.replace(driver_ops=False)   # Spark jobs only: every op of these steps runs on
+    #                                                           Spark (but maps and partial sums)
     smalls = [change(small) for _ in range(repeats + 1)][1:]
     # with a listener on both views, a step also computes (and delivers) the views' changes
     handlers = [p.listen("g"), p.listen("j")]
@@ -178,7 +180,7 @@ def measure(n: int, small: int, large: int, repeats: int, master: Optional[str],
     after_large = settle(p)   # the merges the last large change started, in the background
     hybrid: Dict[str, object] = {}
     if driver_ops:   # the default: an op runs on the driver when its changes are there and the state rows they
-        eng.driver_ops = True   # meet can be read by key or scanned (Engine.driver_ops)
+        eng.placement = eng.placement.replace(driver_ops=True)   # meet can be read by key or scanned
         ops0, declined0, scanned0 = eng.ops_on_driver, eng.ops_declined, eng.local.rows_scanned
         hybrid["listened_all"] = [change(small) for _ in range(repeats)]
         hybrid["large_all"] = [change(large) for _ in range(repeats)]   # (a few seconds each: the median of all)
@@ -192,7 +194,7 @@ def measure(n: int, small: int, large: int, repeats: int, master: Optional[str],
     spark_steps = p.status()["steps_run_on"]["spark"] - before
     # the default routing: a small step runs on the driver, reading the state of its keys from the runs' row
     # groups (nothing cached); still nothing cached, disk tier off
-    eng.local.max_rows = max_rows
+    eng.placement = placed
     on_driver = p.status()["steps_run_on"]["driver"]
     read0 = eng.local.files.rows_read
     by_key = [change(small) for _ in range(repeats + 1)][1:]
@@ -379,7 +381,7 @@ def report(results, clusters, args, load_avg) -> str:
              "tier off (the state read by Spark from parquet runs, as when it outgrows the driver without the disk "
              "tier; `benchmarks/state_disk.py` measures the driver path with it), and with every op of the step on "
              "Spark but the filters, projections and partial sums of a change already on the driver "
-             "(`Engine.driver_ops` off: *Spark jobs only*). A change is half inserts of new rows "
+             "(`Placement.driver_ops` off: *Spark jobs only*). A change is half inserts of new rows "
              "and half deletes of existing rows, one step. Nobody listens to the views' changes (the views are "
              "queried), so a step only adds to the aggregates' state (`aggregate_contents`); *listened*: the same "
              "change after `listen()` on both views, so the step also computes and delivers their changes; the "
@@ -401,7 +403,7 @@ def report(results, clusters, args, load_avg) -> str:
                      f"{'OK' if r['check'] else 'WRONG'} |")
     hyb = [r for r in results if r.get("hybrid")]
     if hyb:
-        lines += ["", f"**Ops on the driver where their changes are** (the default, `Engine.driver_ops`), measured "
+        lines += ["", f"**Ops on the driver where their changes are** (the default, `Placement.driver_ops`), measured "
                       "after the table above, in the same pipelines, still nothing cached and the disk tier off: the "
                       "steps still go the Spark path, but an op whose changes are Arrow on the driver runs there "
                       "(DuckDB) when the state rows its changes meet can be read by their keys: from the row groups "

@@ -793,7 +793,7 @@ def main(args, argv: List[str]) -> int:
     t_start = time.perf_counter()
     machine = machine_info()
     # import the engine now, so the commit recorded below is the code that runs
-    import sqlengine.api.pipeline, sqlengine.executor.runtime, sqlengine.executor.lower  # noqa: F401,E401
+    import sqlengine.api.pipeline, sqlengine.executor.runtime, sqlengine.executor.backends.spark  # noqa: F401,E401
     import sqlengine.state.store, sqlengine.api.query  # noqa: F401,E401
     code = code_version()
     log(f"step-latency benchmark: sizes {args.sizes}, change {args.change}, steps {args.steps}, "

@@ -166,18 +166,17 @@ def main(argv: Optional[List[str]] = None) -> None:
     ap.add_argument("--tpch", help="comma-separated TPC-H views to run instead (SF 0.001, checked per batch)")
     ap.add_argument("--start-only", action="store_true", help="only start the pipeline (the storage check)")
     ap.add_argument("--driver-ops", action="store_true",
-                    help="Spark steps run their ops on the driver (Engine.driver_ops), nothing cached: the state "
+                    help="Spark steps run their ops on the driver (Placement.driver_ops), nothing cached: the state "
                          "their changes meet is read by Spark jobs that scan it for their keys")
     a = ap.parse_args(argv)
-    os.environ["SQLENGINE_LOCAL_STEP_ROWS"] = "1" if a.driver_ops else "0"    # (all but 1-row steps) on Spark
+    placement = {"local_step_rows": 1 if a.driver_ops else 0}    # (all but 1-row steps) on Spark
     if a.driver_ops:
-        from sqlengine.executor import keyed_reads
-        keyed_reads.MAX_KEYS = 1   # a read is narrowed to row groups for one key at most: scans, on the executors
-    from sqlengine import Pipeline
+        placement["max_keys"] = 1   # a read is narrowed to row groups for one key at most: scans, on the executors
+    from sqlengine import Pipeline, RuntimeConfig
 
     def make(sql, name="cluster"):
         return Pipeline.from_sql(sql, name=name, storage_dir=a.storage, spark_master=a.master,
-                                 spark_conf=CLUSTER_CONF)
+                                 spark_conf=CLUSTER_CONF, runtime_config=RuntimeConfig(placement=placement))
     if a.start_only:
         p = make(program())
         try:

@@ -23,13 +23,25 @@ def spark():
 
 
 @pytest.fixture
-def make_pipeline(spark, tmp_path):
+def placement():
+    """Where the pipelines of ``make_pipeline`` run their steps and operators: settings of
+    :class:`sqlengine.executor.placement.Placement` (``RuntimeConfig.placement``), set by a test before it makes
+    them, e.g. ``placement["local_step_rows"] = 0`` for every step on Spark."""
+    return {}
+
+
+@pytest.fixture
+def make_pipeline(spark, tmp_path, placement):
     """Factory: make_pipeline(sql, **kw) -> started Pipeline on the shared session; stopped at teardown."""
-    from sqlengine import Pipeline
+    import dataclasses
+    from sqlengine import Pipeline, RuntimeConfig
     made = []
 
     def make(sql, start=True, **kw):
         kw.setdefault("storage_dir", str(tmp_path / f"p{len(made)}"))
+        if placement:
+            rc = RuntimeConfig.coerce(kw.pop("runtime_config", None))
+            kw["runtime_config"] = dataclasses.replace(rc, placement={**placement, **rc.placement})
         p = Pipeline.from_sql(sql, name=f"t{len(made)}", spark=spark, **kw)
         made.append(p)
         if start:

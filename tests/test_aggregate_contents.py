@@ -42,9 +42,9 @@ def contents_ops(program):
 
 
 @pytest.mark.parametrize("where", ["driver", "spark"])
-def test_aggregate_views_read_from_their_state_match_duckdb(make_pipeline, monkeypatch, where):
+def test_aggregate_views_read_from_their_state_match_duckdb(make_pipeline, placement, where):
     if where == "spark":
-        monkeypatch.setenv("SQLENGINE_LOCAL_STEP_ROWS", "0")
+        placement["local_step_rows"] = 0
     p = make_pipeline(SQL)
     derived = contents_ops(p.program)
     assert set(derived) == set(VIEWS)
@@ -102,14 +102,14 @@ def test_contents_stored_by_an_earlier_version_are_dropped_on_restart(make_pipel
 
 
 @pytest.mark.parametrize("where, forget", [("driver", False), ("spark", False), ("driver", True)])
-def test_a_sum_leaving_bigint_is_a_row_error_though_no_one_listens(make_pipeline, monkeypatch, tmp_path, where,
+def test_a_sum_leaving_bigint_is_a_row_error_though_no_one_listens(make_pipeline, placement, tmp_path, where,
                                                                     forget):
     """A step that nobody listens to does not compute the view's change, unless a group's integer SUM may
     leave BIGINT's range: the bound (the sum of the partial sums' absolute values) is kept with the step,
     across a restart, and once past BIGINT the change is computed and the group's row recorded as an error.
     ``forget``: storage written before the bound was kept (no bound in its manifest) always computes it."""
     if where == "spark":
-        monkeypatch.setenv("SQLENGINE_LOCAL_STEP_ROWS", "0")
+        placement["local_step_rows"] = 0
     import pandas as pd
     sql = "CREATE TABLE t (k INT, x BIGINT); CREATE MATERIALIZED VIEW s AS SELECT k, SUM(x) AS sx FROM t GROUP BY k;"
     storage = str(tmp_path / "s")

@@ -177,12 +177,11 @@ def test_storage_dir_that_cannot_be_written(tmp_path):
         Pipeline.from_sql(SQL, storage_dir=str(blocker / "sub"))
 
 
-def test_expression_spark_cannot_run_runs_on_the_driver(make_pipeline, monkeypatch):
+def test_expression_spark_cannot_run_runs_on_the_driver(make_pipeline, placement):
     """Spark does not analyze the program at start (the driver types it); a step Spark cannot run is run
     on the driver instead, with the same result."""
-    from sqlengine.executor import runtime
-    monkeypatch.setenv("SQLENGINE_LOCAL_STEP_ROWS", "0")   # every step is tried on Spark first
-    monkeypatch.setattr(runtime, "DRIVER_ROWS", 0)        # with its projections too (not on the driver)
+    placement["local_step_rows"] = 0   # every step is tried on Spark first
+    placement["driver_rows"] = 0       # with its projections too (not on the driver)
     p = make_pipeline("CREATE TABLE t (ts TIMESTAMP); "
                       "CREATE MATERIALIZED VIEW e AS SELECT EXTRACT(MILLENNIUM FROM ts) AS s FROM t")
     p.input_json("t", [{"ts": "2024-05-01 10:00:00"}])

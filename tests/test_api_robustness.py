@@ -110,7 +110,7 @@ def test_a_failed_pipeline_raises_on_every_call_until_stopped(make_pipeline, tmp
     assert st["state"] == "failed" and "ZeroDivisionError" in st["error"]
     assert p.status()["state"] == "failed"
     p.stop()                                 # stop() stops a failed pipeline
-    assert p._thread is None or not p._thread.is_alive()
+    assert p._controller.thread is None or not p._controller.thread.is_alive()
     with pytest.raises(PipelineError, match=failure):
         p.checkpoint()
 

@@ -1,6 +1,6 @@
 """The driver's Arrow fast paths against the delta rules they stand in for (``delta_rules``, run on DuckDB).
 
-An accumulating aggregate's output (``arrow_ops.aggregate_output``) must be the consolidated difference of the
+An accumulating aggregate's output (``agg_op.aggregate_output``) must be the consolidated difference of the
 rule's ``final(old + partial) - final(old)``: the same rows with the same weights, and no row twice (users
 receive it as is), over random keys with NULLs, NULL arguments, groups that appear, vanish or keep their
 results, and state holding more groups than the change touches."""
@@ -13,7 +13,9 @@ import pytest
 
 from planner import compile_program
 from sqlengine.executor import arrow_ops, delta_rules as rules
-from sqlengine.executor.local_lower import LocalLowerer
+from sqlengine.executor.ops import aggregate as agg_op, join as join_op
+from sqlengine.executor.ops import accumulators as acc
+from sqlengine.executor.backends.duckdb import DuckDBBackend
 from sqlengine.zset import W, consolidate_arrow
 
 # (AVG over DOUBLE recomputes its groups: a running float sum depends on the order of steps)
@@ -30,8 +32,8 @@ def test_aggregate_output_is_the_rules_consolidated_change(seed):
     rng = random.Random(seed)
     op = next(o for o in compile_program(SQL).circuit.ops if o.kind == "aggregate")
     assert op.mode == "accumulate"
-    accs = rules.acc_columns(op.node)
-    duck = LocalLowerer()
+    accs = acc.columns(op.node)
+    duck = DuckDBBackend()
     live = []          # the table's rows
     state = None       # the partial sums of every step so far, unmerged (as runs are)
     for step in range(12):
@@ -47,13 +49,13 @@ def test_aggregate_output_is_the_rules_consolidated_change(seed):
                       "c1": pa.array([r[1] for r, _ in change], pa.int32()),
                       "c2": pa.array([r[2] for r, _ in change], pa.int64()),
                       W: pa.array([w for _, w in change], pa.int64())})
-        partial = arrow_ops.aggregate_partial(op.node, d)
+        partial = agg_op.aggregate_partial(op.node, d)
         assert partial is not None
         if state is None:
-            got = arrow_ops.aggregate_output(op.node, partial, partial.slice(0, 0), accs, initial=True)
+            got = agg_op.aggregate_output(op.node, partial, partial.slice(0, 0), accs, initial=True)
             want = duck.rule(rules.output_sql(op.node, accs, initial=True), P=partial)
         else:
-            got = arrow_ops.aggregate_output(op.node, partial, state, accs, initial=False)
+            got = agg_op.aggregate_output(op.node, partial, state, accs, initial=False)
             want = duck.rule(rules.output_sql(op.node, accs), S=state, P=partial)
         assert isinstance(got, arrow_ops.Consolidated)
         got = pa.concat_tables(got)
@@ -65,9 +67,9 @@ def test_aggregate_output_is_the_rules_consolidated_change(seed):
 
 @pytest.mark.parametrize("rows", [50, 120_000])   # one thread, and Acero's threads (THREADED_JOIN_ROWS)
 def test_equi_join_is_the_rules_join(rows):
-    """``arrow_ops.equi_join`` gives the rows and weights of the join rule on DuckDB: duplicate keys, NULL keys
+    """``join_op.equi_join`` gives the rows and weights of the join rule on DuckDB: duplicate keys, NULL keys
     (which never match) and negative weights."""
-    assert (rows > arrow_ops.THREADED_JOIN_ROWS) == (rows == 120_000)
+    assert (rows > join_op.THREADED_JOIN_ROWS) == (rows == 120_000)
     rng = random.Random(rows)
     prog = compile_program("CREATE TABLE a (k INT, v INT); CREATE TABLE b (k INT, s VARCHAR); "
                            "CREATE VIEW j AS SELECT a.v, b.s FROM a JOIN b ON a.k = b.k")
@@ -79,10 +81,10 @@ def test_equi_join_is_the_rules_join(rows):
     right = pa.table({"c0": pa.array([rng.choice(keys) for _ in range(rows // 2)], pa.int32()),
                       "c1": pa.array([rng.choice(["x", "y", None]) for _ in range(rows // 2)], pa.string()),
                       W: pa.array([rng.choice([1, -1]) for _ in range(rows // 2)], pa.int64())})
-    got = arrow_ops.equi_join(op.node, left, right)
+    got = join_op.equi_join(op.node, left, right)
     assert got is not None
-    duck = LocalLowerer()
-    want = duck.rule(rules.join_sql(op.node, "L", "R", duck._x()), L=left, R=right)
+    duck = DuckDBBackend()
+    want = duck.rule(rules.join_sql(op.node, "L", "R", duck.x_rule()), L=left, R=right)
     assert rows_of(consolidate_arrow(got)) == rows_of(consolidate_arrow(want.cast(got.schema)))
 
 
@@ -94,7 +96,7 @@ def test_recompute_retracting_what_was_emitted_is_the_rules_change(seed):
     sql = "CREATE TABLE t (k INT, x DOUBLE); CREATE VIEW a AS SELECT k, SUM(x) AS s, AVG(x) AS m, COUNT(*) AS n FROM t GROUP BY k"
     op = next(o for o in compile_program(sql).circuit.ops if o.kind == "aggregate")
     assert op.mode == "recompute" and len(op.reads) == 2
-    duck = LocalLowerer()
+    duck = DuckDBBackend()
     live, state, emitted = [], None, None
     for step in range(10):
         change = []
@@ -111,7 +113,7 @@ def test_recompute_retracting_what_was_emitted_is_the_rules_change(seed):
         if state is None:
             out = duck.rule(rules.aggregate_sql(op.node, initial=True), D=d)
         else:
-            got = arrow_ops.aggregate_recompute(op.node, d, state, emitted)
+            got = agg_op.aggregate_recompute(op.node, d, state, emitted)
             assert got is not None
             want = duck.rule(rules.aggregate_sql(op.node, emitted=True), S=state, D=d, O=emitted)
             got = consolidate_arrow(got.cast(want.schema))

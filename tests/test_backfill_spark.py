@@ -55,8 +55,8 @@ def churn(p, model, rnd, steps, views, label):
 
 
 @pytest.mark.parametrize("deletes_before", [False, True], ids=["positive-runs", "unmerged-deletes"])
-def test_backfill_on_spark(make_pipeline, monkeypatch, tmp_path, deletes_before):
-    monkeypatch.setenv("SQLENGINE_LOCAL_STEP_ROWS", "0")   # every step on Spark, every op too
+def test_backfill_on_spark(make_pipeline, placement, tmp_path, deletes_before):
+    placement["local_step_rows"] = 0   # every step on Spark, every op too
     rnd = random.Random(16 + deletes_before)
     store = str(tmp_path / "s")
     model = Model(TABLES, {"t": ["g", "x"], "u": ["g", "name"]})

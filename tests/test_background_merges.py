@@ -70,10 +70,10 @@ def wait_for_merges(p, timeout=60):
 
 
 @pytest.mark.parametrize("path", ["driver", "spark"])
-def test_steps_go_on_while_state_runs_merge_in_the_background(make_pipeline, slow_merges, monkeypatch, path,
+def test_steps_go_on_while_state_runs_merge_in_the_background(make_pipeline, slow_merges, placement, path,
                                                              tmp_path):
     if path == "spark":   # every step on Spark, reading the state from the runs' files as the merges replace them
-        monkeypatch.setenv("SQLENGINE_LOCAL_STEP_ROWS", "0")
+        placement["local_step_rows"] = 0
     storage = str(tmp_path / "s")
     p = make_pipeline(SQL, storage_dir=storage)
     if path == "spark":

@@ -1,11 +1,11 @@
 """The differential tests again, with Spark steps whose ops run on the driver where their changes are.
 
 With a local master, a Spark step runs an op on the driver when its input changes are Arrow tables there and
-the state rows they meet can be read by their keys (``Engine.driver_ops``): from the row groups of the runs
-that can hold them, or by a DuckDB scan of the runs (``LocalExecutor._scan``); an op whose read finds more
-than ``SCAN_ROWS`` rows runs on Spark.  Here most steps are Spark steps (``SQLENGINE_LOCAL_STEP_ROWS=4``), the
-driver holds no state (its cache is emptied, the disk tier off), reads by key are narrowed by row groups only
-for a single key (``MAX_KEYS=1``, so most reads are scans), and a scan of more than 6 rows sends the op to
+the state rows they meet can be read by their keys (``Placement.driver_ops``): from the row groups of the runs
+that can hold them, or by a DuckDB scan of the runs (``LocalExecutor.scan_runs``); an op whose read finds more
+than ``scan_rows`` rows runs on Spark.  Here (``RuntimeConfig.placement``) most steps are Spark steps
+(``local_step_rows`` 4), the driver holds no state (its cache is emptied, the disk tier off), reads by key are
+narrowed by row groups only for a single key (``max_keys`` 1, so most reads are scans), and a scan of more than 6 rows sends the op to
 Spark, so driver ops, scans and Spark jobs interleave within steps.  Each view is held to DuckDB after every
 step, as in the other differential tests.
 """
@@ -20,12 +20,9 @@ from .test_differential_windows import test_window_functions  # noqa: F401
 
 
 @pytest.fixture
-def make_pipeline(make_pipeline, monkeypatch):
-    from sqlengine.executor import keyed_reads, local_step, runtime
-    monkeypatch.setenv("SQLENGINE_LOCAL_STEP_ROWS", "4")
-    monkeypatch.setattr(runtime, "SCRATCH_ROWS", 8)
-    monkeypatch.setattr(keyed_reads, "MAX_KEYS", 1)
-    monkeypatch.setattr(local_step, "SCAN_ROWS", 6)
+def make_pipeline(make_pipeline, monkeypatch, placement):
+    from sqlengine.executor import local_step
+    placement.update(local_step_rows=4, scratch_rows=8, max_keys=1, scan_rows=6)
     init = local_step.LocalExecutor.__init__
 
     def holding_nothing(self, engine):   # the driver caches no state: reads by key, or scans
@@ -50,10 +47,10 @@ def make_pipeline(make_pipeline, monkeypatch):
 def test_join_aggregate_ops_on_the_driver_scan_or_fall_back(make_pipeline, monkeypatch, scanner):
     """The two views of the scale benchmark: a 30-row change's join and aggregates run on the driver, reading
     the state by scans (DuckDB's, as with a local master, or a Spark job's, as with a cluster master); with
-    ``SCAN_ROWS`` below what a scan finds, the same ops run on Spark, in the same pipeline; the views and their
+    ``scan_rows`` below what a scan finds, the same ops run on Spark, in the same pipeline; the views and their
     change streams equal DuckDB's after every step."""
     import duckdb
-    from sqlengine.executor import local_step, runtime
+    from sqlengine.executor import runtime
     if scanner == "spark":   # the scans a cluster master runs, on the local session
         monkeypatch.setattr(runtime.Engine, "_duckdb_scan", runtime.Engine._spark_scan)
     from .oracle import bag, bag_from_changes, diff
@@ -73,7 +70,7 @@ def test_join_aggregate_ops_on_the_driver_scan_or_fall_back(make_pipeline, monke
     rng = np.random.default_rng(7)
     next_id = 0
     for step in range(8):
-        monkeypatch.setattr(local_step, "SCAN_ROWS", 1 << 30 if step % 2 == 0 else 6)
+        p.engine.placement = p.engine.placement.replace(scan_rows=1 << 30 if step % 2 == 0 else 6)
         ins = pd.DataFrame({"id": np.arange(next_id, next_id + 20), "k": rng.integers(0, 14, 20),
                             "v": pd.array([None if x % 7 == 0 else int(x) for x in rng.integers(0, 50, 20)],
                                           dtype="Int64")})
@@ -105,7 +102,7 @@ def test_join_aggregate_ops_on_the_driver_scan_or_fall_back(make_pipeline, monke
     e = p.engine
     assert e.steps_spark >= 8 and e.ops_on_driver > 0
     assert e.spark_scans > 0 if scanner == "spark" else (e.local.rows_scanned > 0 and e.spark_scans == 0)
-    # the steps with SCAN_ROWS = 6 scanned more than that for some op's keys, which then ran on Spark
+    # the steps with scan_rows = 6 scanned more than that for some op's keys, which then ran on Spark
     assert e.ops_declined > 0
 
 

@@ -198,8 +198,8 @@ def test_full_or_read_only_storage_rejects_input_cleanly(make_pipeline, tmp_path
 @pytest.mark.parametrize("point, times", [("state_commit", None), ("state_write", 2)])
 def test_step_whose_commit_fails_is_retried_and_delivers_once(make_pipeline, monkeypatch, point, times):
     import time
-    from sqlengine.api import pipeline
-    monkeypatch.setattr(pipeline, "STORAGE_RETRY_S", 0.2)
+    from sqlengine import controller
+    monkeypatch.setattr(controller, "STORAGE_RETRY_S", 0.2)
     p = make_pipeline(SQL)
     chunks = []
     p.foreach_chunk("v", lambda c, seq: chunks.append((seq, c.to_dict("records"))))

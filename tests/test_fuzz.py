@@ -41,8 +41,7 @@ def test_seed_on_the_driver(seed):
 
 
 @pytest.mark.parametrize("seed", _mark(SPARK_SEEDS, KNOWN_FAILING_ON_SPARK))
-def test_seed_with_every_step_on_spark(spark, monkeypatch, seed):
-    monkeypatch.setenv("SQLENGINE_LOCAL_STEP_ROWS", "0")
+def test_seed_with_every_step_on_spark(spark, seed):
     o = run(generate(seed), spark=spark)
     assert o.failure is None, f"seed {seed}: {o.failure} (view {o.view}, step {o.step}): {o.detail}"
     assert o.steps_on_spark and not o.steps_on_driver
@@ -55,11 +54,10 @@ def _regression(name):
 
 
 @pytest.mark.parametrize("name", [_regression(n) for n in saved.names()])
-def test_saved_regression(request, monkeypatch, name):
+def test_saved_regression(request, name):
     program, meta = saved.load(name)
     spark = None
     if meta["executor"] == "spark":
-        spark = request.getfixturevalue("spark")
-        monkeypatch.setenv("SQLENGINE_LOCAL_STEP_ROWS", "0")
+        spark = request.getfixturevalue("spark")   # every step on Spark
     o = run(program, spark=spark)
     assert o.failure is None, f"{name}: {o.failure} (view {o.view}, step {o.step}): {o.detail}"

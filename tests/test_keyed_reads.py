@@ -13,9 +13,12 @@ import pytest
 from planner import compile_program
 from sqlengine.executor import keyed_reads
 from sqlengine.executor.derived import derivation
+from sqlengine.executor.placement import Placement
 from sqlengine.state import store
 
 from .oracle import Model, bag_from_changes, check_views, churn_rounds, diff, feed, materialized
+
+MAX_KEYS = Placement().max_keys   # distinct probe values up to which a read is narrowed by key, by default
 
 SCHEMA = ("CREATE TABLE t (id BIGINT, k INT, v INT, s VARCHAR); CREATE TABLE u (k INT, w VARCHAR);"
           "CREATE TABLE p (id INT NOT NULL PRIMARY KEY, k INT, x INT);")
@@ -41,14 +44,13 @@ def rounds(seed, n):
 
 
 @pytest.fixture
-def tiny_row_groups(monkeypatch):
+def tiny_row_groups(monkeypatch, placement):
     monkeypatch.setattr(store, "ROW_GROUP_ROWS", 16)
     monkeypatch.setattr(keyed_reads, "ROW_GROUP_ROWS", 16)
-    monkeypatch.setenv("SQLENGINE_LOCAL_STEP_ROWS", "0")   # every step on Spark
+    placement["local_step_rows"] = 0                       # every step on Spark
     from sqlengine.state import cache
     monkeypatch.setattr(cache, "DISK_TIER", False)         # state beyond the budget is read by Spark: runs sorted
-    from sqlengine.executor import runtime
-    monkeypatch.setattr(runtime, "DRIVER_SCANS", False)    # the delete clamp's wide lookups too
+    placement["driver_scans"] = False                      # the delete clamp's wide lookups too
 
 
 def uncached(p):
@@ -122,12 +124,12 @@ def test_sort_columns_follow_the_readers_keys():
     ([[1, None], [3]], [("c0",), ("c4",)], ([1, 3], True)),
     ([None, [5]], [("c0",), ("c0",)], ([5], False)),
     ([[1]], [("c0 + 1",)], None),                         # an expression: its values are not the column's
-    ([list(range(keyed_reads.MAX_KEYS + 1))], [("c0",)], None),   # too many values
+    ([list(range(MAX_KEYS + 1))], [("c0",)], None),   # too many values
 ])
 def test_key_filter(probes, specs, expected):
     import pyarrow as pa
     tables = [None if v is None else pa.table({s[0]: pa.array(v, pa.int64())}) for v, s in zip(probes, specs)]
-    got = keyed_reads.key_filter("c0", ("c0",), tables, specs)
+    got = keyed_reads.key_filter("c0", ("c0",), tables, specs, MAX_KEYS)
     if got is not None:
         got = (sorted(got[0]), got[1])
     assert got == expected
@@ -139,28 +141,28 @@ def test_a_read_narrowed_by_many_keys_runs(make_pipeline, tiny_row_groups):
     import pyarrow as pa
     p = make_pipeline(SQL)
     uncached(p)
-    n = keyed_reads.MAX_KEYS
+    n = MAX_KEYS
     p.input_pandas("t", pd.DataFrame({"id": range(n), "k": range(n), "v": [1] * n, "s": [f"s{i}" for i in range(n)]}))
     p.wait_for_idle()
     eng = p.engine
     t_int = eng.table_integral("t")
     col = eng.sort_columns[t_int]
     probe = pa.table({col: pa.array(range(0, 2 * n, 2), pa.int32())})   # n values, half of them stored
-    found = keyed_reads.key_filter(col, (col,), [probe], [(col,)])
+    found = keyed_reads.key_filter(col, (col,), [probe], [(col,)], MAX_KEYS)
     assert found is not None and len(found[0]) == n
     got = eng.read_state(t_int, key=((col,), [probe], [(col,)])).toArrow().column(col).to_pylist()
     assert sorted(got) == list(range(0, n, 2))
 
 
 @pytest.mark.parametrize("max_keys", [2000, 3])
-def test_driver_steps_read_uncached_state_by_key_from_files(make_pipeline, monkeypatch, max_keys):
+def test_driver_steps_read_uncached_state_by_key_from_files(make_pipeline, monkeypatch, placement, max_keys):
     """With nothing cached and the disk tier off, a small step still runs on the driver: it reads the state
     rows of its keys from the row groups of the runs' files that can hold them (``state.row_groups``).  With
     ``max_keys`` 3, most reads cannot be narrowed so, and those steps run on Spark instead (same answers)."""
     from sqlengine.state import cache
     monkeypatch.setattr(store, "ROW_GROUP_ROWS", 16)
     monkeypatch.setattr(keyed_reads, "ROW_GROUP_ROWS", 16)
-    monkeypatch.setattr(keyed_reads, "MAX_KEYS", max_keys)
+    placement["max_keys"] = max_keys
     monkeypatch.setattr(cache, "DISK_TIER", False)
     p = make_pipeline(SQL)
     uncached(p)
@@ -181,24 +183,19 @@ def test_driver_steps_read_uncached_state_by_key_from_files(make_pipeline, monke
 
 
 @pytest.mark.parametrize("scan", ["duckdb", "spark"])
-def test_stored_rows_the_driver_cannot_narrow_are_exactly_the_stored_copies(make_pipeline, monkeypatch, scan):
+def test_stored_rows_the_driver_cannot_narrow_are_exactly_the_stored_copies(make_pipeline, placement, scan):
     """The delete clamp's and upserts' lookup of stored rows beyond the cache, when the driver cannot narrow
     it by key (here more than 2 keys): with a local master DuckDB scans the runs' files
-    (``LocalExecutor._scan``), else a Spark job reads them (``Engine._spark_scan``).  Either gives exactly the stored copies
+    (``LocalExecutor.scan_runs``), else a Spark job reads them (``Engine._spark_scan``).  Either gives exactly the stored copies
     of the probed rows (NULLs, duplicates, rows never stored), and deletes of more copies than exist remove
     only those."""
     import random
     from collections import Counter
     import pyarrow as pa
-    from sqlengine.executor import runtime
-    monkeypatch.setattr(runtime, "DRIVER_SCANS", scan == "duckdb")
-    monkeypatch.setattr(keyed_reads, "MAX_KEYS", 2)
-    scans = []
+    placement.update(driver_scans=scan == "duckdb", max_keys=2)
     p = make_pipeline(SQL)
     uncached(p)
     eng = p.engine
-    real = eng.local._scan
-    eng.local._scan = lambda *a: scans.append(1) or real(*a)
     model = Model(SCHEMA, COLUMNS)
     for ops in rounds(31, 4):
         feed(p, model, ops, COLUMNS)
@@ -222,23 +219,23 @@ def test_stored_rows_the_driver_cannot_narrow_are_exactly_the_stored_copies(make
     # (a superset of the probed rows may come back, read by one column that tells them apart: each with its count)
     assert Counter({r: n for r, n in got_bag.items() if r in probed}) == want_bag
     assert all(v > 0 and model.rows["t"][r] == v for r, v in got_bag.items())
-    assert bool(scans) == (scan == "duckdb")
+    assert (eng.local.rows_scanned > 0) == (scan == "duckdb") and (eng.spark_scans > 0) == (scan == "spark")
 
 
-def test_stored_rows_read_by_a_lead_column_or_by_all(make_pipeline, monkeypatch):
+def test_stored_rows_read_by_a_lead_column_or_by_all(make_pipeline, placement):
     """Deletes looked up beyond what the driver can narrow are first read by one column whose values tell the
     deleted rows apart (``keyed_reads.lead_column``); where the state holds far more rows of those values than
     the lookup (here 150 per value), by every column instead.  Either way the deletes remove the copies that
     exist, and no others."""
     import pyarrow as pa
-    monkeypatch.setattr(keyed_reads, "MAX_KEYS", 2)
+    placement["max_keys"] = 2
     p = make_pipeline("CREATE TABLE t (a BIGINT, b BIGINT); "
                       "CREATE MATERIALIZED VIEW v AS SELECT a, COUNT(*) AS n, SUM(b) AS s FROM t GROUP BY a")
     uncached(p)
     eng = p.engine
     specs = []
-    real = eng.local._scan
-    eng.local._scan = lambda files, schema, spec, *a: specs.append(spec) or real(files, schema, spec, *a)
+    real = eng.local.scan_runs
+    eng.local.scan_runs = lambda files, schema, spec, *a: specs.append(spec) or real(files, schema, spec, *a)
     p.input_pandas("t", pd.DataFrame({"a": [i // 150 for i in range(1500)], "b": [i % 150 for i in range(1500)]}))
     p.wait_for_idle()
     few = pd.DataFrame({"a": [0, 1, 2, 100], "b": [5, 5, 5, 1]})   # 600 stored rows of those a: by a

@@ -21,12 +21,11 @@ VIEW = ("SELECT a.k, COUNT(*) AS n, SUM(b.y) AS s, COUNT(b.y) AS m FROM a LEFT J
 
 
 @pytest.mark.parametrize("where", ["driver", "spark", "files"])
-def test_partial_merges_keep_zero_count_groups(make_pipeline, monkeypatch, where):
-    from sqlengine.executor import runtime
+def test_partial_merges_keep_zero_count_groups(make_pipeline, monkeypatch, placement, where):
     from sqlengine.executor.runtime import Engine
     on_spark = where != "driver"
     if where == "spark":
-        monkeypatch.setattr(runtime, "DRIVER_MERGE_ROWS", 0)
+        placement["driver_merge_rows"] = 0
     spark_merges = []
     merge = Engine._merge_on_spark
     monkeypatch.setattr(Engine, "_merge_on_spark", lambda self, op, part: spark_merges.append(op.id) or merge(self, op, part))
@@ -37,7 +36,8 @@ def test_partial_merges_keep_zero_count_groups(make_pipeline, monkeypatch, where
     p.wait_for_idle()
     if on_spark:   # state read from its parquet runs on Spark, as when it outgrows the driver's cache
         p.engine.local.cache.hold_nothing()
-        p.engine.local.max_rows = 0   # (else small steps read it by key from the runs' files, on the driver)
+        # (else small steps read it by key from the runs' files, on the driver); ops may still run there
+        p.engine.placement = p.engine.placement.replace(local_step_rows=0, driver_ops=True)
     b = []
     for step in range(24 if on_spark else 80):   # one b row in or out per step: many small runs, merged in varying subsets
         if b and rng.random() < 0.45:

@@ -173,10 +173,10 @@ print(sorted(p.status()["errors"].items()), list(p.query("SELECT id FROM v_cast"
         out.stderr[-2000:]
 
 
-def test_spark_steps_fall_back_to_the_driver_for_failing_rows(make_pipeline, monkeypatch):
+def test_spark_steps_fall_back_to_the_driver_for_failing_rows(make_pipeline, placement):
     """On Spark (ANSI semantics) a failing row fails the Spark job; the step is then run on the driver,
     with the same results and error records as a driver step."""
-    monkeypatch.setenv("SQLENGINE_LOCAL_STEP_ROWS", "0")   # every step on Spark
+    placement["local_step_rows"] = 0   # every step on Spark
     p = make_pipeline(program())
     p.input_pandas("t", pd.DataFrame({"id": [1, 2], "k": [2, 2], "s": ["abc", "4"], "x": [BIG, BIG]}))
     p.wait_for_idle()

@@ -14,9 +14,9 @@ from .oracle import bag, diff
 
 
 @pytest.fixture(params=["driver", "spark"])
-def executor(request, monkeypatch):
+def executor(request, placement):
     if request.param == "spark":
-        monkeypatch.setenv("SQLENGINE_LOCAL_STEP_ROWS", "0")
+        placement["local_step_rows"] = 0
     return request.param
 
 

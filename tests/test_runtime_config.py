@@ -18,7 +18,7 @@ def every_field_set(storage: str) -> RuntimeConfig:
     """A config in which every field differs from its default (so that a dropped field shows)."""
     rc = RuntimeConfig(workers=2, storage=storage, min_batch_size_records=7, max_buffering_delay_usecs=123_456,
                        clock_resolution_usecs=250_000, spark_conf={**LAZY, "spark.sql.shuffle.partitions": "3"},
-                       checkpoint_interval_secs=60, wait_for_lock_secs=2.5)
+                       checkpoint_interval_secs=60, wait_for_lock_secs=2.5, placement={"scan_rows": 1_000_000})
     default = RuntimeConfig()
     unset = [f.name for f in dataclasses.fields(rc) if getattr(rc, f.name) == getattr(default, f.name)]
     assert not unset, f"fields left at their default: {unset}"
@@ -37,6 +37,10 @@ def test_to_dict_from_dict_round_trip_every_field(tmp_path):
         RuntimeConfig.from_dict({"min_batch_size_records": "many"})
     assert RuntimeConfig(spark_conf={"spark.sql.shuffle.partitions": 4}).spark_conf == \
         {"spark.sql.shuffle.partitions": "4"}
+    with pytest.raises(PipelineError, match="unknown placement setting 'scan_row' \\(did you mean 'scan_rows'\\?\\)"):
+        RuntimeConfig(placement={"scan_row": 1})
+    with pytest.raises(PipelineError, match="placement setting driver_rows must be an integer >= 0"):
+        RuntimeConfig.from_dict({"placement": {"driver_rows": "many"}})
 
 
 def test_embedded_and_remote_pipelines_run_with_the_same_config(tmp_path):
@@ -50,7 +54,7 @@ def test_embedded_and_remote_pipelines_run_with_the_same_config(tmp_path):
     rc = every_field_set(str(tmp_path / "storage"))
     embedded = PipelineBuilder(None, name="parity", sql=SQL, runtime_config=rc).create_or_replace()
     local = embedded.runtime_config
-    batching, resolution = embedded._batching, embedded._clock_resolution
+    batching, resolution = embedded._controller.batching, embedded._controller.clock_resolution
     embedded.stop()   # the storage is single-writer: the server's pipeline opens it next
     assert local == dataclasses.replace(rc, storage=os.path.abspath(rc.storage))
     served = Served(create_app(str(tmp_path / "root")))

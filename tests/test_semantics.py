@@ -36,9 +36,9 @@ def oracle():
 
 
 @pytest.mark.parametrize("on_spark", [False, True])
-def test_timestamps_are_naive_utc_everywhere(make_pipeline, monkeypatch, on_spark):
+def test_timestamps_are_naive_utc_everywhere(make_pipeline, placement, on_spark):
     if on_spark:
-        monkeypatch.setenv("SQLENGINE_LOCAL_STEP_ROWS", "0")
+        placement["local_step_rows"] = 0
     p = make_pipeline(SQL)
     p.input_json("b", ROWS)
     p.wait_for_idle()

@@ -43,9 +43,9 @@ def derived_ops(program):
 
 
 @pytest.mark.parametrize("where", ["driver", "spark"])
-def test_views_over_shared_table_state_match_duckdb(make_pipeline, monkeypatch, where):
+def test_views_over_shared_table_state_match_duckdb(make_pipeline, placement, where):
     if where == "spark":
-        monkeypatch.setenv("SQLENGINE_LOCAL_STEP_ROWS", "0")
+        placement["local_step_rows"] = 0
     p = make_pipeline(SQL)
     derived = derived_ops(p.program)
     kinds = {op.kind for op in p.program.circuit.ops if set(op.reads) & {d.id for d in derived}}

@@ -1,5 +1,5 @@
 """The engine on a real Spark standalone cluster: a master and two one-core workers started on localhost from
-the pyspark package (``tests/spark_cluster.py``), every step forced onto Spark (``SQLENGINE_LOCAL_STEP_ROWS=0``).
+the pyspark package (``tests/spark_cluster.py``), every step forced onto Spark (``RuntimeConfig(placement={"local_step_rows": 0})``).
 
 Each cluster run is a child process (Spark allows one SparkContext per process, and this one runs the
 session-scoped local session): ``tests/cluster_workload.py`` checks every view against DuckDB's recomputation
@@ -44,7 +44,7 @@ def test_tpch_views_on_the_cluster(cluster, tmp_path):
     assert got["steps_run_on"]["driver"] == 0 and got["steps_run_on"]["spark"] >= 3
 
 
-def test_cluster_equals_local_mode_and_survives_a_killed_worker(cluster, make_pipeline, monkeypatch, tmp_path):
+def test_cluster_equals_local_mode_and_survives_a_killed_worker(cluster, make_pipeline, placement, tmp_path):
     n_steps, kill_at = 5, 2
     victim = cluster.workers[1].pid
     got = child(["--master", cluster.master_url, "--storage", str(tmp_path / "s"), "--out", str(tmp_path / "r.json"),
@@ -53,7 +53,7 @@ def test_cluster_equals_local_mode_and_survives_a_killed_worker(cluster, make_pi
     assert cluster.workers[1].wait(timeout=30) is not None
     assert got["steps_run_on"]["driver"] == 0 and got["steps_run_on"]["spark"] >= n_steps
     # the same steps in local mode (this process's session), also on Spark: the same view contents each step
-    monkeypatch.setenv("SQLENGINE_LOCAL_STEP_ROWS", "0")
+    placement["local_step_rows"] = 0
     local = run_workload(make_pipeline(program()), workload_steps(1, n_steps))
     assert len(local) == len(got["snapshots"]) == n_steps
     for i, (a, b) in enumerate(zip(got["snapshots"], local)):

@@ -2,13 +2,13 @@
 
 Steps whose input is small run on the driver (``sqlengine.executor.local_step``); the
 other differential tests therefore exercise that path.  Here the same tests
-run with ``SQLENGINE_LOCAL_STEP_ROWS=4``: a step with more than 4 input rows
-(most of them) runs the delta rules on Spark (``sqlengine.executor.lower``), smaller
+run with ``local_step_rows`` 4 (:mod:`sqlengine.executor.placement`): a step with more than 4 input rows
+(most of them) runs the delta rules on Spark (``sqlengine.executor.backends.spark``), smaller
 ones run on the driver, so the two paths also interleave over the same state,
 and both are held to DuckDB's answers after every step.  Driver-side changes of more
 than 8 rows reach Spark as scratch parquet files (``sqlengine.state.scratch``), smaller
 ones through ``createDataFrame``, so both hand-offs meet every type.  A Spark step's filters, projections and
-partial sums run on the driver only for changes of at most 2 rows (``DRIVER_ROWS``), so both places are
+partial sums run on the driver only for changes of at most 2 rows (``driver_rows``), so both places are
 exercised.  Tests whose steps are all that small (``EVERY_STEP_ON_SPARK``) run every step on Spark; each test
 must have run at least one step there.
 """
@@ -37,11 +37,10 @@ EVERY_STEP_ON_SPARK = {"test_primary_key_differential", "test_lag_and_row_number
 
 
 @pytest.fixture
-def make_pipeline(make_pipeline, monkeypatch, request):
-    monkeypatch.setenv("SQLENGINE_LOCAL_STEP_ROWS", "0" if request.node.originalname in EVERY_STEP_ON_SPARK else "4")
-    from sqlengine.executor import runtime
-    monkeypatch.setattr(runtime, "SCRATCH_ROWS", 8)
-    monkeypatch.setattr(runtime, "DRIVER_ROWS", 2)   # filters, projections and partial sums on Spark too
+def make_pipeline(make_pipeline, placement, request):
+    placement["local_step_rows"] = 0 if request.node.originalname in EVERY_STEP_ON_SPARK else 4
+    placement["scratch_rows"] = 8
+    placement["driver_rows"] = 2   # filters, projections and partial sums on Spark too
     made = []
 
     def make(*a, **kw):
@@ -55,8 +54,8 @@ def make_pipeline(make_pipeline, monkeypatch, request):
     assert any(p.engine is not None and p.engine.steps_spark for p in made), "no step ran on Spark"
 
 
-def test_steps_ran_on_spark(make_pipeline, monkeypatch):
-    monkeypatch.setenv("SQLENGINE_LOCAL_STEP_ROWS", "0")
+def test_steps_ran_on_spark(make_pipeline, placement):
+    placement["local_step_rows"] = 0
     p = make_pipeline("CREATE TABLE t (k INT, v INT); CREATE MATERIALIZED VIEW s AS SELECT k, SUM(v) AS v FROM t GROUP BY k;")
     import pandas as pd
     p.input_pandas("t", pd.DataFrame({"k": [1, 1, 2], "v": [1, 2, 3]}))
@@ -65,14 +64,14 @@ def test_steps_ran_on_spark(make_pipeline, monkeypatch):
     assert sorted(p.query("SELECT k, v FROM s ORDER BY k"), key=str) == [{"k": 1, "v": 3}, {"k": 2, "v": 3}]
 
 
-def test_aggregate_changes_with_null_sums_on_spark(make_pipeline, monkeypatch):
+def test_aggregate_changes_with_null_sums_on_spark(make_pipeline, placement):
     """The accumulating aggregates' output rule on Spark (old and new totals from one pass over the state): an
     existing group whose change holds only NULLs keeps its SUM; a group whose state holds only NULLs takes the
     change's; a delete that leaves no non-NULL value turns SUM and AVG to NULL; emptied groups leave."""
     import duckdb
     import pandas as pd
     from .oracle import bag, bag_from_changes, diff
-    monkeypatch.setenv("SQLENGINE_LOCAL_STEP_ROWS", "0")
+    placement["local_step_rows"] = 0
     view = "SELECT k, SUM(v) AS s, AVG(v) AS a, COUNT(v) AS n, COUNT(*) AS c FROM t GROUP BY k"
     p = make_pipeline(f"CREATE TABLE t (k INT, v INT); CREATE MATERIALIZED VIEW g AS {view};")
     changes = p.listen("g")
@@ -97,12 +96,12 @@ def test_aggregate_changes_with_null_sums_on_spark(make_pipeline, monkeypatch):
     assert p.status()["steps_run_on"]["driver"] == 0
 
 
-def test_state_frames_are_kept_between_steps(make_pipeline, monkeypatch):
+def test_state_frames_are_kept_between_steps(make_pipeline, placement):
     """A DataFrame over an operator's runs is built once per run list (``Engine.runs_frame``): read again while
-    the runs are the same, it is the same frame; a step that adds a run gives a new one; at most RUNS_FRAMES."""
+    the runs are the same, it is the same frame; a step that adds a run gives a new one; at most
+    ``placement.runs_frames``."""
     import pandas as pd
-    from sqlengine.executor import runtime
-    monkeypatch.setenv("SQLENGINE_LOCAL_STEP_ROWS", "0")
+    placement["local_step_rows"] = 0
     p = make_pipeline("CREATE TABLE t (k INT, v INT); CREATE MATERIALIZED VIEW s AS SELECT k, SUM(v) AS v FROM t "
                       "GROUP BY k;")
     p.input_pandas("t", pd.DataFrame({"k": [1, 2], "v": [1, 2]}))
@@ -116,7 +115,7 @@ def test_state_frames_are_kept_between_steps(make_pipeline, monkeypatch):
     second = eng.read_state(table)
     assert second is not first and sorted(r.c0 for r in second.collect()) == [1, 2, 3]
     assert len(eng._frames) > 1
-    monkeypatch.setattr(runtime, "RUNS_FRAMES", 1)
+    eng.placement = eng.placement.replace(runs_frames=1)
     p.input_pandas("t", pd.DataFrame({"k": [4], "v": [4]}))
     p.wait_for_idle()
     assert eng.read_state(table) is not second and len(eng._frames) == 1

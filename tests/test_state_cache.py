@@ -59,16 +59,18 @@ def test_a_merge_cancels_deletes_like_a_consolidation(monkeypatch, big):
     from collections import Counter
     import pyarrow as pa
     from sqlengine.executor import local_step
-    from sqlengine.executor.local_lower import LocalLowerer
+    from sqlengine.executor.backends.duckdb import DuckDBBackend
     from sqlengine.zset import consolidate_arrow
-    monkeypatch.setattr(local_step, "BULK_ROWS", 0 if big else 1 << 40)
     rng = random.Random(7)
     rows = [(rng.choice([None, 1, 2, 3]), rng.choice([None, "a", "b", "é"]), rng.choice([1, 2, -1, -2]))
             for _ in range(60)]   # some rows cancel, some end negative (deletes of rows in older runs)
     t = pa.table({"c0": pa.array([r[0] for r in rows], pa.int32()), "c1": pa.array([r[1] for r in rows]),
                   "__w": pa.array([r[2] for r in rows], pa.int64())})
+    from types import SimpleNamespace
+    from sqlengine.executor.placement import Placement
     ex = object.__new__(local_step.LocalExecutor)
-    duck = LocalLowerer()
+    ex.engine = SimpleNamespace(placement=Placement(bulk_rows=0 if big else 1 << 40))
+    duck = DuckDBBackend()
 
     def zset(x):
         c = Counter()

@@ -224,7 +224,8 @@ class _Stream:
 
 
 class RemotePipeline:
-    """A pipeline on a server, with the methods of :class:`sqlengine.Pipeline`."""
+    """A pipeline on a server, with the methods of :class:`sqlengine.Pipeline` (those of
+    :class:`sqlengine.api.protocol.PipelineLike`, checked by ``tests/test_api_protocol.py``)."""
 
     def __init__(self, client: "Client", name: str):
         self._client = client
@@ -329,10 +330,19 @@ class RemotePipeline:
         params = {k: (str(v).lower() if isinstance(v, bool) else v) for k, v in params.items() if v is not None}
         self._call("POST", f"/ingress/{table}", content=body, params=params, timeout=None)
 
+    @staticmethod
+    def _no_dead_letter_path(dead_letter: Optional[str]) -> None:
+        """``dead_letter`` is in the signatures so that they match ``Pipeline``'s (:mod:`sqlengine.api.protocol`);
+        the server chooses where the bad rows go."""
+        if dead_letter is not None:
+            raise InputError("dead_letter: a pipeline on a server writes the bad rows of on_error='dead_letter' to "
+                             "its own storage (<storage_dir>/dead_letter/<table>.jsonl); leave dead_letter unset")
+
     def input_pandas(self, table: str, df: pd.DataFrame, delete: bool = False, on_error: str = "reject",
-                     force: bool = False) -> None:
+                     dead_letter: Optional[str] = None, force: bool = False) -> None:
         """Insert (or delete) the rows of ``df``; sent as an Arrow IPC stream, converted back to a DataFrame on
         the server and pushed with ``Pipeline.input_pandas``."""
+        self._no_dead_letter_path(dead_letter)
         t = pa.Table.from_pandas(df, preserve_index=False)
         buf = io.BytesIO()
         with pa.ipc.new_stream(buf, t.schema) as w:
@@ -340,7 +350,8 @@ class RemotePipeline:
         self._ingress(table, buf.getvalue(), format="arrow", delete=delete, on_error=on_error)
 
     def input_json(self, table: str, data, update_format: str = "raw", on_error: str = "reject",
-                   force: bool = False) -> None:
+                   dead_letter: Optional[str] = None, force: bool = False) -> None:
+        self._no_dead_letter_path(dead_letter)
         if isinstance(data, (str, bytes, bytearray)):
             body = data.encode() if isinstance(data, str) else bytes(data)
         else:
@@ -348,8 +359,9 @@ class RemotePipeline:
         self._ingress(table, body, format="json", update_format=update_format, on_error=on_error)
 
     def input_csv(self, table: str, data, delete: bool = False, on_error: str = "reject",
-                  force: bool = False) -> None:
+                  dead_letter: Optional[str] = None, force: bool = False) -> None:
         """``data``: CSV text (with a header row) or the path of a local CSV file (uploaded)."""
+        self._no_dead_letter_path(dead_letter)
         if isinstance(data, os.PathLike) or (isinstance(data, str) and "\n" not in data and os.path.exists(data)):
             with open(data, "rb") as f:
                 body = f.read()

@@ -2,13 +2,10 @@
 from __future__ import annotations
 
 import dataclasses
-import io
-import logging
 import os
 import tempfile
-import threading
 import time
-from typing import Callable, Dict, Iterator, List, Optional
+from typing import Callable, Dict, Iterator, Optional
 
 import pandas as pd
 import pyarrow as pa
@@ -23,11 +20,12 @@ from planner.errors import BindError, EngineError, InputError, PermanentConnecto
     UnsupportedError
 
 from sqlengine.ingest import inputs, statement_rows
-from sqlengine.state.faults import SimulatedCrash, crash_point, set_base
+from sqlengine.state.faults import set_base
 from sqlengine.state.lock import EPOCH_FILE, LOCK_FILE, StorageLock
 from sqlengine.ingest.batches import Ingest
 from sqlengine.state.inputlog import InputLog
 from sqlengine.api.output import Dispatcher, OutputHandler
+from sqlengine.controller import Controller
 from sqlengine.api.query import Snapshot, check_query, load_relation
 from sqlengine.executor.compaction import Compactor
 from sqlengine.executor.row_errors import ERRORS_KEY, ERRORS_RELATION, read_errors
@@ -36,13 +34,9 @@ from sqlengine.executor.session import (START_OPTION, check_storage_reachable, i
 from sqlengine.api.runtime_config import PipelineStatus, RuntimeConfig
 from sqlengine.ingest.sinks import Outbox, SinkRunner
 from sqlengine.ingest.sources import SourceRunner
-from sqlengine.state.store import Manifest, StateStore, StorageError
+from sqlengine.state.store import StateStore
 from sqlengine.executor.watermarks import EventTime
-from sqlengine.zset import W, WEIGHT
-
-MAX_STEP_ROWS = 1_000_000
-log = logging.getLogger(__name__)
-STORAGE_RETRY_S = 1.0   # wait before retrying a step whose commit failed (disk full, read-only storage)
+from sqlengine.zset import WEIGHT
 
 
 class Pipeline:
@@ -51,6 +45,9 @@ class Pipeline:
     Create one with :meth:`from_sql`, then :meth:`start` it, push changes with
     ``input_*`` / :meth:`execute`, and read results with ``query*``, :meth:`listen`
     or :meth:`foreach_chunk`.
+
+    The steps run on the thread of a :class:`sqlengine.controller.Controller`; the methods it shares with
+    the server's client are listed in :class:`sqlengine.api.protocol.PipelineLike`.
     """
 
     def __init__(self, sql: str, name: str = "pipeline", storage_dir: Optional[str] = None,
@@ -63,12 +60,6 @@ class Pipeline:
         runtime_config = RuntimeConfig.coerce(runtime_config)
         storage_dir = runtime_config.storage_for(storage_dir)
         spark_conf = {**runtime_config.session_conf(), **(spark_conf or {})} or None
-        # (rows, seconds): how long a step waits for input to accumulate (RuntimeConfig); (0, 0): not at all
-        self._batching = runtime_config.batching()
-        # NOW() in views (planner/clock.py): the clock table, its resolution, and a manual clock (set_clock)
-        self._clock = CLOCK if CLOCK in self.program.tables else None
-        self._clock_resolution = runtime_config.clock_resolution_usecs
-        self._manual_clock: Optional[int] = None
         self._tmp = None
         if storage_dir is None:
             self._tmp = tempfile.TemporaryDirectory(prefix=f"sqlengine-{name}-")
@@ -111,22 +102,33 @@ class Pipeline:
         self._outbox = Outbox(os.path.join(self.storage_dir, "outbox"))
         self._sources: Dict[str, SourceRunner] = {}
         self._sink_runners: Dict[str, SinkRunner] = {}
-        self._storage_error: Optional[str] = None
         self.engine = None
-        self._state = "created"
-        self._cv = threading.Condition()
-        self._commit_lock = threading.RLock()
-        self._thread: Optional[threading.Thread] = None
-        self._compactor: Optional[Compactor] = None
-        self._stop_requested = False
-        self._stepping = False
-        self._error: Optional[BaseException] = None
         self._snapshot = Snapshot()
         self._dispatcher = Dispatcher(self._callback_failed)
-        self._latencies: List[float] = []
-        self._rows_in: Dict[str, int] = {t: 0 for t in self.program.tables}
-        self._rows_out: Dict[str, int] = {v: 0 for v in self.program.views}
-        self._last_step_jobs = 0
+        # the step loop and its state (sqlengine.controller): shares the connectors' dicts and the declared list
+        self._controller = Controller(
+            self.name, self.program, self.store, self.log, self._event_time, self._outbox, self._dispatcher,
+            storage_dir=self.storage_dir, declared=self._declared, sources=self._sources,
+            sink_runners=self._sink_runners, pipeline_id=self._pipeline_id, lock=self._lock,
+            batching=self.runtime_config.batching(),
+            clock_resolution_usecs=self.runtime_config.clock_resolution_usecs)
+
+    # the controller's state, under the names the server, the CLI and tests read
+    @property
+    def _state(self) -> str:
+        return self._controller.state
+
+    @_state.setter
+    def _state(self, value: str) -> None:
+        self._controller.state = value
+
+    @property
+    def _error(self) -> Optional[BaseException]:
+        return self._controller.error
+
+    @property
+    def _compactor(self) -> Optional[Compactor]:
+        return self._controller.compactor
 
     def _storage_id(self) -> str:
         """The id of this storage, shown to sinks (they refuse output another pipeline wrote): made once, when
@@ -179,6 +181,7 @@ class Pipeline:
             return
         if self._state == "stopped":
             raise PipelineError(f"pipeline {self.name} was stopped; create a new Pipeline to start again")
+        from sqlengine.executor.placement import Placement
         from sqlengine.executor.runtime import Engine
         if self._spark is not None:
             source, master = self._spark, self._spark.sparkContext.master
@@ -187,16 +190,14 @@ class Pipeline:
             master = spark_master({k: v for k, v in self._spark_conf.items() if k != START_OPTION})
         if not is_local(master):   # a cluster: its executors must see the storage (waits for the session)
             check_storage_reachable(self._spark if self._spark is not None else source(), self.storage_dir)
-        self.engine = Engine(self.program, source, self.store, master=master)
-        self._compactor = Compactor(self.engine, self._wake)
+        self.engine = Engine(self.program, source, self.store, master=master,
+                             placement=Placement.from_config(self.runtime_config))
+        self._controller.attach(self.engine)
         self._outbox.recover(self.store.current.step)
-        self._apply_program_change()
+        self._controller.apply_program_change()
         set_base(self.store.current.step)
         self._dispatcher.start()
-        self._stop_requested = False
-        self._state = "running"
-        self._thread = threading.Thread(target=self._loop, name=f"sqlengine-{self.name}", daemon=True)
-        self._thread.start()
+        self._controller.start()
         self._start_connectors()
 
     # ------------------------------------------------------------------ connectors
@@ -229,7 +230,7 @@ class Pipeline:
         """(committed step, the materialized view's consolidated rows with the weight column, SQL names)."""
         from sqlengine.zset import consolidate_arrow
         out = self.program.circuit.outputs[view]
-        with self._commit_lock:
+        with self._controller.commit_lock:
             step = self.store.current.step
             runs = self.engine.state_rows(out.integral)
         t = consolidate_arrow(runs) if runs.num_rows else runs
@@ -237,9 +238,6 @@ class Pipeline:
 
     def _backlog_rows(self) -> int:
         return self.log.backlog_rows(self.store.current.log_position[0])
-
-    def _sink_views(self) -> set:
-        return {d.relation for d in self._declared if d.kind == "sink"}
 
     def _trim_outbox(self, view: str) -> None:
         held = [r.delivered for r in self._sink_runners.values() if r.view == view]
@@ -279,70 +277,25 @@ class Pipeline:
     def _open_for_queries(self) -> None:
         """Open the committed state for ad-hoc queries only (``sqlengine query`` / ``shell`` on the storage of
         a stopped pipeline): no steps, no connectors, no input; nothing in the storage changes."""
+        from sqlengine.executor.placement import Placement
         from sqlengine.executor.runtime import Engine
         source = self._spark if self._spark is not None else self._spark_future.result
         self.engine = Engine(self.program, source, self.store,
-                             master=spark_master({k: v for k, v in self._spark_conf.items() if k != START_OPTION}))
+                             master=spark_master({k: v for k, v in self._spark_conf.items() if k != START_OPTION}),
+                             placement=Placement.from_config(self.runtime_config))
+        self._controller.attach(self.engine, merges=False)
         self._state = "read-only"
-
-    def _apply_program_change(self) -> None:
-        """Reopening a storage_dir with a changed program: keep the state of unchanged operators, drop
-        that of removed views, backfill new or changed views from the tables' committed contents (one
-        step, committed like any other).  A changed or removed table raises ``PipelineError`` naming it."""
-        m = self.store.current
-        if m.step == 0 and not m.runs:
-            return
-        old, new = m.meta.get("objects", {}), self._objects()
-        changed = sorted(k for k in set(old) | set(new) if old.get(k) != new.get(k))
-        if not changed:
-            self._drop_unowned_state(m)
-            return
-        tables = [k for k in changed if k.startswith("table ") and k in old]
-        if tables:
-            raise PipelineError(
-                f"the program differs from the one that wrote {self.storage_dir}: changed or removed tables: "
-                f"{', '.join(k[len('table '):] for k in tables)} (their stored rows do not fit the new program; "
-                f"changed objects: {', '.join(changed)}). Use a new storage_dir, or the original table definitions.")
-        old_keys = set(m.meta.get("keys", m.runs))
-        new_keys = set(self.engine.keys.values()) - old_keys
-        views = {k[len("view "):] for k in changed if k.startswith("view ") and k in new}
-        listened = (self._dispatcher.views() | self._sink_views()) & views
-        step = m.step + 1
-        result = self.engine.backfill(step, new_keys, listened)
-        result.manifest.log_position = list(m.log_position)
-        self._commit_step(step, result, {}, list(m.log_position))
-
-    def _drop_unowned_state(self, m) -> None:
-        """Runs of operators that this engine does not store (an earlier version stored an integral that is now
-        read through other state, see ``planner.rules.share_table_state``) are dropped from the manifest; their
-        files go when no kept manifest lists them any more."""
-        live = set(self.engine.keys.values()) | {ERRORS_KEY}
-        if all(k in live for k in m.runs):
-            return
-        with self._commit_lock:
-            self.store.commit(Manifest(step=m.step, log_position=list(m.log_position),
-                                       runs={k: v for k, v in m.runs.items() if k in live}, meta=dict(m.meta)))
-
-    def _objects(self) -> Dict[str, str]:
-        out = {f"table {t}": repr(d.fields) for t, d in self.program.tables.items()}
-        out.update({f"view {v}": f"{d.materialized}|{d.plan!r}" for v, d in self.program.views.items()})
-        import hashlib
-        return {k: hashlib.sha1(v.encode()).hexdigest()[:16] for k, v in out.items()}
 
     def pause(self) -> None:
         """Stop taking steps; input is still accepted and logged."""
         self._check()
         self._require_started()
-        with self._cv:
-            self._state = "paused"
-            self._cv.notify_all()
+        self._controller.pause()
 
     def resume(self) -> None:
         self._check()
         self._require_started()
-        with self._cv:
-            self._state = "running"
-            self._cv.notify_all()
+        self._controller.resume()
 
     def stop(self, force: bool = False) -> None:
         """Stop the pipeline.  Unless ``force``, first processes all acknowledged input (a checkpoint).  The
@@ -361,19 +314,7 @@ class Pipeline:
             if self._state == "paused":
                 self.resume()
             self.wait_for_idle()
-        with self._cv:
-            self._stop_requested = True
-            self._cv.notify_all()
-        if self._thread is not None:
-            self._thread.join()
-        if self._compactor is not None and (force or self._error is not None):
-            self._compactor.close(wait=False)
-        elif self._compactor is not None:   # a clean stop leaves the state merged
-            try:
-                self._install_merges(wait=True)
-            except Exception as e:  # noqa: BLE001 - the steps are committed; the runs are merged after a restart
-                log.warning("pipeline %s: a background merge failed at stop: %s", self.name, e)
-            self._compactor.close()
+        self._controller.stop(force)
         self._stop_connectors()
         self._dispatcher.drain(timeout=None if not force else 5)
         self._dispatcher.stop()
@@ -435,7 +376,7 @@ class Pipeline:
         """Process all acknowledged input and return the id (step number) of the committed state."""
         acknowledged = self.log.next_seq
         self.wait_for_idle()
-        with self._commit_lock:
+        with self._controller.commit_lock:
             self._check()
             m = self.store.current
             if m.log_position[0] < acknowledged:   # never a step that leaves acknowledged input unprocessed
@@ -445,7 +386,8 @@ class Pipeline:
 
     def status(self) -> dict:
         """State, step, per-table and per-view row counters, latency, backlog, state size and last error."""
-        lat = sorted(self._latencies[-1000:])
+        c = self._controller
+        lat = sorted(c.latencies[-1000:])
         pct = (lambda q: round(lat[min(len(lat) - 1, int(q * len(lat)))], 1)) if lat else (lambda q: None)
         m = self.store.current if self.store else None
         state_sizes = {}
@@ -456,11 +398,11 @@ class Pipeline:
             "name": self.name,
             "state": PipelineStatus("failed" if self._error is not None else self._state),
             "step": m.step if m else 0,
-            "rows_in": dict(self._rows_in),
-            "rows_out": dict(self._rows_out),
-            "step_latency_ms": {"last": round(self._latencies[-1], 1) if self._latencies else None,
+            "rows_in": dict(c.rows_in),
+            "rows_out": dict(c.rows_out),
+            "step_latency_ms": {"last": round(c.latencies[-1], 1) if c.latencies else None,
                                 "p50": pct(0.5), "p99": pct(0.99)},
-            "spark_jobs_last_step": self._last_step_jobs,
+            "spark_jobs_last_step": c.last_step_jobs,
             "steps_run_on": {"driver": self.engine.steps_local if self.engine else 0,
                              "spark": self.engine.steps_spark if self.engine else 0},
             # ops of Spark steps run on the driver where their changes were, and those whose state reads were
@@ -472,8 +414,7 @@ class Pipeline:
             "state_cache_bytes": self.engine.local.cache.used if self.engine else 0,
             "backlog_batches": len(self.log.pending(m.log_position[0])) if m else len(self.log.pending(0)),
             "state_size": state_sizes,
-            "state_merges": self._compactor.status() if self._compactor else {"running": False, "installed": 0,
-                                                                               "stalls": 0},
+            "state_merges": c.compactor.status() if c.compactor else {"running": False, "installed": 0, "stalls": 0},
             "dead_letter_rows": dict(self._ingest.dead_lettered),
             "watermarks": {t: str(pd.Timestamp(w, unit="us")) for t, w in (m.meta.get("watermarks", {}) if m else {}).items()},
             "late_rows": dict(m.meta.get("late_rows", {})) if m else {},
@@ -482,7 +423,7 @@ class Pipeline:
             "errors": dict(m.meta.get("errors", {})) if m else {},
             "spark_started": self._spark is not None or (self._spark_future is not None and
                                                          self._spark_future.done()),
-            "storage_error": self._storage_error,
+            "storage_error": c.storage_error,
             "error": None if self._error is None else str(self._error),
         }
 
@@ -491,15 +432,7 @@ class Pipeline:
 
     # ------------------------------------------------------------------ errors
     def _callback_failed(self, view: str, e: BaseException) -> None:
-        self._fail(PipelineError(f"callback for view {view} raised {type(e).__name__}: {e}"))
-
-    def _fail(self, e: BaseException) -> None:
-        with self._cv:
-            if self._error is None:
-                self._error = e
-            self._cv.notify_all()
-        for r in list(self._sources.values()):   # a failed pipeline takes no more input (sinks still deliver)
-            r.signal_stop()
+        self._controller.fail(PipelineError(f"callback for view {view} raised {type(e).__name__}: {e}"))
 
     def _check(self) -> None:
         """Raise the pipeline's recorded failure: every API call but ``status()`` and ``stop()`` raises it,
@@ -533,8 +466,7 @@ class Pipeline:
         return t
 
     def _notify(self) -> None:
-        with self._cv:
-            self._cv.notify_all()
+        self._controller.wake()
 
     def input_pandas(self, table: str, df: pd.DataFrame, delete: bool = False, on_error: str = "reject",
                      dead_letter: Optional[str] = None, force: bool = False) -> None:
@@ -658,63 +590,22 @@ class Pipeline:
         names = [(c, None) for c in self.program.circuit.outputs[v].names]
         self._declared += declare(v, "sink", (decl, None), None, self.name, self.storage_dir, names)
 
-    # ------------------------------------------------------------------ waiting
-    def _idle(self) -> bool:
-        m = self.store.current if self.store else None
-        pos = m.log_position if m else [0, 0]
-        return not self._stepping and pos[0] >= self.log.next_seq and (m is None or m.step > 0) and \
-            not self._clock_due()
-
     # ------------------------------------------------------------------ the clock of NOW()
-    def _clock_now(self) -> int:
-        """The clock's time in microseconds: the manual clock, or wall time truncated to the resolution."""
-        if self._manual_clock is not None:
-            return self._manual_clock
-        now = time.time_ns() // 1000
-        return now - now % self._clock_resolution
-
-    def _clock_due(self) -> bool:
-        """A program with NOW() whose committed clock is behind: a step has to run, even without input."""
-        if self._clock is None or self.store is None or self.store.current is None:
-            return False
-        committed = self.store.current.meta.get("clock")
-        return committed is None or self._clock_now() > committed
-
     def set_clock(self, when) -> None:
         """Stop following wall time: the clock that ``NOW()`` reads in views is ``when`` (a timestamp, naive
         UTC) from the next step on.  For tests and replays; it never moves backwards."""
         ts = pd.Timestamp(when)
         us = int((ts.tz_convert("UTC").tz_localize(None) if ts.tzinfo is not None else ts).value // 1000)
-        with self._cv:
-            committed = self.store.current.meta.get("clock") if self.store and self.store.current else None
-            self._manual_clock = max(us, committed or us)
-            self._cv.notify_all()
+        self._controller.set_clock(us)
 
     def advance_clock(self, seconds: float) -> None:
         """Move the clock of ``NOW()`` forward by ``seconds`` (switching to a manual clock, see ``set_clock``,
         that starts at the committed clock, else at wall time)."""
         if seconds < 0:
             raise PipelineError("advance_clock: the clock does not move backwards")
-        with self._cv:
-            base = self._manual_clock
-            if base is None:
-                committed = self.store.current.meta.get("clock") if self.store and self.store.current else None
-                base = committed if committed is not None else self._clock_now()
-            self._manual_clock = base + int(round(seconds * 1_000_000))
-            self._cv.notify_all()
+        self._controller.advance_clock(seconds)
 
-    def _clock_delta(self, meta: dict):
-        """This step's change of the clock table (-old, +new) and the new clock, or (None, old)."""
-        old = meta.get("clock")
-        now = self._clock_now()
-        if old is not None and now <= old:
-            return None, old
-        values = ([old] if old is not None else []) + [now]
-        weights = ([-1] if old is not None else []) + [1]
-        schema = self.engine.arrow_schemas[self.engine.table_input(self._clock)]
-        return pa.table([pa.array(values, pa.int64()).cast(pa.timestamp("us")), pa.array(weights, pa.int64())],
-                        schema=schema), now
-
+    # ------------------------------------------------------------------ waiting
     def wait_for_idle(self, timeout_s: Optional[float] = None, idle_interval_s: Optional[float] = None) -> None:
         """Block until all acknowledged input is processed and its changes delivered (to callbacks, and to
         sinks that are not failing or paused: a sink retrying after errors or failed for good is not waited
@@ -736,15 +627,7 @@ class Pipeline:
         self._check()
         self._require_started()
         end = None if timeout_s is None else time.monotonic() + timeout_s
-        with self._cv:
-            while (not self._idle() or not all(r.caught_up() for r in self._sink_runners.values())) \
-                    and self._error is None:
-                if self._state == "paused":
-                    raise PipelineError(f"pipeline {self.name} is paused with unprocessed input; resume() it")
-                left = None if end is None else end - time.monotonic()
-                if left is not None and left <= 0:
-                    raise TimeoutError(f"pipeline {self.name} not idle after {timeout_s} s")
-                self._cv.wait(timeout=0.05 if left is None else min(0.05, left))
+        self._controller.wait_until_idle(end, timeout_s)
         self._check()
         left = None if end is None else max(0.0, end - time.monotonic())
         if not self._dispatcher.drain(left):
@@ -778,248 +661,26 @@ class Pipeline:
         self._check()
         self._require_started()
         end = None if timeout_s is None else time.monotonic() + timeout_s
-        with self._cv:
+        cv = self._controller.cv
+        with cv:
             while not all(r.done or r.paused for r in self._sources.values()) and self._error is None:
                 self._raise_failed_connectors()
                 if end is not None and time.monotonic() >= end:
                     raise TimeoutError(f"pipeline {self.name}: sources not finished after {timeout_s} s"
                                        + self._retrying())
-                self._cv.wait(timeout=0.05)
+                cv.wait(timeout=0.05)
         self._raise_failed_connectors()
         self.wait_for_idle(timeout_s=None if end is None else max(0.0, end - time.monotonic()))
-        with self._cv:   # sinks retrying after errors: completion is their delivery too
+        with cv:   # sinks retrying after errors: completion is their delivery too
             while not all(r.paused or (r.state != "retrying" and r.caught_up())
                           for r in self._sink_runners.values()) and self._error is None:
                 self._raise_failed_connectors()
                 if end is not None and time.monotonic() >= end:
                     raise TimeoutError(f"pipeline {self.name}: sinks not caught up after {timeout_s} s"
                                        + self._retrying())
-                self._cv.wait(timeout=0.05)
+                cv.wait(timeout=0.05)
         self._check()
         self._raise_failed_connectors()
-
-    # ------------------------------------------------------------------ the step loop
-    def _loop(self) -> None:
-        while True:
-            with self._cv:
-                while not self._stop_requested and self._nothing_to_step() and not self._compactor.done():
-                    self._cv.wait(timeout=0.2)
-                if self._stop_requested:
-                    return
-                stepping = not self._nothing_to_step()
-                if stepping:
-                    self._wait_for_batch()
-                    self._stepping = True
-            try:
-                if not stepping:   # a background merge ended: its runs replace those it merged
-                    self._install_merges()
-                    continue
-                self._step()
-                self._storage_error = None
-            except StorageError as e:   # disk full, read-only: the step did not commit; retry it later
-                self._storage_error = str(e)
-                with self._cv:
-                    self._stepping = False
-                    self._cv.notify_all()
-                    self._cv.wait(timeout=STORAGE_RETRY_S)
-                continue
-            except BaseException as e:  # noqa: BLE001 - surfaced through status() and the next call
-                if isinstance(e, SimulatedCrash):   # a killed process: the OS would release its lock (before
-                    self._lock.release()            # the failure is seen: a test then reopens the storage)
-                self._fail(e)
-                with self._cv:
-                    self._stepping = False
-                    self._cv.notify_all()
-                return
-            with self._cv:
-                self._stepping = False
-                self._cv.notify_all()
-
-    def _nothing_to_step(self) -> bool:
-        return self._state == "paused" or (self._idle() and self.store.current.step > 0)
-
-    def _install_merges(self, wait: bool = False) -> None:
-        """Commit the runs of a background merge that has ended (``wait``: once the running one ends), see
-        ``sqlengine.executor.compaction``.  A storage error is reported like a step's and the merge is redone
-        later: merging is an optimization."""
-        try:
-            merged = self._compactor.take(wait=wait)
-            if merged is not None:
-                with self._commit_lock:
-                    self.store.commit(merged)
-        except StorageError as e:
-            self._storage_error = str(e)
-
-    def _wake(self) -> None:
-        with self._cv:
-            self._cv.notify_all()
-
-    def _wait_for_batch(self) -> None:
-        """With a RuntimeConfig's min_batch_size_records: let input accumulate until that many rows are pending
-        or the first of them waited max_buffering_delay_usecs (called holding ``_cv``)."""
-        rows, delay = self._batching
-        if not rows or self.store.current.step == 0:
-            return
-        end = time.monotonic() + delay
-        while not self._stop_requested and time.monotonic() < end and self._state != "paused" and \
-                self.log.backlog_rows(self.store.current.log_position[0]) < rows:
-            self._cv.wait(timeout=min(0.01, max(0.0, end - time.monotonic())))
-
-    def _take_batch(self):
-        """Entries for the next step: everything pending, up to ``MAX_STEP_ROWS`` rows (a bigger batch is
-        split across steps).  Per table, the batches stay in order: deletes see earlier inserts."""
-        m = self.store.current
-        seq, offset = m.log_position
-        per_table: Dict[str, List[pa.Table]] = {}
-        rows = 0
-        positions = {}   # source -> the position its last consumed batch ends at
-        while seq < self.log.next_seq and rows < MAX_STEP_ROWS:
-            e = self.log.read(seq)
-            if e.meta is not None:
-                positions[e.meta["source"]] = e.meta["position"]
-            if not e.data.num_rows:
-                seq, offset = seq + 1, 0
-                continue
-            data = e.data.slice(offset) if offset else e.data
-            take = min(data.num_rows, MAX_STEP_ROWS - rows)
-            if take < data.num_rows:
-                per_table.setdefault(e.table, []).append(data.slice(0, take))
-                offset += take
-                rows += take
-                break
-            per_table.setdefault(e.table, []).append(data)
-            rows += data.num_rows
-            seq, offset = seq + 1, 0
-        return per_table, [seq, offset], positions
-
-    def _step(self) -> None:
-        t0 = time.perf_counter()
-        sc = self.engine.spark.sparkContext if self.engine.spark_ready else None   # never wait for Spark here
-        group = f"sqlengine-{self.name}-{id(self)}-step-{self.store.current.step + 1}"
-        if sc is not None:
-            sc.setJobGroup(group, f"pipeline {self.name} step {self.store.current.step + 1}")
-        per_table, new_pos, positions = self._take_batch()
-        step = self.store.current.step + 1
-        watermarks, late = self._drop_late(per_table, step)
-        deltas = {}
-        for table, parts in per_table.items():
-            if not parts:
-                continue
-            if self.program.tables[table].primary_key:
-                deltas[table] = self.engine.upsert(table, parts, self.program.tables[table].primary_key)
-            else:
-                deltas[table] = self.engine.clamp_deletes(table, parts)
-        clock = None
-        if self._clock is not None:
-            change, clock = self._clock_delta(self.store.current.meta)
-            if change is not None:
-                deltas[self._clock] = change
-        listened = self._dispatcher.views() | self._sink_views() | set(self._event_time.final)
-        crash_point("step_start", step)
-        old_watermarks = dict(self.store.current.meta.get("watermarks", {}))
-        result = self.engine.run_step(step, deltas, listened, initial=(step == 1))
-        result.manifest.log_position = new_pos
-        if positions:
-            result.manifest.meta["sources"] = {**result.manifest.meta.get("sources", {}), **positions}
-        if clock is not None:
-            result.manifest.meta["clock"] = clock
-        if self._event_time:
-            result.manifest.meta["watermarks"] = watermarks
-            if late:
-                counts = dict(result.manifest.meta.get("late_rows", {}))
-                for t, n in late.items():
-                    counts[t] = counts.get(t, 0) + n
-                result.manifest.meta["late_rows"] = counts
-            self._emit_final(result, old_watermarks, watermarks)
-        self._commit_step(step, result, deltas, new_pos)
-        if self._event_time.gc:
-            closed = self._event_time.closed(self.engine.state_arrow, watermarks)
-            if closed:
-                try:
-                    trimmed = self.engine.drop_closed(step, closed)
-                    if trimmed is not None:
-                        with self._commit_lock:
-                            self.store.commit(trimmed)
-                except StorageError as e:   # like compaction: an optimization, retried after the next step
-                    self._storage_error = str(e)
-        self._last_step_jobs = len(sc.statusTracker().getJobIdsForGroup(group)) if sc is not None else 0
-        self._latencies.append((time.perf_counter() - t0) * 1000)
-        self._install_merges(wait=self._compactor.behind())   # one that ended (or, if behind, wait for it)
-        self._compactor.start(step)   # state runs merged in the background, off the steps' path
-
-    def _drop_late(self, per_table: Dict[str, List[pa.Table]], step: int):
-        """Take late rows out of the step's batches (see :mod:`sqlengine.executor.watermarks`); the watermarks after the
-        step and the late rows per table."""
-        watermarks = dict(self.store.current.meta.get("watermarks", {}))
-        late: Dict[str, int] = {}
-        for table in list(per_table):
-            if table not in self._event_time.columns:
-                continue
-            kept, rows, newest = self._event_time.split_late(table, per_table[table], watermarks.get(table))
-            per_table[table] = kept
-            if newest is not None:
-                watermarks[table] = newest
-            if rows is not None:
-                late[table] = rows.num_rows
-                try:
-                    self._event_time.write_late(table, rows, step)
-                except OSError as e:
-                    raise StorageError(f"cannot write the late rows of table {table}: {e}") from e
-        return watermarks, late
-
-    def _emit_final(self, result, before: Dict[str, int], after: Dict[str, int]) -> None:
-        """An emit-final view's output in this step: the rows of its integral that the watermark closed."""
-        from sqlengine.executor.watermarks import bound_of, final_rows
-        from sqlengine.zset import consolidate_arrow
-        for v, b in self._event_time.final.items():
-            out = self.program.circuit.outputs[v]
-            hi, lo = bound_of(b.terms, after), bound_of(b.terms, before)
-            if hi is None or (lo is not None and hi <= lo):
-                result.outputs[v] = None
-                continue
-            rows = self.engine.state_rows(out.integral)
-            delta = result.outputs.get(v)
-            if delta is not None and delta.num_rows:
-                rows = pa.concat_tables([rows, delta.cast(rows.schema)])
-            rows = consolidate_arrow(rows) if rows.num_rows else rows
-            result.outputs[v] = final_rows(rows, f"c{b.column}", lo, hi)
-
-    def _commit_step(self, step: int, result, deltas: Dict[str, pa.Table], new_pos) -> None:
-        """Write sink files, commit the step's manifest, then deliver its outputs to listeners."""
-        result.manifest.meta["objects"] = self._objects()
-        result.manifest.meta["pipeline_id"] = self._pipeline_id
-        result.manifest.meta["keys"] = sorted(set(self.engine.keys.values()))
-        for v in self._sink_views():
-            t = result.outputs.get(v)
-            if t is not None and t.num_rows:
-                chunk = t.rename_columns(list(self.program.circuit.outputs[v].names) + [WEIGHT])
-                try:
-                    self._outbox.write(v, step, chunk)
-                except OSError as e:
-                    raise StorageError(f"cannot write the outbox of view {v}: {e}") from e
-        crash_point("runs_written", step)
-        with self._commit_lock:
-            self.store.commit(result.manifest)
-        crash_point("committed", step)
-        for key, position in result.manifest.meta.get("sources", {}).items():
-            r = self._sources.get(key)
-            if r is not None:
-                r.source.committed(position)
-        for r in self._sink_runners.values():
-            r.wake()
-        for table, d in deltas.items():
-            self._rows_in[table] += int(pa.compute.sum(pa.compute.abs(d.column(W))).as_py() or 0)
-        self.log.truncate_before(new_pos[0])
-        for v, t in result.outputs.items():
-            if t is None or v not in self._dispatcher.views():
-                continue
-            names = list(self.program.circuit.outputs[v].names)
-            # an integer column with NULLs as Python ints and None, not float64 (2^53 + 1 would lose its last bit)
-            chunk = t.rename_columns(names + [WEIGHT]).to_pandas(integer_object_nulls=True)
-            self._dispatcher.put(v, chunk, step)
-        for v, n in result.changed_rows.items():
-            self._rows_out[v] += n
-        crash_point("delivered", step)
 
     # ------------------------------------------------------------------ queries
     def _relations(self) -> Dict[str, bool]:
@@ -1037,7 +698,7 @@ class Pipeline:
         used = {name_of(t.this) for t in q.find_all(exp.Table) if isinstance(t.this, exp.Identifier)} & set(relations)
         eng = self.engine
         with self._snapshot.lock:
-            with self._commit_lock:   # every relation of the query from the same committed step
+            with self._controller.commit_lock:   # every relation of the query from the same committed step
                 for name in sorted(used):
                     if name == ERRORS_RELATION:
                         signature = tuple(self.store.paths(ERRORS_KEY))

@@ -46,7 +46,9 @@ class RuntimeConfig:
       step is a checkpoint;
     * ``wait_for_lock_secs``: how long opening the storage waits for another process that has it open (one
       writer per storage directory, see ``sqlengine.state.lock``); 0: fail at once, naming that process;
-    * ``spark_conf``: any Spark or ``sqlengine.*`` setting (values kept as strings).
+    * ``spark_conf``: any Spark or ``sqlengine.*`` setting (values kept as strings);
+    * ``placement``: where steps and operators run, by name: the thresholds of
+      :class:`sqlengine.executor.placement.Placement` (e.g. ``{"local_step_rows": 0}``: every step on Spark).
 
     ``to_dict()`` / ``from_dict()`` are the one serialization, used by the client, the server and the CLI:
 
@@ -61,6 +63,7 @@ class RuntimeConfig:
     spark_conf: Dict[str, str] = field(default_factory=dict)
     checkpoint_interval_secs: Optional[float] = None
     wait_for_lock_secs: float = 0.0
+    placement: Dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self):
         if isinstance(self.storage, (bool, dict)):
@@ -92,12 +95,23 @@ class RuntimeConfig:
             raise PipelineError("RuntimeConfig: spark_conf must map setting names to strings or numbers")
         self.spark_conf = {str(k): (str(v).lower() if isinstance(v, bool) else str(v))
                            for k, v in self.spark_conf.items()}
+        from sqlengine.executor.placement import Placement   # (pure Python: no Spark import)
+        if self.placement is None:
+            self.placement = {}
+        if not isinstance(self.placement, dict):
+            raise PipelineError(f"RuntimeConfig: placement must map setting names to values, not {self.placement!r}")
+        try:
+            Placement.from_dict(self.placement, env=False)
+        except ValueError as e:
+            raise PipelineError(f"RuntimeConfig: {e}") from None
+        self.placement = dict(self.placement)
 
     # ------------------------------------------------------------------ the one serialization
     def to_dict(self) -> Dict[str, Any]:
         """Every field, as JSON values (what the client sends and the server stores and answers)."""
         out = asdict(self)
         out["spark_conf"] = dict(self.spark_conf)
+        out["placement"] = dict(self.placement)
         return out
 
     @classmethod
@@ -112,7 +126,7 @@ class RuntimeConfig:
                 close = difflib.get_close_matches(str(k), known, n=1)
                 hint = f" (did you mean {close[0]!r}?)" if close else ""
                 raise PipelineError(f"runtime_config: unknown field {k!r}{hint}. Fields: {', '.join(known)}")
-        return cls(**{k: ({} if k == "spark_conf" and v is None else v) for k, v in d.items()})
+        return cls(**{k: ({} if k in ("spark_conf", "placement") and v is None else v) for k, v in d.items()})
 
     @classmethod
     def coerce(cls, rc: Any) -> "RuntimeConfig":

@@ -27,7 +27,7 @@ from __future__ import annotations
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Callable, List, Optional
 
-from sqlengine.executor.local_lower import LocalLowerer
+from sqlengine.executor.backends.duckdb import DuckDBBackend
 from sqlengine.executor.runtime import merge_tag
 from sqlengine.state.store import Manifest
 
@@ -43,7 +43,7 @@ class Compactor:
         self._wake = wake                 # called on the merge thread when a merge ends
         self._future: Optional[Future] = None
         self._pool: Optional[ThreadPoolExecutor] = None
-        self._lowerer: Optional[LocalLowerer] = None   # DuckDB of its own: a merge never waits for a step's
+        self._lowerer: Optional[DuckDBBackend] = None   # DuckDB of its own: a merge never waits for a step's
         self.installed = 0   # merges put in place
         self.stalls = 0      # steps that waited for a merge (``behind``)
 
@@ -82,7 +82,7 @@ class Compactor:
             store.keep.add(store.run_path(key, step, merge_tag(part)))
         if self._pool is None:
             self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="sqlengine-merge")
-            self._lowerer = LocalLowerer(threads=None)   # a bulk job: DuckDB's default parallelism
+            self._lowerer = DuckDBBackend(threads=None)   # a bulk job: DuckDB's default parallelism
         self._future = self._pool.submit(self._merge, plan, step)
         self._future.add_done_callback(lambda _: self._wake())
         return True

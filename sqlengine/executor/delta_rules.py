@@ -12,8 +12,8 @@ relations: the op's input changes and the state it reads, each a Z-set of positi
   (the partial sums) and ``S`` (its state).
 
 Both executors run the same text: the driver through DuckDB over Arrow tables
-(:mod:`sqlengine.executor.local_lower`), Spark through sqlglot's transpiler over DataFrames registered as
-views (:mod:`sqlengine.executor.lower`).  Each adds only a compiler for its dialect and, on the driver,
+(:mod:`sqlengine.executor.backends.duckdb`), Spark through sqlglot's transpiler over DataFrames registered as
+views (:mod:`sqlengine.executor.backends.spark`).  Each adds only a compiler for its dialect and, on the driver,
 Arrow fast paths for the shapes where they pay (:mod:`sqlengine.executor.arrow_ops`).
 
 The rules use what both engines accept: ``SEMI``/``ANTI JOIN``, ``IS NOT DISTINCT FROM``, explicit column
@@ -48,10 +48,10 @@ from planner.bind_window import total_order
 from planner.errors import UnsupportedError
 from planner.logical import Aggregate, Filter, Join, Project, Window, col
 
+from sqlengine.executor.ops import accumulators as acc
 from sqlengine.zset import W
 
 AGG_FUNCS = {"COUNT", "SUM", "AVG", "MIN", "MAX", "STDDEV_SAMP", "STDDEV_POP", "VAR_SAMP", "VAR_POP"}
-INTEGER_BASES = ("TINYINT", "SMALLINT", "INT", "BIGINT")
 
 
 def as_is(sql: str) -> str:
@@ -344,44 +344,12 @@ def aggregate_sql(node: Aggregate, initial: bool = False, emitted: bool = False)
     return f"{old_and_new('S', 'D', keys, cols(n_in) + [W])} {agg('s_new', 1)} UNION ALL {retract}"
 
 
-# accumulate mode: state rows are (keys, __cnt, per-aggregate sums), added up on read
-def acc_columns(node: Aggregate) -> List[str]:
-    out = ["__cnt"]
-    for i, a in enumerate(node.aggs):
-        if a.func == "COUNT":
-            out.append(f"__n{i}")
-        elif a.func in ("SUM", "AVG"):
-            out += [f"__s{i}", f"__n{i}"]
-    return out
-
-
-def integer_column(node: Aggregate, sql: str) -> bool:
-    """Is aggregate argument ``sql`` an integer column of the input (its SUM is an exact BIGINT)?"""
-    fields = node.input.fields
-    return (sql.startswith("c") and sql[1:].isdigit() and int(sql[1:]) < len(fields)
-            and fields[int(sql[1:])].type.base in INTEGER_BASES)
-
-
-def integer_sums(node: Aggregate) -> List[str]:
-    """The accumulators of the integer SUMs: a group's total may not fit the BIGINT result."""
-    return [f"__s{i}" for i, a in enumerate(node.aggs) if a.func == "SUM" and integer_column(node, a.args[0].sql)]
-
-
+# accumulate mode: state rows are (keys, accumulators), added up on read (the layout: ops.accumulators)
 def partial_sql(node: Aggregate) -> str:
-    """Per-group additive summary of a change ``D``: weight sum, and per aggregate sum(x*w) and sum(w if x
-    is not NULL).  Integer sums are DECIMAL(38, 0): exact, never wrapped."""
+    """Per-group additive summary of a change ``D``: its accumulators (``accumulators.partial_sql``)."""
     k = len(node.keys)
-    parts = [f"SUM({W}) AS __cnt"]
-    for i, a in enumerate(node.aggs):
-        if a.func == "COUNT_STAR":
-            continue
-        x = a.args[0].sql
-        nn = f"SUM(CASE WHEN ({x}) IS NOT NULL THEN {W} ELSE 0 END) AS __n{i}"
-        if integer_column(node, x):
-            x = f"CAST({x} AS DECIMAL(38, 0))"
-        parts += [nn] if a.func == "COUNT" else [f"SUM(({x}) * {W}) AS __s{i}", nn]
     group = f" GROUP BY {listed(cols(k))}" if k else ""
-    return f"SELECT {listed(cols(k) + parts)} FROM D{group}"
+    return f"SELECT {listed(cols(k) + acc.partial_sql(node))} FROM D{group}"
 
 
 def output_sql(node: Aggregate, accs: List[str], initial: bool = False) -> str:
@@ -394,27 +362,12 @@ def output_sql(node: Aggregate, accs: List[str], initial: bool = False) -> str:
     it is joined as it is: grouping it again cost Spark a shuffle (632k groups: 4.4 s, against 2.9-3.5 s)."""
     k = len(node.keys)
     keys = cols(k)
-    sums = [f"COALESCE(SUM({c}), 0) AS {c}" if c.startswith(("__cnt", "__n")) else f"SUM({c}) AS {c}" for c in accs]
-
-    def finals(pre: str = "") -> List[str]:
-        out = []
-        for i, a in enumerate(node.aggs):
-            if a.func == "COUNT_STAR":
-                out.append(f"{pre}__cnt")
-            elif a.func == "COUNT":
-                out.append(f"{pre}__n{i}")
-            elif a.func == "SUM":
-                out.append(f"CASE WHEN {pre}__n{i} > 0 THEN {pre}__s{i} END")
-            else:
-                # in DOUBLE on both executors (Spark divides a DECIMAL sum in DECIMAL), so that the old value
-                # recomputed from the stored sums has the bits that were emitted
-                out.append(f"CASE WHEN {pre}__n{i} > 0 THEN CAST({pre}__s{i} AS DOUBLE) / CAST({pre}__n{i} AS DOUBLE) END")
-        return out
+    sums = [acc.total_sql(c) for c in accs]
 
     def total(name, weight):
         g = f"SELECT {listed(keys + sums)} FROM {name}" + \
-            (f" GROUP BY {listed(keys)} HAVING SUM(__cnt) != 0" if k else "")
-        outs = [f"{e} AS {col(k + i)}" for i, e in enumerate(finals())]
+            (f" GROUP BY {listed(keys)} HAVING SUM({acc.COUNT}) != 0" if k else "")
+        outs = [f"{e} AS {col(k + i)}" for i, e in enumerate(acc.final_sql(node))]
         return f"SELECT {listed(keys + outs)}, {weight}::BIGINT AS {W} FROM ({g}) g"
 
     if initial:
@@ -422,19 +375,14 @@ def output_sql(node: Aggregate, accs: List[str], initial: bool = False) -> str:
     if not k:   # one group
         return f"{old_and_new('S', 'P', keys, keys + accs)} {total('s_new', 1)} UNION ALL {total('s_old', -1)}"
     group = f" GROUP BY {listed(keys)}"
-
-    def added(c: str) -> str:
-        if c.startswith(("__cnt", "__n")):
-            return f"COALESCE(o.{c}, 0) + p.{c} AS {c}"
-        return f"CASE WHEN o.{c} IS NULL THEN p.{c} WHEN p.{c} IS NULL THEN o.{c} ELSE o.{c} + p.{c} END AS {c}"
-    joined = (f"SELECT {listed([f'p.{c}' for c in keys] + [f'o.{c} AS o{c}' for c in accs] + [added(c) for c in accs])}"
+    joined = (f"SELECT {listed([f'p.{c}' for c in keys] + [f'o.{c} AS o{c}' for c in accs] + [acc.added_sql(c, 'o', 'p') for c in accs])}"
               f" FROM p LEFT JOIN o ON {_matching('p', 'o', keys)}")
     both = [f"CASE WHEN g.{W} = 1 THEN {new} ELSE {old} END AS {col(k + i)}"
-            for i, (new, old) in enumerate(zip(finals(), finals("o")))]
+            for i, (new, old) in enumerate(zip(acc.final_sql(node), acc.final_sql(node, "o")))]
     return (f"WITH o AS (SELECT {listed(keys + sums)} FROM ({semi('S', keys, 'P', keys + accs)}) x{group}), "
             f"p AS (SELECT {listed(keys + accs)} FROM P), j AS ({joined}) "
             f"SELECT {listed(keys + both)}, g.{W} FROM j CROSS JOIN (SELECT 1::BIGINT AS {W} UNION ALL "
-            f"SELECT -1::BIGINT AS {W}) g WHERE CASE WHEN g.{W} = 1 THEN __cnt != 0 ELSE o__cnt != 0 END")
+            f"SELECT -1::BIGINT AS {W}) g WHERE CASE WHEN g.{W} = 1 THEN {acc.COUNT} != 0 ELSE o{acc.COUNT} != 0 END")
 
 
 def merge_sql(node: Aggregate, accs: List[str]) -> str:

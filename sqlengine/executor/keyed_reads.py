@@ -7,7 +7,7 @@ read them by key (``Engine.run_order``: a cluster master, or the driver's disk t
 exact on any run, sorted or not, so a change of configuration between restarts costs speed, not correctness.
 
 When a Spark step reads an integral by a key whose values the driver knows (the op's input changes are Arrow
-tables, at most ``MAX_KEYS`` distinct values), the read is filtered by ``<sort column> IN (values)``
+tables, at most ``Placement.max_keys`` distinct values), the read is filtered by ``<sort column> IN (values)``
 (:func:`key_filter`, :func:`in_list`), which Spark pushes into the parquet reader: row groups that cannot hold
 any of the values are skipped, so the rows read follow the change's keys, not the size of the state.  The
 filter only narrows a read to a superset of the rows the rule joins with, so the rule's result is the same
@@ -28,11 +28,11 @@ import pyarrow.compute as pc
 
 from planner.circuit import Circuit
 
-from sqlengine.executor.local_lower import LocalLowerer
+from sqlengine.executor import ops
+from sqlengine.executor.ops import aggregate as agg_op
 from sqlengine.state.cache import is_column
 from sqlengine.state.store import ROW_GROUP_ROWS
 
-MAX_KEYS = 2000              # distinct probe values up to which a state read is filtered by key
 IN_CHUNK = 64                # values per IN of the filter (see in_list)
 SPARK_CONF = {
     "spark.sql.parquet.pushdown.inFilterThreshold": str(IN_CHUNK),   # IN lists pushed as IN, not as a range
@@ -57,12 +57,12 @@ def sort_columns(circuit: Circuit, derived: Dict[int, object], primary_keys: Dic
         elif d.join is not None:
             side, key = d.side_of(spec)
             keyed(d.base[side], key)
-            keyed(d.base[1 - side], LocalLowerer.probe_specs(d.join)[1 - side].spec)
+            keyed(d.base[1 - side], ops.probes(d.join)[1 - side].spec)
 
     for op in circuit.ops:
-        if op.kind == "aggregate" and op.mode == "accumulate" and op.node.keys:
+        if agg_op.accumulates(op) and op.node.keys:
             out.setdefault(op.id, "c0")
-        specs = LocalLowerer.probe_specs(op) if op.reads else []
+        specs = ops.probes(op) if op.reads else []
         for r, ps in zip(op.reads, specs):
             keyed(r, ps.spec)
     for table, (_, integral) in circuit.tables.items():
@@ -90,11 +90,11 @@ def _prunable(t: pa.DataType) -> bool:
 
 
 def key_filter(column: str, spec: Sequence[str], probes: Sequence[Optional[pa.Table]],
-               probe_specs: Sequence[Sequence[str]]) -> Optional[Tuple[list, bool]]:
+               probe_specs: Sequence[Sequence[str]], max_keys: int) -> Optional[Tuple[list, bool]]:
     """The values of a state's sort ``column`` that a read by key ``spec`` can meet, given the probe
     changes (None: empty) and their key expressions: (distinct non-NULL values, whether NULL is one), or
     None when the read cannot be narrowed (the column is not in the key, a probe key is an expression, a type
-    whose literals do not round-trip, or too many values)."""
+    whose literals do not round-trip, or more than ``max_keys`` values)."""
     if column not in spec:
         return None
     i = list(spec).index(column)
@@ -106,16 +106,16 @@ def key_filter(column: str, spec: Sequence[str], probes: Sequence[Optional[pa.Ta
         if not is_column(src) or src not in t.column_names or not _prunable(t.schema.field(src).type):
             return None
         c = t.column(src)
-        if len(c) > 4 * MAX_KEYS and len(pc.unique(c.slice(0, 4 * MAX_KEYS))) > MAX_KEYS + 1:
+        if len(c) > 4 * max_keys and len(pc.unique(c.slice(0, 4 * max_keys))) > max_keys + 1:
             return None   # a large change's first rows already hold too many values (a 1M-row unique: 30 ms)
         parts.append(pc.unique(c))
     values = pa.chunked_array(parts, type=parts[0].type if parts else pa.int64())
-    if len(values) > 4 * MAX_KEYS:
+    if len(values) > 4 * max_keys:
         return None
     values = pc.unique(values)
     has_null = values.null_count > 0
     values = values.drop_null()
-    if len(values) > MAX_KEYS:
+    if len(values) > max_keys:
         return None
     return values.to_pylist(), has_null
 

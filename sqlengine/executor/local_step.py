@@ -6,14 +6,14 @@ rows would cost seconds on Spark whatever the size of the state; and with a
 local master, Spark runs on the same cores as the driver, where DuckDB loads a
 million rows 5-20x faster (benchmarks/RESULTS.md).  When every state a step
 reads is in the driver's state cache, and Spark is local or the step's input
-is small (``CLUSTER_LOCAL_STEP_ROWS``), the engine runs the step here: the same operators,
-lowered to DuckDB SQL (:mod:`sqlengine.executor.local_lower`), reading only the state
+is small (see :mod:`sqlengine.executor.placement`), the engine runs the step here: the same operators,
+lowered to DuckDB SQL (:mod:`sqlengine.executor.backends.duckdb`), reading only the state
 rows of the keys the change touches.  The step writes the same runs and
 commits the same manifest as a Spark step, so the two paths interleave freely
 (a bulk load on Spark, then small steps on the driver).  A Spark step also runs single operators here,
-where their changes are (``Engine._driver_op``, ``Engine.driver_ops``), reading their state with
+where their changes are (``Engine._driver_op``, ``Placement.ops_on_driver``), reading their state with
 ``op_reads(scan=True)``: by key, or by a scan of the runs' files for the changes' keys (``scanner``: DuckDB's
-``_scan`` with a local master, a Spark job with a cluster master).
+``scan_runs`` with a local master, a Spark job with a cluster master).
 """
 from __future__ import annotations
 
@@ -31,30 +31,17 @@ from planner.logical import Aggregate, Project
 
 from sqlengine.executor import arrow_ops
 from sqlengine.executor import keyed_reads
-from sqlengine.executor import delta_rules as rules
-from sqlengine.executor.local_lower import LocalLowerer, ProbeSpec, cols, readable
+from sqlengine.executor import ops, step as step_loop
+from sqlengine.executor.delta_rules import cols
+from sqlengine.executor.backends.duckdb import DuckDBBackend, readable
+from sqlengine.executor.ops import aggregate as agg_op, join as join_op, map as map_op
 from sqlengine.executor.row_errors import RowErrors, named_row
 from sqlengine.state.store import Manifest, Run
 from sqlengine.state.cache import StateCache, is_column
 from sqlengine.state.row_groups import RowGroupReader
 from sqlengine.zset import W, all_positive, consolidate_arrow
 
-# Steps with at most this many input rows run on the driver when Spark runs on a cluster; with a local master
-# (Spark on the same cores as the driver) every step whose state fits the cache does.  SQLENGINE_LOCAL_STEP_ROWS
-# overrides both (0: every step on Spark).
-CLUSTER_LOCAL_STEP_ROWS = 200_000
 SQL_INTEGER = {8: "TINYINT", 16: "SMALLINT", 32: "INT", 64: "BIGINT"}
-
-
-BULK_ROWS = 100_000   # after a step or merge of at least this many rows, freed memory goes back to the OS
-# A step of at most this many input rows whose state is not all cached may still run here, reading the state
-# it needs by key from the runs' files (``LocalExecutor.read``), with at most FILE_READ_ROWS rows decoded per
-# read; a read it cannot narrow so raises NeedsSpark, and the step runs on Spark.
-FILE_STEP_ROWS = 20_000
-FILE_READ_ROWS = 2_000_000
-# A scan (``LocalExecutor._scan``) for an op of a Spark step run here returns at most this many state rows; more
-# raise NeedsSpark, and the op runs on Spark.
-SCAN_ROWS = 4_000_000
 
 
 def quoted(name: str) -> str:
@@ -164,22 +151,19 @@ class LocalExecutor:
         self.engine = engine
         self.cache = StateCache(engine.store.root)
         self.files = RowGroupReader(engine.store.root)   # uncached state read by key from its runs' files
-        self.lowerer = LocalLowerer()
+        self.lowerer = DuckDBBackend()
         self.lowerer.op_views = engine.op_views
         self._writer: Optional[ThreadPoolExecutor] = None   # writes a step's state runs while the step goes on
         self._writes: List[Future] = []
-        self._bulk: Optional[LocalLowerer] = None   # DuckDB for scans of whole states (_scan)
+        self._bulk: Optional[DuckDBBackend] = None   # DuckDB for scans of whole states (scan_runs)
         self.rows_scanned = 0   # state rows those scans returned
         # scans the runs of an op for the keys of probes: (op id, files, schema, spec, probes, limit) -> rows (set by
-        # the engine: ``_scan`` with a local master, a Spark job with a cluster master)
+        # the engine: ``scan_runs`` with a local master, a Spark job with a cluster master)
         self.scanner: Optional[Callable] = None
-        env = os.environ.get("SQLENGINE_LOCAL_STEP_ROWS")
-        if env is not None:
-            self.max_rows = int(env)
-        elif str(engine.master or "local").startswith("local"):
-            self.max_rows = 1 << 62
-        else:
-            self.max_rows = CLUSTER_LOCAL_STEP_ROWS
+
+    @property
+    def placement(self):
+        return self.engine.placement
 
     # ------------------------------------------------------------ state
     def _runs(self, op_id: int, m: Manifest) -> List[str]:
@@ -196,12 +180,12 @@ class LocalExecutor:
         """State rows of ``op_id`` (a superset of those) whose ``spec`` key equals the key of some probe row;
         an empty ``spec`` reads all of it.  ``scan``: runs not cached that the probes' keys cannot narrow to a
         few row groups are scanned whole by ``scanner`` (the engine's: DuckDB with a local master, a Spark job
-        with a cluster master), up to SCAN_ROWS matching rows, instead of raising NeedsSpark."""
+        with a cluster master), up to ``placement.scan_rows`` matching rows, instead of raising NeedsSpark."""
         d = self.engine.derived.get(op_id)
         if d is not None:   # the table's rows of the key (or the join's), through the chain of maps
             rows = self._read_below(d, m, spec, probe_tables, probe_specs, scan)
             for op in d.chain:
-                rows = cast_to(self.lowerer.lower_map(op, [rows], []), self.engine.arrow_schemas[op.id])
+                rows = cast_to(map_op.local(self.lowerer, op, [rows]), self.engine.arrow_schemas[op.id])
             return cast_to(rows, self.engine.state_arrow[op_id])
         paths, schema = self._runs(op_id, m), self.engine.state_arrow[op_id]
         cached, on_disk = [], []
@@ -222,32 +206,33 @@ class LocalExecutor:
                     probe_tables: List[pa.Table], probe_specs: List[tuple], scan: bool = False) -> pa.Table:
         """Rows of runs not cached whose ``spec`` key can equal a probe row's, read from their files through the
         row groups that can hold the probes' values of the op's sort column; when the read cannot be narrowed
-        so (see ``keyed_reads.key_filter``) or would decode more than FILE_READ_ROWS rows: scanned by DuckDB
+        so (see ``keyed_reads.key_filter``) or would decode more than ``placement.file_read_rows`` rows: scanned by DuckDB
         with ``scan``, else NeedsSpark."""
         column = self.engine.sort_columns.get(op_id)
-        found = keyed_reads.key_filter(column, spec, probe_tables, probe_specs) if column and spec else None
+        found = keyed_reads.key_filter(column, spec, probe_tables, probe_specs, self.placement.max_keys) \
+            if column and spec else None
 
         def scanned() -> pa.Table:
             return self.scanner(op_id, [os.path.join(self.engine.store.root, p) for p in paths], schema, spec,
-                                [(t, s) for t, s in zip(probe_tables, probe_specs) if t is not None], SCAN_ROWS)
+                                [(t, s) for t, s in zip(probe_tables, probe_specs) if t is not None], self.placement.scan_rows)
         scan = scan and self.scanner is not None
         if found is None:
             if scan:
                 return scanned()
             raise NeedsSpark(f"state #{op_id} is not cached and its read by {spec or 'all rows'} cannot be narrowed")
         values, has_null = found
-        parts, left = [], FILE_READ_ROWS
+        parts, left = [], self.placement.file_read_rows
         for p in paths:
             t = self.files.read(p, schema, column, values, has_null, left)
             if t is None:
                 if scan:
                     return scanned()
-                raise NeedsSpark(f"state #{op_id}: reading {len(values)} keys would decode over {FILE_READ_ROWS} rows")
+                raise NeedsSpark(f"state #{op_id}: reading {len(values)} keys would decode over {self.placement.file_read_rows} rows")
             left -= t.num_rows
             parts.append(t)
         return pa.concat_tables(parts)
 
-    def _scan(self, files: List[str], schema: pa.Schema, spec: tuple, probes: List[tuple],
+    def scan_runs(self, files: List[str], schema: pa.Schema, spec: tuple, probes: List[tuple],
               limit: Optional[int]) -> pa.Table:
         """Rows of the run ``files`` whose ``spec`` columns equal, NULL-safely, those of some row of a probe
         (``(table, its key columns)``; an empty ``spec``: every row): DuckDB scans the files, in parallel and
@@ -255,7 +240,7 @@ class LocalExecutor:
         result, not the state.  More than ``limit`` rows raise NeedsSpark.  For 500k keys over a 10M-row run:
         0.35 s, against 3.0 s for the same job on local Spark."""
         if self._bulk is None:
-            self._bulk = LocalLowerer(threads=None)   # one scan of the whole state: DuckDB's parallelism
+            self._bulk = DuckDBBackend(threads=None)   # one scan of the whole state: DuckDB's parallelism
         listed = ", ".join("'" + f.replace("'", "''") + "'" for f in files)
         sql = f"SELECT {', '.join(f's.{quoted(c)}' for c in schema.names)} FROM read_parquet([{listed}]) s"
         tables = {}
@@ -285,7 +270,7 @@ class LocalExecutor:
         rows of the side that holds the key joined with the other side's rows that match them."""
         if d.join is None:
             return self.read(d.base[0], m, tuple(f"c{j}" for j in d.below(spec)), probe_tables, probe_specs, scan)
-        sides = [LocalLowerer.probe_specs(d.join)[k].spec for k in (0, 1)]   # each side's join key
+        sides = [ops.probes(d.join)[k].spec for k in (0, 1)]   # each side's join key
         if not spec:
             left, right = (self.read(b, m, (), [], [], scan) for b in d.base)
         else:
@@ -293,7 +278,7 @@ class LocalExecutor:
             found = self.read(d.base[side], m, key, probe_tables, probe_specs, scan)
             other = self.read(d.base[1 - side], m, sides[1 - side], [found], [sides[side]], scan)
             left, right = (found, other) if side == 0 else (other, found)
-        return cast_to(self.lowerer._join(d.join, left, right), self.engine.arrow_schemas[d.join.id]) \
+        return cast_to(join_op.pairs_local(self.lowerer, d.join, left, right), self.engine.arrow_schemas[d.join.id]) \
             if left.num_rows and right.num_rows else self.engine.arrow_schemas[d.join.id].empty_table()
 
     def stored_rows(self, op_id: int, probe: pa.Table, key_cols: List[str]) -> pa.Table:
@@ -313,9 +298,10 @@ class LocalExecutor:
             if not isinstance(d, pa.Table):
                 return False
             rows += d.num_rows
-        if not (0 < self.max_rows and rows <= self.max_rows):
+        most = self.placement.step_rows(self.engine.master)
+        if not (0 < most and rows <= most):
             return False
-        return self.fits(need, m) or (rows <= FILE_STEP_ROWS and self.fits(need, m, by_key=True))
+        return self.fits(need, m) or (rows <= self.placement.file_step_rows and self.fits(need, m, by_key=True))
 
     def fits(self, need: Set[int], m: Manifest, by_key: bool = False) -> bool:
         """Is every state the ops in ``need`` read (as of ``m``) in the cache (loading it if it fits)?  With
@@ -325,7 +311,7 @@ class LocalExecutor:
         for op in eng.ops:
             if op.id not in need:
                 continue
-            states = list(op.reads) + ([op.id] if op.kind == "aggregate" and op.mode == "accumulate" else [])
+            states = list(op.reads) + ([op.id] if agg_op.accumulates(op) else [])
             if not all(self.cached(s, m) or (by_key and self._by_key(s)) for s in states):
                 return False
         return True
@@ -449,47 +435,36 @@ class LocalExecutor:
         def writes(op_id: int) -> bool:
             return write_keys is None or eng.keys[op_id] in write_keys
 
+        outputs = {o.delta for o in eng.circuit.outputs.values()}
+
+        def write_integral(op, d: pa.Table) -> None:
+            if op.id not in eng.derived and writes(op.id):
+                self.write_run(op.id, d.cast(eng.state_arrow[op.id]), step, new_runs)
+
+        def change(op, ins: List[Optional[pa.Table]]) -> Optional[pa.Table]:
+            if agg_op.accumulates(op):
+                out = self._accumulate(op, self.changes(op, ins)[0], old, step, initial, new_runs, writes(op.id),
+                                       emit=eng.emits(op, need, listened))
+            else:
+                out = self.op_change(op, ins, old, initial)
+            # linear ops pass duplicates on (still the right Z-set); what users receive is consolidated
+            # a change with only positive weights has nothing to cancel: merging its duplicate rows is left to
+            # whoever needs it (users get consolidated changes; operators accept duplicates, as from linear ops)
+            return self.finish_change(op, out, eng.arrow_schemas[op.id],
+                                      consolidate=eng.consolidates(op, need, outputs),
+                                      unless_inserts=op.id not in outputs)
+
         try:
-            outputs = {o.delta for o in eng.circuit.outputs.values()}
-            for op in eng.ops:
-                if op.id not in need:
-                    continue
-                if op.kind == "input":
-                    d = table_deltas.get(op.node.table)
-                    deltas[op.id] = d if d is not None and d.num_rows else None
-                    continue
-                if op.kind == "constant":
-                    deltas[op.id] = pa.table({W: pa.array([1], pa.int64())}) if initial else None
-                    continue
-                if op.kind == "integrate":
-                    d = deltas[op.inputs[0]]
-                    if d is not None and op.id not in eng.derived and writes(op.id):
-                        self.write_run(op.id, d.cast(eng.state_arrow[op.id]), step, new_runs)
-                    continue
-                ins = [deltas[i] for i in op.inputs]
-                seeds = initial and op.kind == "aggregate" and not op.node.keys
-                if all(x is None for x in ins) and not seeds:
-                    deltas[op.id] = None
-                    continue
-                if op.kind == "aggregate" and op.mode == "accumulate":
-                    out = self._accumulate(op, self.changes(op, ins)[0], old, step, initial, new_runs, writes(op.id),
-                                           emit=eng.emits(op, need, listened))
-                else:
-                    out = self.op_change(op, ins, old, initial)
-                # linear ops pass duplicates on (still the right Z-set); what users receive is consolidated
-                # a change with only positive weights has nothing to cancel: merging its duplicate rows is left to
-                # whoever needs it (users get consolidated changes; operators accept duplicates, as from linear ops)
-                deltas[op.id] = self.finish_change(op, out, eng.arrow_schemas[op.id],
-                                                   consolidate=eng.consolidates(op, need, outputs),
-                                                   unless_inserts=op.id not in outputs)
+            step_loop.run_ops(eng.ops, need, deltas, table_deltas, initial, write_integral, change)
         finally:   # also when a read raises NeedsSpark: the step then runs on Spark
             self.lowerer.errors = None
         return deltas, new_runs, errors
 
     def changes(self, op, ins: List[Optional[pa.Table]]) -> List[Optional[pa.Table]]:
         """``op``'s input changes (None: no change) as its rules take them: None for the ops that skip the terms
-        of unchanged inputs (joins, unions, set operations), an empty table for the others."""
-        if op.kind in ("join", "union", "setop"):
+        of unchanged inputs (``ops.skips_unchanged``: joins, unions, set operations), an empty table for the
+        others."""
+        if ops.skips_unchanged(op):
             return ins
         return [self.engine.arrow_schemas[i].empty_table() if x is None else x for x, i in zip(ins, op.inputs)]
 
@@ -503,9 +478,9 @@ class LocalExecutor:
         """The states ``op`` reads (as of ``m``), each narrowed to the keys of the changes ``ins`` it meets
         (None: no change)."""
         reads = []
-        for j, (r, ps) in enumerate(zip(op.reads, LocalLowerer.probe_specs(op))):
-            if op.kind == "join" and op.node.kind == "inner" and ins[1 - j] is None:
-                # d(A join B) = dA join B_new + A_old join dB: A_old only meets dB, B_old only dA
+        kind = ops.of(op.kind)
+        for j, (r, ps) in enumerate(zip(op.reads, kind.probes(op))):
+            if not kind.reads_state(op, j, ins):   # (an inner join's side whose other side did not change)
                 reads.append(self.engine.state_arrow[r].empty_table())
                 continue
             reads.append(self.read(r, m, ps.spec, [ins[i] for i, _ in ps.sources], [s for _, s in ps.sources],
@@ -517,7 +492,7 @@ class LocalExecutor:
         """Add the change's partial sums to the aggregate's state; its change, when ``emit``."""
         eng = self.engine
         schema = eng.state_arrow[op.id]
-        partial = cast_to(self.lowerer.aggregate_partial(op, d), schema)
+        partial = cast_to(agg_op.partial_local(self.lowerer, op, d), schema)
         if partial.num_rows and write:
             self.write_run(op.id, partial, step, new_runs)
         emit = not eng.sums_fit(op, partial, write) or emit
@@ -530,17 +505,17 @@ class LocalExecutor:
         groups (as of ``m``) by key (``scan``: see ``read``)."""
         keys = tuple(cols(len(op.node.keys)))
         own = self.read(op.id, m, keys, [partial], [keys], scan)
-        return self.lowerer.aggregate_output(op, partial, own, rules.acc_columns(op.node), initial=initial)
+        return agg_op.output_local(self.lowerer, op, partial, own, initial=initial)
 
-    def aggregate_contents(self, d, op_id: int, acc: pa.Table) -> pa.Table:
-        """A view's contents derived from its accumulating aggregate (``d.aggregate``) whose runs are ``acc``:
+    def aggregate_contents(self, d, op_id: int, runs: pa.Table) -> pa.Table:
+        """A view's contents derived from its accumulating aggregate (``d.aggregate``) whose runs are ``runs``:
         the final rows of the summed state, through the maps above it, with weight 1."""
         eng, agg = self.engine, d.aggregate
-        out = self.lowerer.aggregate_output(agg, acc, acc.slice(0, 0), rules.acc_columns(agg.node), initial=True)
+        out = agg_op.output_local(self.lowerer, agg, runs, runs.slice(0, 0), initial=True)
         rows = self.finish_change(agg, out, eng.arrow_schemas[agg.id], consolidate=False, record=False)
         rows = eng.arrow_schemas[agg.id].empty_table() if rows is None else rows
         for m in d.chain:
-            rows = cast_to(self.lowerer.lower_map(m, [rows], []), eng.arrow_schemas[m.id])
+            rows = cast_to(map_op.local(self.lowerer, m, [rows]), eng.arrow_schemas[m.id])
         return cast_to(rows, eng.state_arrow[op_id])
 
     # ------------------------------------------------------------ compaction
@@ -549,20 +524,20 @@ class LocalExecutor:
         t = self.cache.load(path, schema)
         return t if t is not None else pq.read_table(os.path.join(self.engine.store.root, path)).cast(schema)
 
-    def _cancel_deletes(self, t: pa.Table, lowerer: LocalLowerer) -> pa.Table:
+    def _cancel_deletes(self, t: pa.Table, lowerer: DuckDBBackend) -> pa.Table:
         """Runs of a table or an integral, concatenated (``t``), consolidated where a row may cancel: as they are
         when every weight is positive (a Z-set need not be consolidated), else summed per row, by DuckDB's
         parallel aggregation when they are big (30M rows: 3.7 s, against 10 s for Arrow's group-by)."""
         if not t.num_rows or pc.min(t.column(W)).as_py() > 0:
             return t
         cols = [c for c in t.column_names if c != W]
-        if t.num_rows < BULK_ROWS or not cols:
+        if t.num_rows < self.placement.bulk_rows or not cols:
             return consolidate_arrow(t)
         sql = (f"SELECT {', '.join(cols)}, SUM({W})::BIGINT AS {W} FROM R GROUP BY {', '.join(cols)} "
                f"HAVING SUM({W}) != 0")
         return cast_to(lowerer.rule(sql, R=t), t.schema)
 
-    def merge(self, op, paths: List[str], small: bool = False, lowerer: Optional[LocalLowerer] = None
+    def merge(self, op, paths: List[str], small: bool = False, lowerer: Optional[DuckDBBackend] = None
               ) -> Optional[pa.Table]:
         """The runs at ``paths`` merged into one (``None`` if they are not all cached, unless ``small``: then
         the runs not cached are read from their files); DuckDB runs on ``lowerer`` (default: the steps')."""
@@ -574,8 +549,7 @@ class LocalExecutor:
             t = pa.concat_tables([self.run_table(p, schema) for p in paths])
         else:
             return None
-        if op.kind != "aggregate":
+        rule = ops.of(op.kind).merge_rule(op)
+        if rule is None:
             return self._cancel_deletes(t, lowerer)
-        accs = [c for c in schema.names if c.startswith("__")]
-        out = lowerer.rule(rules.merge_sql(op.node, accs), R=t)
-        return cast_to(out, schema)
+        return cast_to(lowerer.rule(rule, R=t), schema)

@@ -1,9 +1,9 @@
 """The Arrow schema of every operator's change and state, derived on the driver without Spark.
 
-Structural operators (filter, join, union of equal inputs, distinct, set
-operations, integrals) take their inputs' columns; aggregates follow fixed
-rules; projections, window calls and unions of differing inputs are typed by
-DuckDB's binder over empty Arrow tables (about 1 ms a query, no rows).  The
+Each operator kind's module (:mod:`sqlengine.executor.ops`) types its change and state with the helpers
+here: structural operators (filter, join, union of equal inputs, distinct, set operations, integrals) take
+their inputs' columns; aggregates follow fixed rules; projections, window calls and unions of differing
+inputs are typed by DuckDB's binder over empty Arrow tables (about 1 ms a query, no rows).  The
 result is what the driver executor produces, so both executors cast their
 changes to it, and Spark analyzes a plan only when a step runs there.
 
@@ -27,17 +27,15 @@ from typing import Dict, Tuple
 
 import pyarrow as pa
 
-from planner.circuit import Circuit, Op
-from planner.logical import Aggregate, Project, Window, col
+from planner.circuit import Circuit
+from planner.logical import col
 from planner.types import SqlType
 
 from sqlengine import private_duckdb
-from sqlengine.executor.local_lower import duck
-from sqlengine.executor.schema import arrow_type
+from sqlengine.executor import ops
+from sqlengine.executor.schema import INTEGER_BASES, arrow_type
 from sqlengine.zset import W
 
-INTEGER_BASES = ("TINYINT", "SMALLINT", "INT", "BIGINT")
-HUGE = pa.decimal128(38, 0)
 
 
 def _nullable(fields) -> pa.Schema:
@@ -93,93 +91,17 @@ class _Typer:
                 self.con.unregister(f"u{i}")
 
 
-def acc_type(arg: pa.DataType) -> pa.DataType:
-    """The accumulator type of SUM/AVG over ``arg``: exact DECIMAL(38, s) for integers and decimals."""
-    if pa.types.is_integer(arg):
-        return HUGE
-    if pa.types.is_decimal(arg):
-        return pa.decimal128(38, arg.scale)
-    return pa.float64()
-
-
-def aggregate_types(node: Aggregate, ins: pa.Schema) -> list:
-    types = data_types(ins)
-    out = [types[i] for i in range(len(node.keys))]
-    for a in node.aggs:
-        arg = types[int(a.args[0].sql[1:])] if a.args and a.args[0].sql[1:].isdigit() else None
-        if a.func in ("COUNT", "COUNT_STAR"):
-            out.append(pa.int64())
-        elif a.func in ("MIN", "MAX"):
-            out.append(arg if arg is not None else arrow_type(a.type))
-        elif a.func == "SUM":
-            if arg is not None and pa.types.is_integer(arg):
-                out.append(pa.int64())
-            elif arg is not None and pa.types.is_decimal(arg):
-                out.append(pa.decimal128(38, arg.scale))
-            else:
-                out.append(pa.float64())
-        else:   # AVG, STDDEV_*, VAR_*: DOUBLE, as in DuckDB
-            out.append(pa.float64())
-    return out
-
-
-def accumulator_schema(node: Aggregate, ins: pa.Schema) -> pa.Schema:
-    """State of an accumulating aggregate: keys, ``__cnt``, and per call ``__s<i>`` (sum of x*w) and
-    ``__n<i>`` (sum of w where x is not NULL), as in ``delta_rules.acc_columns``."""
-    types = data_types(ins)
-    fields = [pa.field(col(i), types[i]) for i in range(len(node.keys))] + [pa.field("__cnt", pa.int64())]
-    for i, a in enumerate(node.aggs):
-        if a.func == "COUNT":
-            fields.append(pa.field(f"__n{i}", pa.int64()))
-        elif a.func in ("SUM", "AVG"):
-            arg = types[int(a.args[0].sql[1:])]
-            fields += [pa.field(f"__s{i}", acc_type(arg)), pa.field(f"__n{i}", pa.int64())]
-    return _nullable(fields)
-
-
 def derive(circuit: Circuit) -> Tuple[Dict[int, pa.Schema], Dict[int, pa.Schema]]:
-    """(op id -> schema of its change, state-owning op id -> schema of its runs)."""
+    """(op id -> schema of its change, state-owning op id -> schema of its runs): each op kind's
+    ``change_schema`` and ``state_schema`` (:mod:`sqlengine.executor.ops`)."""
     typer = _Typer()
     schemas: Dict[int, pa.Schema] = {}
     states: Dict[int, pa.Schema] = {}
     for op in circuit.ops:
-        schemas[op.id] = _change_schema(op, schemas, typer)
-        if op.kind == "integrate":
-            states[op.id] = schemas[op.id]
-        elif op.kind == "aggregate" and op.mode == "accumulate":
-            states[op.id] = accumulator_schema(op.node, schemas[op.inputs[0]])
+        kind = ops.of(op.kind)
+        ins = [schemas[i] for i in op.inputs]
+        schemas[op.id] = kind.change_schema(op, ins, typer)
+        state = kind.state_schema(op, schemas[op.id], ins)
+        if state is not None:
+            states[op.id] = state
     return schemas, states
-
-
-def _change_schema(op: Op, schemas: Dict[int, pa.Schema], typer: _Typer) -> pa.Schema:
-    node = op.node
-    if op.kind in ("input", "constant"):
-        return with_weight([arrow_type(f.type) for f in node.fields])
-    ins = [schemas[i] for i in op.inputs]
-    if op.kind in ("integrate", "distinct", "setop"):
-        return ins[0]
-    if op.kind == "union":
-        if all(data_types(s) == data_types(ins[0]) for s in ins):
-            return ins[0]
-        planned = [f.type for f in node.fields]
-        return with_weight([normalize(t, p) for t, p in zip(typer.union_types([s.remove(s.get_field_index(W))
-                                                                                 for s in ins]), planned)])
-    if op.kind == "join":
-        if node.kind in ("semi", "anti"):
-            return ins[0]
-        return with_weight(data_types(ins[0]) + data_types(ins[1]))
-    if op.kind == "aggregate":
-        return with_weight(aggregate_types(node, ins[0]))
-    if op.kind == "map" and isinstance(node, Project):
-        types = data_types(ins[0])
-        if all(e.sql[1:].isdigit() and e.sql.startswith("c") for e in node.exprs):
-            return with_weight([types[int(e.sql[1:])] for e in node.exprs])
-        got = typer.select_types(ins[0], [f"({duck(e.sql)}) AS {col(i)}" for i, e in enumerate(node.exprs)])
-        return with_weight([normalize(t, e.type) for t, e in zip(got, node.exprs)])
-    if op.kind == "map":   # Filter
-        return ins[0]
-    if op.kind == "window":
-        node: Window
-        got = typer.select_types(ins[0], [f"{duck(c.sql)} AS {col(i)}" for i, c in enumerate(node.calls)])
-        return with_weight(data_types(ins[0]) + [normalize(t, c.type) for t, c in zip(got, node.calls)])
-    raise AssertionError(f"no schema rule for operator kind {op.kind}")

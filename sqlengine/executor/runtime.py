@@ -28,41 +28,25 @@ from planner.circuit import Op
 from planner.errors import InternalError
 from planner.program import Program
 
+from sqlengine.executor import arrow_ops, delta_rules as rules, keyed_reads, ops, step as step_loop
+from sqlengine.executor.backends.duckdb import DuckDBBackend
+from sqlengine.executor.backends.spark import SparkBackend
 from sqlengine.executor.derived import derivation
-from sqlengine.executor import arrow_ops, keyed_reads
-from sqlengine.executor.local_lower import LocalLowerer
-from sqlengine.executor.local_step import BULK_ROWS, LocalExecutor, NeedsSpark, cast_to, release_memory, scannable
-from sqlengine.executor.row_errors import ERRORS_KEY, RowErrors, read_errors
-from sqlengine.executor import delta_rules as rules
-from sqlengine.executor.lower import Lowerer
+from sqlengine.executor.local_step import LocalExecutor, NeedsSpark, cast_to, release_memory, scannable
 from sqlengine.executor.op_schemas import derive as derive_schemas
+from sqlengine.executor.ops import accumulators, aggregate as agg_op, join as join_op, map as map_op, source
+from sqlengine.executor.placement import Placement
+from sqlengine.executor.row_errors import ERRORS_KEY, RowErrors, read_errors
 from sqlengine.executor.schema import spark_schema_of
 from sqlengine.executor.session import is_local
+from sqlengine.executor.step import EMPTY
 from sqlengine.state import row_groups
 from sqlengine.state.scratch import Scratch
 from sqlengine.state.store import Manifest, Run, StateStore, StorageError
 from sqlengine.zset import W, all_positive, clamp_in_order, consolidate_arrow, consolidate_spark
 
-EMPTY = None  # an op whose change is empty in this step
 ON_SPARK = object()   # an op of a Spark step tried on the driver that must run on Spark (Engine._on_driver)
 BIGINT_MAX = (1 << 63) - 1
-# runs this small are merged on the driver, read from their files if not cached (a merge on Spark collects the
-# merged run to the driver too, to write it: 30M rows of a table took 39 s there, see LocalExecutor.merge)
-DRIVER_MERGE_ROWS = 100_000_000
-# a Spark step filters, projects and sums (partial sums) a change on the driver (Arrow) of at most this many rows
-# there (a step takes at most 1M input rows; an op's change computed there can be more, e.g. the 1.26M rows an
-# aggregate emits for a 1M-row change into 632k groups): partial sums come back to the driver to be written
-# anyway, and a 1M-row change into 632k groups took ~2 s through Spark (hand-off, job, collect) against ~0.2 s
-# here; projecting those 1.26M rows on Spark took 1.1-3.3 s
-DRIVER_ROWS = 4_000_000
-BROADCAST_BYTES = 64 << 20   # the delete clamp's probe keys are broadcast up to this size (500k keys over 10M rows:
-                             # 3.0 s, against 3.7-4.2 s with the shuffle Spark chose)
-CUT_THREADS = 2        # a Spark step's cuts run as concurrent jobs on this many threads
-DRIVER_SCANS = True     # state beyond the cache that keys cannot narrow is scanned for them: with a local master by
-                        # DuckDB on the driver (stored_rows, ops on the driver), with a cluster master by a Spark job
-                        # for ops on the driver (Engine._spark_scan); off, such reads run as the Spark path's jobs
-RUNS_FRAMES = 512       # DataFrames over state runs kept between steps (Engine.runs_frame)
-SCRATCH_ROWS = 20_000   # a driver-side change this big reaches Spark as a parquet file (see state.scratch)
 log = logging.getLogger("sqlengine")
 
 
@@ -98,10 +82,13 @@ class Engine:
 
     ``spark`` is a SparkSession or a zero-argument callable returning one (a session still starting in the
     background): it is asked for only when a step, a merge or a lookup actually runs on Spark, so steps on
-    the driver never wait for the JVM.
+    the driver never wait for the JVM.  ``placement``: where steps and operators run (default: the
+    default :class:`~sqlengine.executor.placement.Placement`); read at each use, so it may be replaced.
     """
 
-    def __init__(self, program: Program, spark, store: StateStore, master: Optional[str] = None):
+    def __init__(self, program: Program, spark, store: StateStore, master: Optional[str] = None,
+                 placement: Optional[Placement] = None):
+        self.placement = placement if placement is not None else Placement.from_dict(None)
         self.program = program
         self.circuit = program.circuit
         self._spark = spark
@@ -114,7 +101,7 @@ class Engine:
         self.ops = self.circuit.ops
         self.keys = {op.id: state_key(op) for op in self.ops if op.owns_state}
         self.derived = {op.id: derivation(self.circuit, op) for op in self.ops
-                        if op.kind == "integrate" and op.mode == "derived"}
+                        if source.integrates(op) and op.mode == "derived"}
         pks = {t: self.key_columns(t, s.primary_key) for t, s in program.tables.items()}
         self.sort_columns = keyed_reads.sort_columns(self.circuit, self.derived, pks)   # op id -> its runs' order
         self.consumers: Dict[int, List[int]] = {op.id: [] for op in self.ops}
@@ -138,18 +125,17 @@ class Engine:
         self.narrowed_reads = 0   # Spark state reads narrowed to a change's keys (keyed_reads)
         self.spark_fallbacks = 0  # Spark steps that failed (e.g. on a row) and were re-run on the driver
         self.driver_attempts_failed = 0   # driver steps that could not read uncached state by key: run on Spark
-        # Ops on the driver: a Spark step runs an op on the driver when its changes are there (Arrow, at most
-        # DRIVER_ROWS rows) and the state rows they meet can be read by their keys: from the cache, the row groups
-        # of the runs that can hold them, or a scan of the runs for those keys (LocalExecutor.read with scan:
-        # DuckDB with a local master, a Spark job with a cluster master); else, or beyond SCAN_ROWS of them, the op
-        # runs on Spark.  A 1M-row change at 10M rows: g's output took 7-9 s as a Spark job, 0.6 s here.
-        # SQLENGINE_LOCAL_STEP_ROWS=0 (every step on Spark) turns it off.
-        self.driver_ops = os.environ.get("SQLENGINE_LOCAL_STEP_ROWS") != "0"
+        # Ops on the driver (placement.ops_on_driver()): a Spark step runs an op on the driver when its changes
+        # are there (Arrow, at most placement.driver_rows rows) and the state rows they meet can be read by their
+        # keys: from the cache, the row groups of the runs that can hold them, or a scan of the runs for those
+        # keys (LocalExecutor.read with scan: DuckDB with a local master, a Spark job with a cluster master);
+        # else, or beyond placement.scan_rows of them, the op runs on Spark.  A 1M-row change at 10M rows: g's
+        # output took 7-9 s as a Spark job, 0.6 s here.
         # what reads the state rows of a change's keys for an op on the driver, beyond the row groups that can
         # hold them: DuckDB where the runs are files on this machine, else Spark's executors
         self.local.scanner = self._duckdb_scan if is_local(master or "local") else self._spark_scan
         self.spark_scans = 0      # such reads run as Spark jobs
-        self.ops_on_driver = 0    # ops of Spark steps that ran on the driver (driver_ops)
+        self.ops_on_driver = 0    # ops of Spark steps that ran on the driver (placement.ops_on_driver())
         self.ops_declined = 0     # ops of Spark steps tried there that ran on Spark (their reads were too wide)
         self._consolidated: Set[int] = set()   # this Spark step's ops whose change on the driver is consolidated
         self._need: Set[int] = set()           # the ops this Spark step runs
@@ -188,9 +174,9 @@ class Engine:
         return not callable(self._spark)
 
     @property
-    def lowerer(self) -> Lowerer:
+    def lowerer(self) -> SparkBackend:
         if self._lowerer is None:
-            self._lowerer = Lowerer(self.spark)
+            self._lowerer = SparkBackend(self.spark)
         return self._lowerer
 
     def _views_of_ops(self) -> Dict[int, List[str]]:
@@ -233,9 +219,9 @@ class Engine:
                 below = (tuple(f"c{j}" for j in d.below(key[0])),) + tuple(key[1:])
             df = self.read_state(d.base[0], manifest, below)
             if d.join is not None:
-                df = self.lowerer._join(d.join.node, df, self.read_state(d.base[1], manifest))
+                df = join_op.pairs_spark(self.lowerer, d.join, df, self.read_state(d.base[1], manifest))
             for m in d.chain:
-                df = self.lowerer.lower_map(m, [df], [])
+                df = map_op.spark(self.lowerer, m, [df])
             return df.select(*[F.col(f.name).cast(f.dataType) for f in self.state_schemas[op_id]])
         paths = self.store.paths(self.keys[op_id], manifest)
         schema = self.state_schemas[op_id]
@@ -257,7 +243,7 @@ class Engine:
         df = self.spark.read.schema(self.state_schemas[op_id]).parquet(*paths)
         with self._frames_lock:
             self._frames[key] = df
-            while len(self._frames) > RUNS_FRAMES:
+            while len(self._frames) > self.placement.runs_frames:
                 self._frames.popitem(last=False)
         return df
 
@@ -265,7 +251,7 @@ class Engine:
         """``df`` (runs of ``op_id``) filtered to the row groups that can hold the probes' keys (``key``: spec,
         probe tables, their specs), when those are few and known here (see :mod:`keyed_reads`)."""
         column = self.sort_columns.get(op_id)
-        found = keyed_reads.key_filter(column, *key) if column and key[0] else None
+        found = keyed_reads.key_filter(column, *key, self.placement.max_keys) if column and key[0] else None
         if found is not None:
             values, has_null = found
             self.narrowed_reads += 1
@@ -317,7 +303,7 @@ class Engine:
     def arrow_df(self, t: pa.Table, schema) -> DataFrame:
         """Arrow rows on the driver as a DataFrame: a big table through a scratch parquet file, which Spark reads
         much faster than the rows ``createDataFrame`` ships (see :mod:`sqlengine.state.scratch`)."""
-        if t.num_rows < SCRATCH_ROWS:
+        if t.num_rows < self.placement.scratch_rows:
             return self.spark.createDataFrame(t, schema=schema)
         return self.spark.read.schema(schema).parquet(self.scratch.write(t))
 
@@ -343,7 +329,7 @@ class Engine:
             return self.state_arrow[op].empty_table()
         # a scan of the runs for the probe's keys: DuckDB's with a local master (the runs are files on this
         # machine: 9x faster than the same job on local Spark), else a Spark job's
-        scan = self.local.scanner if DRIVER_SCANS else self._spark_scan
+        scan = self.local.scanner if self.placement.driver_scans else self._spark_scan
         lead = keyed_reads.lead_column(probe, cols)
         rows = None
         if lead is not None:
@@ -416,7 +402,7 @@ class Engine:
         groups of |partial sum|, which bounds every group's |SUM| (a group's SUM is the sum of its partials).
         While B fits, a step need not compute the aggregate's change to find the groups whose SUM does not fit
         (row errors, see ``LocalExecutor._in_range``); past it, or for state from before B was kept, it does."""
-        cols = rules.integer_sums(op.node)
+        cols = accumulators.integer_sums(op.node)
         if not cols:
             return True
         if not write:
@@ -452,8 +438,8 @@ class Engine:
     def _summed(self, op_id: int, need: Set[int], out_ids: Set[int]) -> bool:
         cons = [self.ops[c] for c in self.consumers[op_id] if c in need]
         return bool(cons) and all(
-            (c.kind == "aggregate" and c.mode == "accumulate")
-            or (c.algebra == "linear" and c.kind != "integrate" and c.id not in out_ids
+            agg_op.accumulates(c)
+            or (c.algebra == "linear" and not source.integrates(c) and c.id not in out_ids
                 and self._summed(c.id, need, out_ids))
             for c in cons)
 
@@ -491,7 +477,7 @@ class Engine:
         need = self.backfill_ops(new_keys, views)
         contents = {}
         for op in self.ops:
-            if op.kind == "input" and op.id in need:
+            if source.reads_table(op) and op.id in need:
                 integral = self.table_integral(op.node.table)
                 # the stored rows are consolidated first only where some weight is negative (a delete whose
                 # run is not merged yet): positive duplicates cancel nothing, and every operator takes them
@@ -537,7 +523,7 @@ class Engine:
                 self.driver_attempts_failed += 1
                 log.debug("step %d runs on Spark: %s", step, e)
             else:
-                if sum(d.num_rows for d in table_deltas.values() if isinstance(d, pa.Table)) >= BULK_ROWS:
+                if sum(d.num_rows for d in table_deltas.values() if isinstance(d, pa.Table)) >= self.placement.bulk_rows:
                     release_memory()
                 return result
         try:
@@ -587,102 +573,84 @@ class Engine:
 
     def _spark_changes(self, deltas, table_deltas, step, out_ids, initial, need, reads_from, write_keys):
         """The step's changes on Spark, into ``deltas`` (op id -> EMPTY, Arrow, a lazy DataFrame, or the Future
-        of a cut); returns its new runs."""
+        of a cut; see :mod:`sqlengine.executor.step`); returns its new runs."""
         old = self.store.current
         new_runs: Dict[str, List[Run]] = {k: list(v) for k, v in old.runs.items()}
         self._consolidated = set()
         self._need = need
 
-        def got(op_id: int):
-            x = deltas[op_id]
-            if isinstance(x, Future):
-                x = deltas[op_id] = x.result()
-            return x
-
         def writes(op_id: int) -> bool:
             return write_keys is None or self.keys[op_id] in write_keys
 
-        for op in self.ops:
-            if op.id not in need:
-                continue
-            if op.kind == "input":
-                d = table_deltas.get(op.node.table)
-                deltas[op.id] = d if d is not None and (not isinstance(d, pa.Table) or d.num_rows) else EMPTY
-                continue
-            if op.kind == "constant":   # SELECT without FROM: its one row, once
-                deltas[op.id] = pa.table({W: pa.array([1], pa.int64())}) if initial else EMPTY
-                continue
-            if op.kind == "integrate":
-                d = got(op.inputs[0])
-                if d is not EMPTY and op.id not in self.derived and writes(op.id):
-                    if not isinstance(d, pa.Table):  # pragma: no cover - integrate inputs are always cut
-                        d = self.collect(d, self.arrow_schemas[op.inputs[0]])
-                    if d is not EMPTY:
-                        self.local.write_run(op.id, d.cast(self.state_arrow[op.id]), step, new_runs)
-                continue
-            ins = [got(i) for i in op.inputs]
-            seeds = initial and op.kind == "aggregate" and not op.node.keys
-            if all(x is EMPTY for x in ins) and not seeds:
-                deltas[op.id] = EMPTY
-                continue
-            small = len(ins) == 1 and isinstance(ins[0], pa.Table) and ins[0].num_rows <= DRIVER_ROWS
-            if op.kind == "map" and small:
-                # a small change stays on the driver through filters and projections, so that the state
-                # reads of the ops it feeds can be narrowed to its keys
-                consolidated = op.inputs[0] in self._consolidated and arrow_ops.permutes_columns(op.node)
-                deltas[op.id] = self._driver_rows(op, lambda: self.local.lowerer.lower_map(op, ins, []), out_ids,
-                                                  consolidated)
-                continue
-            if not (op.kind == "aggregate" and op.mode == "accumulate") and self._driver_ok(ins):
-                out = self._on_driver(op, lambda: self._driver_op(op, ins, reads_from, initial, out_ids))
-                if out is not ON_SPARK:
-                    deltas[op.id] = out
-                    continue
-            if op.kind in ("join", "union", "setop"):   # these skip the terms of unchanged inputs
-                ins_df = [None if x is EMPTY else self.to_df(i, x) for i, x in zip(op.inputs, ins)]
-            elif not (small and op.kind == "aggregate" and op.mode == "accumulate"):
-                ins_df = [self.to_df(i, x) for i, x in zip(op.inputs, ins)]
-            reads = self._keyed_reads(op, ins, reads_from)
-            fits = True
-            if op.kind == "aggregate" and op.mode == "accumulate":
-                if small:   # no Spark job for the partial sums of a small change on the driver
-                    partial = cast_to(self.local.lowerer.aggregate_partial(op, ins[0]), self.state_arrow[op.id])
-                    partial = partial if partial.num_rows else EMPTY
-                else:
-                    partial = self.collect(self.lowerer.aggregate_partial(op, ins_df[0]), self.state_arrow[op.id],
-                                           consolidate=False)
-                if partial is not EMPTY and writes(op.id):
-                    self.local.write_run(op.id, partial, step, new_runs)
-                fits = self.sums_fit(op, None if partial is EMPTY else partial, writes(op.id))
-                if fits and not self.emits(op, need, out_ids):   # only its state changes
-                    deltas[op.id] = EMPTY
-                    continue
-                if seeds and partial is EMPTY:
-                    df = self.lowerer.aggregate_output(op, self._cached_empty(op.id, self.state_schemas[op.id]),
-                                                       self.read_state(op.id, reads_from), initial=True)
-                elif partial is EMPTY:
-                    deltas[op.id] = EMPTY
-                    continue
-                else:
-                    out = ON_SPARK if not (small and fits and self._driver_ok(ins)) else self._on_driver(
-                        op, lambda: self._driver_output(op, partial, reads_from, initial, out_ids))
-                    if out is not ON_SPARK:
-                        deltas[op.id] = out
-                        continue
-                    pdf = self.arrow_df(partial, self.state_schemas[op.id])
-                    keys = tuple(f"c{i}" for i in range(len(op.node.keys)))
-                    own = self.read_state(op.id, reads_from, (keys, [partial], [keys]))
-                    df = self.lowerer.aggregate_output(op, pdf, own, initial=initial)
-            else:
-                df = self.lowerer.lower(op, ins_df, reads, initial=initial)
-            cons = [c for c in self.consumers[op.id] if c in need]
-            must_cut = (op.id in out_ids or len(cons) > 1 or not fits   # (a SUM out of range fails the step)
-                        or any(self.ops[c].kind == "integrate" for c in cons))
-            if must_cut:   # its job runs while the ops that do not need it are planned and run
-                deltas[op.id] = self._cut(df, self.arrow_schemas[op.id])
-            else:
-                deltas[op.id] = df
+        def write_integral(op: Op, d) -> None:
+            if op.id in self.derived or not writes(op.id):
+                return
+            if not isinstance(d, pa.Table):  # pragma: no cover - integrate inputs are always cut
+                d = self.collect(d, self.arrow_schemas[op.inputs[0]])
+            if d is not EMPTY:
+                self.local.write_run(op.id, d.cast(self.state_arrow[op.id]), step, new_runs)
+
+        def change(op: Op, ins: list):
+            return self._spark_op(op, ins, step, out_ids, initial, need, reads_from, writes, new_runs)
+
+        step_loop.run_ops(self.ops, need, deltas, table_deltas, initial, write_integral, change)
         return new_runs
+
+    def _spark_op(self, op: Op, ins: list, step, out_ids, initial, need, reads_from, writes, new_runs):
+        """The change of ``op`` in a Spark step, from its inputs' changes ``ins``: on the driver where they are
+        and its state can be read by key (placement), else a lazy plan on Spark, cut (collected by a job of its
+        own, see ``_cut``) where it is stored, delivered or read more than once."""
+        small = len(ins) == 1 and isinstance(ins[0], pa.Table) and ins[0].num_rows <= self.placement.driver_rows
+        if small and map_op.owns(op):
+            # a small change stays on the driver through filters and projections, so that the state
+            # reads of the ops it feeds can be narrowed to its keys
+            consolidated = op.inputs[0] in self._consolidated and map_op.permutes_columns(op.node)
+            return self._driver_rows(op, lambda: map_op.local(self.local.lowerer, op, ins), out_ids, consolidated)
+        accumulates = agg_op.accumulates(op)
+        if not accumulates and self._driver_ok(ins):
+            out = self._on_driver(op, lambda: self._driver_op(op, ins, reads_from, initial, out_ids))
+            if out is not ON_SPARK:
+                return out
+        if ops.skips_unchanged(op):   # these skip the terms of unchanged inputs
+            ins_df = [None if x is EMPTY else self.to_df(i, x) for i, x in zip(op.inputs, ins)]
+        elif not (small and accumulates):
+            ins_df = [self.to_df(i, x) for i, x in zip(op.inputs, ins)]
+        reads = self._keyed_reads(op, ins, reads_from)
+        fits = True
+        if accumulates:
+            if small:   # no Spark job for the partial sums of a small change on the driver
+                partial = cast_to(agg_op.partial_local(self.local.lowerer, op, ins[0]), self.state_arrow[op.id])
+                partial = partial if partial.num_rows else EMPTY
+            else:
+                partial = self.collect(agg_op.partial_spark(self.lowerer, op, ins_df[0]), self.state_arrow[op.id],
+                                       consolidate=False)
+            if partial is not EMPTY and writes(op.id):
+                self.local.write_run(op.id, partial, step, new_runs)
+            fits = self.sums_fit(op, None if partial is EMPTY else partial, writes(op.id))
+            if fits and not self.emits(op, need, out_ids):   # only its state changes
+                return EMPTY
+            if agg_op.seeds(op, initial) and partial is EMPTY:
+                df = agg_op.output_spark(self.lowerer, op, self._cached_empty(op.id, self.state_schemas[op.id]),
+                                         self.read_state(op.id, reads_from), initial=True)
+            elif partial is EMPTY:
+                return EMPTY
+            else:
+                out = ON_SPARK if not (small and fits and self._driver_ok(ins)) else self._on_driver(
+                    op, lambda: self._driver_output(op, partial, reads_from, initial, out_ids))
+                if out is not ON_SPARK:
+                    return out
+                pdf = self.arrow_df(partial, self.state_schemas[op.id])
+                keys = tuple(f"c{i}" for i in range(len(op.node.keys)))
+                own = self.read_state(op.id, reads_from, (keys, [partial], [keys]))
+                df = agg_op.output_spark(self.lowerer, op, pdf, own, initial=initial)
+        else:
+            df = self.lowerer.lower(op, ins_df, reads, initial=initial)
+        cons = [c for c in self.consumers[op.id] if c in need]
+        must_cut = (op.id in out_ids or len(cons) > 1 or not fits   # (a SUM out of range fails the step)
+                    or any(source.integrates(self.ops[c]) for c in cons))
+        if must_cut:   # its job runs while the ops that do not need it are planned and run
+            return self._cut(df, self.arrow_schemas[op.id])
+        return df
 
     def _on_driver(self, op: Op, change):
         """``change()``, an op's change computed on the driver, or ON_SPARK when the state it reads is too wide to
@@ -696,14 +664,14 @@ class Engine:
 
     def _duckdb_scan(self, op_id: int, files: List[str], schema: pa.Schema, spec: tuple, probes: List[tuple],
                      limit: Optional[int]) -> pa.Table:
-        return self.local._scan(files, schema, spec, probes, limit)
+        return self.local.scan_runs(files, schema, spec, probes, limit)
 
     def _spark_scan(self, op_id: int, files: List[str], schema: pa.Schema, spec: tuple, probes: List[tuple],
                     limit: Optional[int]) -> pa.Table:
         """Rows of the runs ``files`` of integral ``op_id`` whose ``spec`` columns equal, NULL-safely, those of
         some probe row (``(table, its key columns)``; no ``spec``: every row), found by one Spark job: the
         executors read the runs and semi-join them with the probes' distinct keys (broadcast up to
-        BROADCAST_BYTES; the read narrowed to the row groups that can hold them when they are few); the rows
+        ``placement.broadcast_bytes``; the read narrowed to the row groups that can hold them when they are few); the rows
         come to the driver.  More than ``limit`` rows raise NeedsSpark."""
         from pyspark.sql.types import StructType
         sschema = self.state_schemas[op_id]
@@ -720,7 +688,7 @@ class Engine:
                 raise NeedsSpark(f"the probe keys of a read by {spec} do not cast to the state's types: {e}")
             keys = keys.group_by(list(spec), use_threads=False).aggregate([])
             kdf = self.arrow_df(keys, StructType([sschema[c] for c in spec]))
-            if keys.nbytes <= BROADCAST_BYTES:
+            if keys.nbytes <= self.placement.broadcast_bytes:
                 kdf = F.broadcast(kdf)
             df = self.lowerer.rule(rules.semi("S", list(spec), "K", list(schema.names)), S=df, K=kdf)
         rows = (df if limit is None else df.limit(limit + 1)).toArrow()
@@ -730,19 +698,20 @@ class Engine:
         return cast_to(rows.select(schema.names), schema)
 
     def _driver_ok(self, ins: list) -> bool:
-        """May an op of a Spark step whose changes are ``ins`` run on the driver (see ``driver_ops``)?"""
-        return (self.driver_ops and all(x is EMPTY or isinstance(x, pa.Table) for x in ins)
-                and sum(x.num_rows for x in ins if x is not EMPTY) <= DRIVER_ROWS)
+        """May an op of a Spark step whose changes are ``ins`` run on the driver (``placement.ops_on_driver()``)?"""
+        return (self.placement.ops_on_driver() and all(x is EMPTY or isinstance(x, pa.Table) for x in ins)
+                and sum(x.num_rows for x in ins if x is not EMPTY) <= self.placement.driver_rows)
 
     def _driver_op(self, op: Op, ins: list, m: Manifest, initial: bool, out_ids: Set[int]):
         """The change of ``op`` from its changes ``ins`` (Arrow or EMPTY), on the driver as in a driver step,
         reading the state rows of their keys (NeedsSpark when they cannot be read so)."""
-        return self._driver_rows(op, lambda: self.local.op_change(op, ins, m, initial, scan=DRIVER_SCANS), out_ids)
+        return self._driver_rows(op, lambda: self.local.op_change(op, ins, m, initial, scan=self.placement.driver_scans), out_ids)
 
     def _driver_output(self, op: Op, partial: pa.Table, m: Manifest, initial: bool, out_ids: Set[int]):
         """An accumulating aggregate's change from its partial sums ``partial`` on the driver, reading the old
         sums of their groups by key (NeedsSpark when they cannot be read so)."""
-        return self._driver_rows(op, lambda: self.local.aggregate_change(op, partial, m, initial, scan=DRIVER_SCANS),
+        return self._driver_rows(op, lambda: self.local.aggregate_change(op, partial, m, initial,
+                                                                           scan=self.placement.driver_scans),
                                  out_ids)
 
     def _driver_rows(self, op: Op, change, out_ids: Set[int], consolidated: bool = False):
@@ -757,22 +726,22 @@ class Engine:
         out = self.local.finish_change(op, out, self.arrow_schemas[op.id],
                                        consolidate=self.consolidates(op, self._need, out_ids),
                                        unless_inserts=op.id not in out_ids)
-        if op.kind != "map":
+        if not map_op.owns(op):
             self.ops_on_driver += 1
         return EMPTY if out is None else out
 
     def _cut(self, df: DataFrame, schema: pa.Schema) -> Future:
-        """``collect(df)`` in a job of its own, on one of ``CUT_THREADS`` threads: the cuts of independent
+        """``collect(df)`` in a job of its own, on one of ``placement.cut_threads`` threads: the cuts of independent
         branches of the circuit (e.g. two views' outputs) run at the same time."""
         from pyspark.util import inheritable_thread_target   # the step's job group, for the Spark UI
         if self._cut_pool is None:
-            self._cut_pool = ThreadPoolExecutor(CUT_THREADS, thread_name_prefix="sqlengine-cut")
+            self._cut_pool = ThreadPoolExecutor(self.placement.cut_threads, thread_name_prefix="sqlengine-cut")
         return self._cut_pool.submit(inheritable_thread_target(self.spark)(self.collect), df, schema)
 
     def _keyed_reads(self, op: Op, ins: list, reads_from: Manifest) -> List[DataFrame]:
         """The states ``op`` reads, each narrowed to the keys of the changes it meets when those are on the
         driver (see :mod:`sqlengine.executor.keyed_reads`)."""
-        specs = LocalLowerer.probe_specs(op)
+        specs = ops.probes(op)
         out = []
         for j, r in enumerate(op.reads):
             key = None
@@ -822,7 +791,7 @@ class Engine:
                 out.append((key, list(rs[self.store.merge_plan(rs):])))
         return out
 
-    def merge_runs(self, key: str, part: List[Run], step: int, lowerer: Optional[LocalLowerer] = None) -> Merged:
+    def merge_runs(self, key: str, part: List[Run], step: int, lowerer: Optional[DuckDBBackend] = None) -> Merged:
         """Write the merge of runs ``part`` of state ``key`` as a new run (listed by no manifest until
         ``apply_merges``) and cache its rows.  Safe beside a running step (see ``compaction``): it reads only
         immutable runs, and runs DuckDB on ``lowerer``'s connection."""
@@ -831,13 +800,13 @@ class Engine:
             run = self.store.write_run(key, read_errors(self.store, old), step, tag=merge_tag(part))
             return Merged(key, old, run)
         op = self.ops[self._op_of(key)]
-        small = sum(r.rows for r in part) <= DRIVER_MERGE_ROWS
+        small = sum(r.rows for r in part) <= self.placement.driver_merge_rows
         t = self.local.merge(op, old, small=small, lowerer=lowerer)
         if t is None:
             t = self._merge_on_spark(op, part)
         run, t = self.write_state_run(op.id, t, step, tag=merge_tag(part))
         self.local.cache.put(run.path, t)
-        if run.rows >= BULK_ROWS:
+        if run.rows >= self.placement.bulk_rows:
             del t
             release_memory()
         return Merged(key, old, run)
@@ -905,8 +874,6 @@ class Engine:
 
     def _merge_on_spark(self, op: Op, part: List[Run]) -> pa.Table:
         df = self.runs_frame(op.id, [f"{self.store.root}/{r.path}" for r in part])
-        if op.kind == "aggregate":
-            merged = self.lowerer.rule(rules.merge_sql(op.node, [c for c in df.columns if c.startswith("__")]), R=df)
-        else:
-            merged = consolidate_spark(df)
+        rule = ops.of(op.kind).merge_rule(op)
+        merged = consolidate_spark(df) if rule is None else self.lowerer.rule(rule, R=df)
         return merged.toArrow().cast(self.state_arrow[op.id])

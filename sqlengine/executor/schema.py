@@ -9,6 +9,9 @@ from planner.types import SqlType
 
 from sqlengine.zset import W
 
+INTEGER_BASES = ("TINYINT", "SMALLINT", "INT", "BIGINT")   # the SQL integer types (their ``SqlType.base``)
+HUGE_SQL = "DECIMAL(38, 0)"      # the exact accumulator of integer sums: partial sums never wrap
+HUGE = pa.decimal128(38, 0)      # the same, in Arrow
 
 def spark_type(t: SqlType):
     b = t.base

@@ -45,7 +45,7 @@ def get_spark(conf: Optional[Dict[str, str]] = None):
     with _lock:
         os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
         from pyspark.sql import SparkSession
-        active = SparkSession.getActiveSession()
+        active = running_session()
         if active is not None:
             return active
         check_java()
@@ -73,8 +73,7 @@ def resolve_conf(spark_conf: Optional[Dict[str, str]], master: Optional[str]) ->
     asked = master or conf.get("spark.master") or os.environ.get(MASTER_ENV) or None
     if asked:
         conf["spark.master"] = asked
-        from pyspark.sql import SparkSession
-        active = SparkSession.getActiveSession()
+        active = running_session()
         if active is not None:
             running = active.sparkContext.master
             if running != asked and not (is_local(running) and is_local(asked)):
@@ -126,10 +125,21 @@ def check_storage_reachable(spark, root: str) -> None:
             pass
 
 
-def spark_master(conf: Optional[Dict[str, str]] = None) -> str:
-    """The master the embedded session has or will have."""
+def running_session():
+    """This process's SparkSession, if one runs, whichever thread started it (``getActiveSession`` alone
+    sees only the calling thread's: pipelines start theirs on a thread of their own)."""
     from pyspark.sql import SparkSession
     active = SparkSession.getActiveSession()
+    if active is None:
+        active = getattr(SparkSession, "_instantiatedSession", None)
+    if active is not None and getattr(active.sparkContext, "_jsc", None) is None:   # stopped
+        return None
+    return active
+
+
+def spark_master(conf: Optional[Dict[str, str]] = None) -> str:
+    """The master the embedded session has or will have."""
+    active = running_session()
     if active is not None:
         return active.sparkContext.master
     return {**DEFAULTS, **(conf or {})}["spark.master"]

@@ -295,10 +295,10 @@ def _reads_errors(views: List[View], erred: set) -> set:
 
 
 def run(program: Program, spark=None, timeout_s: float = 60.0) -> Outcome:
-    """Run ``program`` on the engine (``spark``: a session to run on; the caller sets
-    ``SQLENGINE_LOCAL_STEP_ROWS=0`` for every step on Spark) and check it (module docstring)."""
+    """Run ``program`` on the engine (``spark``: a session to run every step on; None: every step on the
+    driver, Spark not started) and check it (module docstring)."""
     from planner.errors import InputError
-    from sqlengine import Pipeline
+    from sqlengine import Pipeline, RuntimeConfig
     out = Outcome()
     views = classify(program, out)
     if out.failure:
@@ -307,7 +307,8 @@ def run(program: Program, spark=None, timeout_s: float = 60.0) -> Outcome:
     storage = tempfile.mkdtemp(prefix="fuzz")
     p = None
     try:
-        kw = {"spark": spark} if spark is not None else {"spark_conf": {"sqlengine.spark.start": "lazy"}}
+        kw = {"spark": spark, "runtime_config": RuntimeConfig(placement={"local_step_rows": 0})} if spark is not None \
+            else {"spark_conf": {"sqlengine.spark.start": "lazy"}}
         try:
             p = Pipeline.from_sql(kept.sql(), storage_dir=storage, **kw)
             handlers = {v.name: p.listen(v.name) for v in views}

@@ -1,14 +1,16 @@
-"""Running the operators' delta rules on Spark.
+"""Spark's backend: the operators' delta rules as lazy Spark plans.
 
-``Lowerer.lower_<kind>(op, ins, reads)`` builds the lazy Spark plan of one op's change for one step, from
-the changes of its inputs (``ins``: DataFrames; a join, union or set operation input whose change is empty
-this step is ``None``) and the state it reads (``reads``: integrals as of the previous step, as
-unconsolidated unions of runs - every rule is linear or bilinear in them, or consolidates them first).
+``SparkBackend.lower(op, ins, reads)`` builds the lazy Spark plan of one op's change for one step (its kind's,
+:mod:`sqlengine.executor.ops`), from the changes of its inputs (``ins``: DataFrames; an input of an op that
+skips unchanged inputs whose change is empty this step is ``None``) and the state it reads (``reads``:
+integrals as of the previous step, as unconsolidated unions of runs - every rule is linear or bilinear in
+them, or consolidates them first).
 
 The plans are the rules of :mod:`sqlengine.executor.delta_rules`, the ones the driver runs on DuckDB,
 compiled to Spark SQL by sqlglot's transpiler plus the DuckDB meanings it does not carry over
 (:func:`_to_spark_semantics`), and run by ``spark.sql`` over the inputs registered as temporary views for
-the time Spark takes to analyze the query.  An op kind without a rule raises ``UnsupportedError``.
+the time Spark takes to analyze the query (:meth:`SparkBackend.rule`).  An op kind without a module raises
+``UnsupportedError``.
 """
 from __future__ import annotations
 
@@ -24,10 +26,8 @@ from pyspark.sql import DataFrame
 
 from planner.bind import DIALECT
 from planner.circuit import Op
-from planner.errors import UnsupportedError
-from planner.logical import Join
 
-from sqlengine.executor import delta_rules as rules
+from sqlengine.executor import ops
 
 
 def _dow(x: exp.Expression) -> exp.Expression:       # Spark DAYOFWEEK: Sunday = 1 .. Saturday = 7
@@ -76,7 +76,7 @@ def union_all(frames: Sequence[DataFrame]) -> DataFrame:
     return reduce(lambda a, b: a.union(b), frames)
 
 
-class Lowerer:
+class SparkBackend:
     """Runs the delta rules on Spark; stateless apart from the SparkSession."""
 
     def __init__(self, spark):
@@ -103,57 +103,5 @@ class Lowerer:
                     self.spark.catalog.dropTempView(view)
 
     def lower(self, op: Op, ins: List[DataFrame], reads: List[DataFrame], initial: bool = False) -> DataFrame:
-        handler = getattr(self, f"lower_{op.kind}", None)
-        if handler is None:
-            raise UnsupportedError(f"operator {op.kind} has no Spark lowering")
-        if op.kind == "aggregate":
-            return handler(op, ins, reads, initial)
-        return handler(op, ins, reads)
-
-    # ------------------------------------------------------------ linear
-    def lower_map(self, op: Op, ins, reads) -> DataFrame:
-        return self.rule(rules.map_sql(op.node), D=ins[0])
-
-    def lower_union(self, op: Op, ins, reads) -> DataFrame:
-        return union_all([d for d in ins if d is not None])
-
-    # ------------------------------------------------------------ bilinear
-    def lower_join(self, op: Op, ins, reads) -> DataFrame:
-        frames = {"DL": ins[0], "DR": ins[1], "LOLD": reads[0], "ROLD": reads[1]}
-        return union_all([self.rule(t.sql, **frames)
-                          for t in rules.join_rule(op.node, ins[0] is not None, ins[1] is not None)])
-
-    def _join(self, node: Join, left: DataFrame, right: DataFrame) -> DataFrame:
-        return self.rule(rules.join_sql(node, "L", "R"), L=left, R=right)
-
-    # ------------------------------------------------------------ stateful
-    def lower_setop(self, op: Op, ins, reads) -> DataFrame:
-        return self.rule(rules.setop_sql(op.node, ins[0] is not None, ins[1] is not None),
-                         D0=ins[0], D1=ins[1], LOLD=reads[0], ROLD=reads[1])
-
-    def lower_distinct(self, op: Op, ins, reads) -> DataFrame:
-        return self.rule(rules.distinct_sql(op.node), D=ins[0], S=reads[0])
-
-    def lower_window(self, op: Op, ins, reads) -> DataFrame:
-        if len(reads) > 1:   # it retracts what it emitted (planner.circuit.keeps_output)
-            return self.rule(rules.window_sql(op.node, emitted=True), D=ins[0], S=reads[0], O=reads[1])
-        return self.rule(rules.window_sql(op.node), D=ins[0], S=reads[0])
-
-    def lower_aggregate(self, op: Op, ins, reads, initial: bool = False) -> DataFrame:
-        if op.mode == "accumulate":
-            raise UnsupportedError("accumulating aggregates are lowered in two phases (partial, output)")
-        if initial:
-            return self.rule(rules.aggregate_sql(op.node, initial=True), D=ins[0])
-        if len(reads) > 1:
-            return self.rule(rules.aggregate_sql(op.node, emitted=True), D=ins[0], S=reads[0], O=reads[1])
-        return self.rule(rules.aggregate_sql(op.node), D=ins[0], S=reads[0])
-
-    # accumulate mode (see delta_rules.acc_columns): partial sums of the change, then totals over state
-    def aggregate_partial(self, op: Op, d: DataFrame) -> DataFrame:
-        return self.rule(rules.partial_sql(op.node), D=d)
-
-    def aggregate_output(self, op: Op, partial: DataFrame, state: DataFrame, initial: bool = False) -> DataFrame:
-        accs = rules.acc_columns(op.node)
-        if initial:
-            return self.rule(rules.output_sql(op.node, accs, initial=True), P=partial)
-        return self.rule(rules.output_sql(op.node, accs), P=partial, S=state)
+        """The lazy plan of ``op``'s change on Spark: its kind's rule (:mod:`sqlengine.executor.ops`)."""
+        return ops.of(op.kind).spark(self, op, ins, reads, initial)

@@ -1,0 +1,43 @@
+"""DISTINCT: +1 for rows whose integrated weight turns positive, -1 for rows whose weight stops being positive
+(``delta_rules.distinct_sql``).  It reads its input's integral (``S``) by every column, probed with the
+change's rows."""
+from __future__ import annotations
+
+from typing import List
+
+import pyarrow as pa
+
+from sqlengine.executor import delta_rules as rules
+from sqlengine.executor.delta_rules import cols
+from sqlengine.executor.ops import ProbeSpec
+
+SKIPS_UNCHANGED = False
+
+
+def probes(op) -> List[ProbeSpec]:
+    keys = tuple(cols(len(op.node.fields)))
+    return [ProbeSpec(keys, [(0, keys)])]
+
+
+def reads_state(op, j: int, ins) -> bool:
+    return True
+
+
+def change_schema(op, ins: List[pa.Schema], typer) -> pa.Schema:
+    return ins[0]
+
+
+def state_schema(op, change, ins):
+    return None
+
+
+def merge_rule(op):
+    return None
+
+
+def local(lw, op, ins, reads, initial: bool = False) -> pa.Table:
+    return lw.rule(rules.distinct_sql(op.node), S=reads[0], D=ins[0])
+
+
+def spark(lw, op, ins, reads, initial: bool = False):
+    return lw.rule(rules.distinct_sql(op.node), D=ins[0], S=reads[0])

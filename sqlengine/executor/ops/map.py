@@ -1,0 +1,129 @@
+"""Filters and projections (``Filter``, ``Project``): linear, no state.
+
+Delta rule: d(map(R)) = map(dR), applied to the change directly (``delta_rules.map_sql``).  Fast path: a
+projection that only picks columns (:func:`project_columns`).  On the driver a row whose expression
+fails is recorded as a row error and left out (:mod:`sqlengine.executor.row_errors`), the others go on.
+"""
+from __future__ import annotations
+
+from typing import List, Optional
+
+import numpy as np
+import pyarrow as pa
+
+from planner.logical import Filter, Project, col
+
+from sqlengine.executor import arrow_ops
+from sqlengine.executor import delta_rules as rules
+from sqlengine.executor.backends.duckdb import duck
+from sqlengine.executor.op_schemas import data_types, normalize, with_weight
+from sqlengine.executor.row_errors import DATA_ERRORS
+from sqlengine.zset import W
+
+SKIPS_UNCHANGED = False
+
+
+def owns(op) -> bool:
+    """Is ``op`` a map (a Spark step keeps a small change on the driver through maps)?"""
+    return op.kind == "map"
+
+
+def probes(op) -> list:
+    return []
+
+
+def reads_state(op, j: int, ins) -> bool:
+    return True
+
+
+def change_schema(op, ins: List[pa.Schema], typer) -> pa.Schema:
+    node = op.node
+    if not isinstance(node, Project):   # a filter keeps its input's columns
+        return ins[0]
+    types = data_types(ins[0])
+    if all(e.sql[1:].isdigit() and e.sql.startswith("c") for e in node.exprs):
+        return with_weight([types[int(e.sql[1:])] for e in node.exprs])
+    got = typer.select_types(ins[0], [f"({duck(e.sql)}) AS {col(i)}" for i, e in enumerate(node.exprs)])
+    return with_weight([normalize(t, e.type) for t, e in zip(got, node.exprs)])
+
+
+def state_schema(op, change, ins):
+    return None
+
+
+def merge_rule(op):
+    return None
+
+
+# ---------------------------------------------------------------- on the driver
+def project_columns(node: Project, d: pa.Table) -> Optional[pa.Table]:
+    """A projection that only picks (and reorders or repeats) columns."""
+    idx = [arrow_ops.column_index(e.sql) for e in node.exprs]
+    if None in idx:
+        return None
+    return pa.table([d.column(col(i)) for i in idx] + [d.column(W)], names=[col(j) for j in range(len(idx))] + [W])
+
+
+def permutes_columns(node) -> bool:
+    """Is ``node`` a projection that picks every column of its input (reordered, maybe repeated)?  It maps
+    distinct rows to distinct rows."""
+    if not isinstance(node, Project):
+        return False
+    idx = [arrow_ops.column_index(e.sql) for e in node.exprs]
+    return None not in idx and set(idx) == set(range(len(node.input.fields)))
+
+
+def local(lw, op, ins, reads=(), initial: bool = False) -> pa.Table:
+    (d,) = ins
+    node = op.node
+    if isinstance(node, Project):
+        fast = project_columns(node, d)
+        if fast is not None:
+            return fast
+    try:
+        return lw.rule(rules.map_sql(node), D=d)
+    except DATA_ERRORS:
+        if lw.careful:
+            raise
+        exprs = [node.predicate.sql] if isinstance(node, Filter) else [e.sql for e in node.exprs]
+        return _careful(lw, op, d, exprs, "WHERE" if isinstance(node, Filter) else "SELECT")
+
+
+def _careful(lw, op, d: pa.Table, exprs: List[str], clause: str) -> pa.Table:
+    """A filter or projection of the rows of ``d`` where no expression fails; the others are recorded.  A
+    batch that fails where no row fails alone (DuckDB evaluates some expressions over the whole batch) runs
+    in parts."""
+    rids, which = lw.bad_rows(d, exprs)
+    names = [f.name for f in op.node.input.fields]
+    lw.record(op, d, rids, which, exprs, names, f"{clause} of {op.node.describe()}"[:200])
+    keep = np.ones(d.num_rows, dtype=bool)
+    keep[rids] = False
+    good = d.filter(pa.array(keep))
+    if not good.num_rows:   # (an expression that fails on every row may fail with no row at all: a constant)
+        if isinstance(op.node, Filter):
+            return good
+        return pa.table([pa.nulls(0) for _ in op.node.exprs] + [good.column(W)],
+                        names=[col(i) for i in range(len(op.node.exprs))] + [W])
+    with lw.carefully():
+        try:
+            return local(lw, op, [good])
+        except DATA_ERRORS:
+            return _in_parts(lw, op, good)
+
+
+def _in_parts(lw, op, t: pa.Table) -> pa.Table:
+    """The map over ``t`` in halves, down to single rows where a half fails: for a batch DuckDB fails as a
+    whole (a vector of a NULLIF and a CAST) where no row fails alone, and TRY does not help."""
+    try:
+        return lw.rule(rules.map_sql(op.node), D=t)
+    except DATA_ERRORS:
+        if t.num_rows <= 1:
+            raise
+    half = t.num_rows // 2
+    return pa.concat_tables([_in_parts(lw, op, t.slice(0, half)), _in_parts(lw, op, t.slice(half))],
+                            promote_options="permissive")
+
+
+# ---------------------------------------------------------------- on Spark
+def spark(lw, op, ins, reads=(), initial: bool = False):
+    return lw.rule(rules.map_sql(op.node), D=ins[0])

@@ -1,0 +1,46 @@
+"""INTERSECT and EXCEPT (with or without ALL): the multiplicities of the touched rows before and after, from
+both inputs' integrals (``LOLD``, ``ROLD``, each read by every column, probed with both changes' rows), and
+the difference emitted (``delta_rules.setop_sql``).  An input that did not change has no change relation."""
+from __future__ import annotations
+
+from typing import List
+
+import pyarrow as pa
+
+from sqlengine.executor import delta_rules as rules
+from sqlengine.executor.delta_rules import cols
+from sqlengine.executor.ops import ProbeSpec
+
+SKIPS_UNCHANGED = True
+
+
+def probes(op) -> List[ProbeSpec]:
+    keys = tuple(cols(len(op.node.fields)))
+    return [ProbeSpec(keys, [(0, keys), (1, keys)]), ProbeSpec(keys, [(0, keys), (1, keys)])]
+
+
+def reads_state(op, j: int, ins) -> bool:
+    return True
+
+
+def change_schema(op, ins: List[pa.Schema], typer) -> pa.Schema:
+    return ins[0]
+
+
+def state_schema(op, change, ins):
+    return None
+
+
+def merge_rule(op):
+    return None
+
+
+def local(lw, op, ins, reads, initial: bool = False) -> pa.Table:
+    tables = {"LOLD": reads[0], "ROLD": reads[1], "D0": ins[0], "D1": ins[1]}
+    return lw.rule(rules.setop_sql(op.node, ins[0] is not None, ins[1] is not None),
+                   **{n: t for n, t in tables.items() if t is not None})
+
+
+def spark(lw, op, ins, reads, initial: bool = False):
+    return lw.rule(rules.setop_sql(op.node, ins[0] is not None, ins[1] is not None),
+                   D0=ins[0], D1=ins[1], LOLD=reads[0], ROLD=reads[1])

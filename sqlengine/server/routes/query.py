@@ -1,0 +1,44 @@
+"""Ad-hoc queries: ``/query`` runs a read-only SELECT over the last committed step, answered as JSON, CSV,
+text, Arrow IPC or parquet."""
+from __future__ import annotations
+
+import io
+
+import pyarrow as pa
+from fastapi import APIRouter, Depends, Query
+from fastapi.responses import PlainTextResponse, Response
+
+from ..encoding import dumps, json_value
+from ..errors import ApiError
+from ..registry import Manager
+from .deps import get_manager
+
+router = APIRouter()
+
+
+@router.get("/v0/pipelines/{name}/query", summary="Ad-hoc read-only SELECT over the last committed step; "
+            "format=json (an array of row objects: timestamps ISO 8601, decimals as strings), csv, text, "
+            "arrow (IPC stream) or parquet")
+def query(name: str, sql: str = Query(..., description="one SELECT statement"), format: str = "json",
+          mgr: Manager = Depends(get_manager)):
+    p = mgr.get(name).require()
+    if format not in ("json", "csv", "text", "arrow", "arrow_ipc", "parquet"):
+        raise ApiError(400, "InvalidRequest", f"unknown format {format!r}; use json, csv, text, arrow or parquet")
+    if format == "text":
+        return PlainTextResponse("".join(p.query_tabular(sql)))
+    t = p.query_arrow(sql)
+    if format == "json":
+        rows = [{k: json_value(x) for k, x in r.items()} for b in t.to_batches() for r in b.to_pylist()]
+        return Response(dumps(rows), media_type="application/json")
+    buf = io.BytesIO()
+    if format == "csv":
+        import pyarrow.csv as pcsv
+        pcsv.write_csv(t, buf)
+        return Response(buf.getvalue(), media_type="text/csv")
+    if format == "parquet":
+        import pyarrow.parquet as pq
+        pq.write_table(t, buf)
+        return Response(buf.getvalue(), media_type="application/vnd.apache.parquet")
+    with pa.ipc.new_stream(buf, t.schema) as w:
+        w.write_table(t)
+    return Response(buf.getvalue(), media_type="application/vnd.apache.arrow.stream")
