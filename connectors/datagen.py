@@ -40,7 +40,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from sqlengine.executor.schema import arrow_type
+from sqlengine.ingest import Errors, convert_values, finish
+from sqlengine.types import arrow_type
 
 from .base import Source, SourceBatch, opt, register_source
 from .nexmark_gen import _mix
@@ -208,7 +209,6 @@ class Column:
 
     def _check_choice(self, error) -> None:
         from planner.errors import InputError
-        from sqlengine.ingest.inputs import Errors, convert_values
         if not isinstance(self.args, list) or not self.args:
             raise error(f"datagen: column {self.name}: choice takes a non-empty list of values")
         if None in self.args and not self.ftype.nullable:
@@ -423,9 +423,8 @@ class Datagen(Source):
         def chunks(errs, chunk_rows, lo=lo, hi=hi):
             rows, weights = gen.batch(lo, hi)
             if t.primary_key:   # duplicate keys within the batch are bad rows
-                from sqlengine.ingest.inputs import _finish
                 errs.start_chunk(0, raw=lambda i: gen.named(rows.slice(i, 1)).to_pylist()[0])
-                yield _finish(t, [rows.column(i).combine_chunks() for i in range(rows.num_columns)], weights, errs, {})
+                yield finish(t, [rows.column(i).combine_chunks() for i in range(rows.num_columns)], weights, errs, {})
             else:
                 yield rows, weights
         return SourceBatch(chunks, {"rows": hi, "deletes": self.deletes})

@@ -207,7 +207,7 @@ class DeltaTableInput(Source):
     def _check_schema(self, schema: pa.Schema, what: str) -> None:
         """Every NOT NULL column of the SQL table is in the Delta table, and every matched column's type can
         hold the SQL column's."""
-        from sqlengine.executor.schema import arrow_type
+        from sqlengine.types import arrow_type
         t = self.ctx.table
         by_lower = {n.lower(): i for i, n in enumerate(schema.names)}
         missing = [f.name for f in t.fields if f.name.lower() not in by_lower and not f.type.nullable]

@@ -14,9 +14,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from planner.errors import EngineError, InputError
-from sqlengine.ingest.inputs import (Chunk, Errors, _finish, _match_columns, convert_strings, convert_values,
-                                     csv_header, csv_tables, json_chunks)
-from sqlengine.executor.schema import arrow_type
+from sqlengine.ingest import (Chunk, Errors, convert_strings, convert_values, csv_header, csv_tables, finish,
+                              json_chunks, match_columns, parse_json)
+from sqlengine.types import arrow_type
 
 from .base import Format, opt, register_format
 
@@ -309,7 +309,7 @@ class _Columns:
             self.special_at = low.index(self.special.lower())
             data = [n for j, n in enumerate(names) if j != self.special_at]
         # with a weight column, rows of a table with a primary key may be deletes that only carry the key
-        mapping = _match_columns(t, data, delete=bool(self.special) and bool(t.primary_key),
+        mapping = match_columns(t, data, delete=bool(self.special) and bool(t.primary_key),
                                  unknown_fields="reject" if unknown_fields is None else "ignore")
         self.col_of = {f.name: list(names).index(mapping[f.name]) for f in t.fields if f.name in mapping}
         self.unknown = None
@@ -330,7 +330,7 @@ class _Columns:
             weights = _weights_of(columns[self.special_at], self.special, self.op, errs)
         arrays = [convert(columns[self.col_of[f.name]], f) if f.name in self.col_of
                   else pa.nulls(n, arrow_type(f.type)) for f in t.fields]
-        return _finish(t, arrays, weights, errs, seen)
+        return finish(t, arrays, weights, errs, seen)
 
 
 class _Range(io.RawIOBase):
@@ -415,7 +415,6 @@ def json_text_chunks(t, text, update_format: str, errs: Errors, chunk_rows: int,
     """Chunks from JSON text (JSON lines, or one JSON array) in ``update_format``; ``unknown_fields`` as for
     ``sqlengine.ingest.inputs.json_chunks``."""
     if update_format == "debezium":
-        from sqlengine.ingest.inputs import parse_json
         records, malformed = parse_json(text, errs)
         if malformed:   # already recorded by parse_json; keep the others
             records = [r for i, r in enumerate(records) if i not in malformed]

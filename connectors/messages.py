@@ -10,7 +10,7 @@ view's changes into messages.
   explicit schema built from the table (fields that are no column of the table are skipped under the
   format's ``unknown_fields`` "ignore", the default, and errors under "reject"), then converted column by
   column with the rules of ``sqlengine.ingest.inputs`` (timestamps with ``parse_timestamps``, NOT NULL and primary-key checks
-  with ``_finish``).  If pyarrow rejects the batch (a malformed message, a value of the wrong JSON type, an
+  with ``finish``).  If pyarrow rejects the batch (a malformed message, a value of the wrong JSON type, an
   unknown or differently cased column, a message holding several lines, a Debezium envelope with more
   fields than before/after/op), the batch is split (``_split_fast``): the messages that are not one JSON
   object on one line are found at once (DuckDB's ``json_valid`` over the batch), the others converted on the
@@ -50,8 +50,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from planner.errors import InputError
-from sqlengine.ingest.inputs import Chunk, Errors, _finish, convert_strings, json_chunks
-from sqlengine.executor.schema import arrow_type
+from sqlengine.ingest import Chunk, Errors, convert_strings, finish, json_chunks
+from sqlengine.types import arrow_type
 
 from .base import Format, opt, register_format
 
@@ -303,7 +303,7 @@ class JsonDecoder:
             elif arr.type != target:
                 arr = arr.cast(target)
             arrays.append(arr)
-        return _finish(self.t, arrays, weights, errs, seen)
+        return finish(self.t, arrays, weights, errs, seen)
 
 
 class _NotFast(Exception):

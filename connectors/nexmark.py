@@ -18,7 +18,7 @@ from __future__ import annotations
 import time
 from typing import Any, Optional
 
-from sqlengine.ingest.inputs import pandas_chunks
+from sqlengine.ingest import pandas_chunks
 
 from . import nexmark_gen
 from .base import Source, SourceBatch, opt, register_source

@@ -143,7 +143,7 @@ def check_columns(what: str, relation: str, fields: List[Tuple[str, Any]], pg_co
     """SQL column name -> PostgreSQL column name; a missing column or one whose type does not fit is a
     ``PermanentConnectorError`` naming it.  ``reading``: PostgreSQL values go into the SQL columns (else the
     reverse)."""
-    from sqlengine.executor.schema import arrow_type
+    from sqlengine.types import arrow_type
 
     from .formats import _COMPATIBLE, _kind
     by_lower = {c[0].lower(): c for c in pg_columns}
@@ -164,7 +164,7 @@ def check_columns(what: str, relation: str, fields: List[Tuple[str, Any]], pg_co
 
 def pg_type(ftype) -> Optional[str]:
     """The PostgreSQL column type for a SQL column type (None: no mapping)."""
-    from sqlengine.executor.schema import arrow_type
+    from sqlengine.types import arrow_type
     t = arrow_type(ftype)
     if pa.types.is_int8(t) or pa.types.is_int16(t):
         return "smallint"

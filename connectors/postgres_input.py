@@ -63,8 +63,8 @@ from typing import Any, Dict, List, Optional, Tuple
 import pyarrow as pa
 
 from planner.errors import ConnectorError, PermanentConnectorError
-from sqlengine.ingest.inputs import _finish, convert_values
-from sqlengine.executor.schema import arrow_type
+from sqlengine.ingest import convert_values, finish
+from sqlengine.types import arrow_type
 
 from .base import Source, SourceBatch, opt, register_source
 from .postgres_common import check_columns, check_table_name, connect, pg_error, qualified, quote, redact, \
@@ -344,7 +344,7 @@ class PostgresInput(Source):
         for j, f in enumerate(self.fields):
             target = arrow_type(f.type)
             arrays.append(convert_values([_py(r[j], target) for r in rows], f.type, f.name, errs))
-        return _finish(self.ctx.table, arrays, weights, errs, seen)
+        return finish(self.ctx.table, arrays, weights, errs, seen)
 
     # ------------------------------------------------------------ reading changes
     def poll(self, max_rows: int) -> Optional[SourceBatch]:

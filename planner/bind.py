@@ -25,6 +25,7 @@ from .semantics import typed
 from .typecheck import check_types, keep_position
 from .logical import (AggCall, Aggregate, Distinct, Expr, Field, Filter, Join, Node, OneRow, Project, Scan,
                       SetOp, UnionAll, col)
+from .scope import DIALECT, Rel, Scope, is_subquery_predicate, name_of, position_of, split_and  # noqa: F401 (re-exported)
 from .types import BIGINT, UNKNOWN, SqlType, from_annotation
 
 
@@ -56,9 +57,6 @@ class ViewDef:
         """The column named by ``WITH ('emit_final' = 'column')`` (as spelled in the plan), or None."""
         return dict(self.options).get("emit_final")
 
-
-# The SQL dialect of programs (and of bound expressions): DuckDB's, which follows PostgreSQL.
-DIALECT = "duckdb"
 
 # Aggregate classes we maintain, with the name the engine uses for them.
 AGGREGATES = {
@@ -96,72 +94,6 @@ def unknown_function_message(name: str) -> str:
     hint = f"; did you mean {close[0].upper()}?" if close else "."
     return (f"function {name} is not supported{hint} See the function list in README.md, "
             "section 'SQL reference'")
-
-
-def position_of(node: exp.Expression) -> Optional[int]:
-    """Character offset of the earliest token under ``node`` (None if unknown)."""
-    best = None
-    for n in node.walk():
-        meta = getattr(n, "_meta", None)
-        if meta and "start" in meta:
-            if best is None or meta["start"] < best:
-                best = meta["start"]
-    return best
-
-
-def name_of(ident) -> str:
-    """Normalized (lower-case unless quoted) name of an identifier or table."""
-    if isinstance(ident, exp.Identifier):
-        return ident.this if ident.quoted else ident.this.lower()
-    if isinstance(ident, exp.Table):
-        return name_of(ident.this)
-    return str(ident).lower()
-
-
-@dataclass
-class Rel:
-    """One relation in a FROM clause: its alias, column names and position in the joined row."""
-
-    alias: Optional[str]
-    names: List[str]
-    types: List[SqlType]
-    offset: int
-
-
-class Scope:
-    """The columns visible to an expression: the relations of one FROM clause."""
-
-    def __init__(self, rels: Sequence[Rel], parent: Optional["Scope"] = None):
-        self.rels = list(rels)
-        self.parent = parent       # the enclosing query's scope, for correlated subqueries
-        self.hidden: set = set()   # (relation index, column name) merged away by JOIN ... USING
-
-    @property
-    def width(self) -> int:
-        return (self.parent.width if self.parent else 0) + sum(len(r.names) for r in self.rels)
-
-    def types(self) -> List[SqlType]:
-        return (self.parent.types() if self.parent else []) + [t for r in self.rels for t in r.types]
-
-    def visible(self) -> List[str]:
-        return [f"{r.alias}.{n}" if r.alias else n for r in self.rels for n in r.names]
-
-
-def is_subquery_predicate(e: exp.Expression) -> bool:
-    """EXISTS (...), x IN (SELECT ...), or either under NOT: decorrelated into semi/anti joins."""
-    if isinstance(e, exp.Not):
-        return is_subquery_predicate(e.this)
-    return isinstance(e, exp.Exists) or (isinstance(e, exp.In) and e.args.get("query") is not None)
-
-
-def split_and(e: Optional[exp.Expression]) -> List[exp.Expression]:
-    if e is None:
-        return []
-    if isinstance(e, exp.And):
-        return split_and(e.this) + split_and(e.expression)
-    if isinstance(e, exp.Paren):
-        return split_and(e.this)
-    return [e]
 
 
 # The arguments of each parsed node that the binder reads (planner.parsed_nodes rejects any other that is set):

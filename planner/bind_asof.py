@@ -26,6 +26,7 @@ from typing import List, Optional
 from sqlglot import exp
 
 from .logical import AggCall, Aggregate, Distinct, Expr, Filter, Join, Node, Project, col
+from .scope import DIALECT
 from .types import BOOLEAN
 
 # ``A.t <op> B.t`` -> (aggregate picking B's time, residual comparing B's time with A's: "r <op> l")
@@ -115,7 +116,6 @@ class AsofBinder:
         """``e`` (over a row starting at c0) with every column ``c<j>`` renamed ``c<j + by>``."""
         import sqlglot
 
-        from .bind import DIALECT
         tree = sqlglot.parse_one(e.sql, read=DIALECT)
 
         def fn(node):

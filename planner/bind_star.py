@@ -16,6 +16,7 @@ from typing import List, Optional, Tuple
 from sqlglot import exp
 
 from .errors import BindError, UnsupportedError
+from .scope import name_of
 from .typecheck import keep_position
 
 # The arguments of a parsed ``*`` read here (planner.parsed_nodes rejects any other that is set, e.g. ILIKE).
@@ -102,7 +103,6 @@ class StarBinder:
 
     @staticmethod
     def star_table(e: exp.Expression) -> Optional[str]:
-        from .bind import name_of
         return name_of(e.args["table"]) if isinstance(e, exp.Column) and e.args.get("table") else None
 
     def star_items(self, e: exp.Expression, scope) -> List[Item]:
@@ -125,7 +125,6 @@ class StarBinder:
 
     def star_matches(self, c: exp.Expression, cols, word: str, at: Optional[exp.Expression] = None) -> List[int]:
         """The indexes in ``cols`` (relation, name) of the columns an item of EXCLUDE / REPLACE / RENAME names."""
-        from .bind import name_of
         if not isinstance(c, exp.Column):
             raise UnsupportedError(f"{c.sql(dialect='duckdb')} in a {word} list is not supported (name a column)",
                                    sql=self.sql, offset=located(c))

@@ -22,6 +22,7 @@ from typing import List, Optional, Tuple
 from sqlglot import exp
 
 from .logical import AggCall, Aggregate, Distinct, Expr, Filter, Join, Node, Project, col
+from .scope import Rel, Scope, is_subquery_predicate, split_and
 from .types import BIGINT, BOOLEAN, SqlType
 
 COMPARISONS = (exp.EQ, exp.NEQ, exp.LT, exp.LTE, exp.GT, exp.GTE)
@@ -66,7 +67,6 @@ class SubqueryBinder:
     # ------------------------------------------------------------------ shared
     def split_correlated(self, q: exp.Select, ctes):
         """Bind the subquery's FROM alone; split its WHERE into local and correlated conjuncts."""
-        from .bind import is_subquery_predicate, split_and
         inner = q.copy()
         inner.set("where", None)
         for key in ("group", "having", "distinct", "order"):
@@ -83,7 +83,6 @@ class SubqueryBinder:
         return inner_plan, inner_scope, local, correlated
 
     def nested_scope(self, inner_scope, outer_scope):
-        from .bind import Rel, Scope
         width = outer_scope.width
         nested = Scope([Rel(r.alias, r.names, r.types, r.offset + width) for r in inner_scope.rels],
                        parent=outer_scope)
@@ -212,7 +211,6 @@ class SubqueryBinder:
         return q, value
 
     def attach_scalar(self, plan: Node, scope, sq: exp.Subquery, ctes, strict: bool):
-        from .bind import Rel
         q, value = self.scalar_select(sq)
         inner_plan, inner_scope, local, correlated = self.split_correlated(q, ctes)
         width = scope.width
@@ -264,7 +262,6 @@ class SubqueryBinder:
         columns it uses: D = DISTINCT outer columns; D LEFT JOIN inner ON the correlated conditions, grouped
         by D (a D row without inner rows is a group over no rows: COUNT 0, others NULL); joined back to the
         outer rows on the domain columns, NULL-safely."""
-        from .bind import Rel, Scope
         width = scope.width
         nested = self.nested_scope(inner_scope, scope)
         types = scope.types()

@@ -21,6 +21,7 @@ from sqlglot import exp
 
 from .errors import UnsupportedError
 from .logical import Expr, Filter, Node, Project, UnionAll, Window, col
+from .scope import Rel, name_of
 from .typecheck import keep_position
 from .types import BIGINT, SqlType
 
@@ -129,7 +130,6 @@ class WindowBinder:
 
     def attach_windows(self, plan: Node, scope, items) -> Tuple[Node, list]:
         """One Window node per distinct PARTITION BY; window calls in ``items`` become column reads."""
-        from .bind import Rel
         items = [(e.copy(), n) for e, n in items]
         groups: Dict[Tuple[str, ...], list] = {}
         for e, _ in items:
@@ -251,7 +251,6 @@ class WindowBinder:
                 or not isinstance(args[1], exp.Column):
             raise self.bind_error(f"{kind.upper()} takes (table, time column, "
                                   f"{'size' if kind == 'tumble' else 'slide, size'} [, offset])", fn)
-        from .bind import name_of
         table = exp.Table(this=args[0].this.copy())
         plan, _, names = self.bind_from_source(table, None, ctes)
         tcol = name_of(args[1].this)
@@ -295,7 +294,6 @@ class WindowBinder:
         out of order."""
         import sqlglot
 
-        from .bind import name_of
         args = list(fn.expressions)
         if len(args) < 3 or not isinstance(args[0], exp.Column) or not all(isinstance(a, exp.Column)
                                                                               for a in [args[1]] + args[3:]):

@@ -31,7 +31,7 @@ from sqlglot.dialects.dialect import Dialect
 from sqlglot.errors import ErrorLevel, ParseError as SqlglotParseError
 from sqlglot.tokens import Token, TokenType
 
-from .bind import DIALECT
+from .scope import DIALECT
 from .errors import ParseError, UnsupportedError
 
 # fixed-length units, in microseconds (months and years have no fixed length)

@@ -53,9 +53,9 @@ def program_errors(sql: str, storage_dir: Optional[str] = None):
     out (keeping its lines, so positions stay right) and the rest is compiled again.  Returns (errors in file
     order, the compiled program or None).  Later statements that use a failed one report their own error."""
     import tempfile
-    from connectors.declare import declare_program
     from planner import compile_program
     from planner.errors import EngineError
+    from sqlengine.declared import declare_program
     errors: list = []
     text = sql
     spans = _statement_spans(sql)

@@ -81,7 +81,7 @@ class Pipeline:
 
     def _open_storage(self, name: str, spark, spark_conf, spark_master) -> None:
         """Everything in the storage directory, opened while holding its lock."""
-        from connectors.declare import declare_program
+        from sqlengine.declared import declare_program
         # connectors declared in the program (checked now: a wrong one raises ConnectorError from from_sql)
         self._declared = declare_program(self.program, name, self.storage_dir)
         self._spark = spark
@@ -579,7 +579,7 @@ class Pipeline:
         file has the view's columns plus ``__weight`` and ``__step``.  Attach before ``start()``.
         """
         self._check()
-        from connectors.declare import declare
+        from sqlengine.declared import declare
         v = self._view(view)
         if self._state != "created":
             raise PipelineError("attach output_parquet sinks before start()")

@@ -7,7 +7,7 @@ operator kind is in its module under ``ops`` (its delta rule's terms, the state 
 its Arrow fast path, its schema; ``ops.accumulators`` is the accumulating aggregate's state layout), over two
 backends (``backends.duckdb``, ``backends.spark``); the rules themselves are SQL written once
 (``delta_rules``).  ``op_schemas`` types every operator's change without Spark, ``schema`` maps SQL types to
-Spark and Arrow, ``session`` owns the embedded SparkSession, ``watermarks`` applies event time (late rows,
-closed state, emit-final views), and ``row_errors`` keeps rows whose expressions fail out of the views and
-records them in the ``sqlengine_errors`` relation.
+Spark (``sqlengine.types`` maps them to Arrow), ``session`` owns the embedded SparkSession, ``watermarks``
+applies event time (late rows, closed state, emit-final views), and ``row_errors`` keeps rows whose
+expressions fail out of the views and records them in the ``sqlengine_errors`` relation.
 """

@@ -33,7 +33,8 @@ from planner.types import SqlType
 
 from sqlengine import private_duckdb
 from sqlengine.executor import ops
-from sqlengine.executor.schema import INTEGER_BASES, arrow_type
+from sqlengine.executor.schema import INTEGER_BASES
+from sqlengine.types import arrow_type
 from sqlengine.zset import W
 
 

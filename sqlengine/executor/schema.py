@@ -1,4 +1,8 @@
-"""Mapping SQL column types to Spark and Arrow types."""
+"""Mapping SQL column types to Spark types, and the executor's exact integer accumulator.
+
+The SQL to Arrow map is :func:`sqlengine.types.arrow_type` (connectors use it too); this module holds what
+only the executor needs: Spark types and schemas, and converting Spark schemas to Arrow and back.
+"""
 from __future__ import annotations
 
 import pyarrow as pa
@@ -21,16 +25,6 @@ def spark_type(t: SqlType):
     return {"BOOLEAN": T.BooleanType(), "TINYINT": T.ByteType(), "SMALLINT": T.ShortType(),
             "INT": T.IntegerType(), "BIGINT": T.LongType(), "REAL": T.FloatType(), "DOUBLE": T.DoubleType(),
             "VARCHAR": T.StringType(), "DATE": T.DateType(), "TIMESTAMP": T.TimestampNTZType()}[b]
-
-
-def arrow_type(t: SqlType) -> pa.DataType:
-    b = t.base
-    if b == "DECIMAL":
-        p, s = (int(x) for x in t.sql[len("DECIMAL("):-1].split(","))
-        return pa.decimal128(p, s)
-    return {"BOOLEAN": pa.bool_(), "TINYINT": pa.int8(), "SMALLINT": pa.int16(), "INT": pa.int32(),
-            "BIGINT": pa.int64(), "REAL": pa.float32(), "DOUBLE": pa.float64(), "VARCHAR": pa.string(),
-            "DATE": pa.date32(), "TIMESTAMP": pa.timestamp("us")}[b]
 
 
 def table_spark_schema(fields) -> T.StructType:

@@ -39,7 +39,7 @@ PENDING = "dead_letter.pending"   # in the storage directory: dead-letter record
 
 def empty_batch(t: TableDef) -> pa.Table:
     """A log entry without rows: the table's positional columns and the weight."""
-    from sqlengine.executor.schema import arrow_type
+    from sqlengine.types import arrow_type
     from planner.logical import col
     arrays = [pa.array([], arrow_type(f.type)) for f in t.fields] + [pa.array([], WEIGHT_TYPE)]
     return pa.Table.from_arrays(arrays, names=[col(i) for i in range(len(t.fields))] + [W])

@@ -28,7 +28,7 @@ from planner.bind import TableDef
 from planner.errors import InputError
 from planner.logical import col
 
-from sqlengine.executor.schema import arrow_type
+from sqlengine.types import arrow_type
 
 POLICIES = ("reject", "dead_letter")
 _CONVERT_ERRORS = (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError, TypeError, ValueError,
@@ -313,7 +313,7 @@ def check_unique_keys(t: TableDef, rows: pa.Table, weights, errs: Errors, seen: 
 UNKNOWN_FIELDS = ("ignore", "reject")
 
 
-def _match_columns(t: TableDef, given: Sequence[str], delete: bool = False,
+def match_columns(t: TableDef, given: Sequence[str], delete: bool = False,
                    unknown_fields: str = "reject") -> Dict[str, str]:
     """Map table field name -> given column name; error on missing NOT NULL columns, and on unknown columns
     unless ``unknown_fields`` is ``"ignore"`` (then they are skipped)."""
@@ -335,7 +335,7 @@ def _match_columns(t: TableDef, given: Sequence[str], delete: bool = False,
     return mapping
 
 
-def _finish(t: TableDef, arrays: List[pa.Array], weights, errs: Errors, seen: dict):
+def finish(t: TableDef, arrays: List[pa.Array], weights, errs: Errors, seen: dict):
     """NOT NULL and primary-key checks over a converted chunk, then its good rows and their weights."""
     n = len(arrays[0]) if arrays else 0
     wlist = None if isinstance(weights, int) else list(weights)
@@ -369,21 +369,21 @@ def pandas_chunks(t: TableDef, df, delete: bool, errs: Errors, chunk_rows: int) 
     import pandas as pd
     if not isinstance(df, pd.DataFrame):
         raise InputError(f"table {t.name}: expected a pandas DataFrame, got {type(df).__name__}")
-    mapping = _match_columns(t, list(df.columns), delete)
+    mapping = match_columns(t, list(df.columns), delete)
     seen: dict = {}
     weight = -1 if delete else 1
     for start in range(0, len(df), chunk_rows):
         part = df.iloc[start:start + chunk_rows]
         errs.start_chunk(start, raw=lambda i, part=part: part.iloc[i].to_dict())
         arrays = [_pandas_column(t, f, part, mapping, errs) for f in t.fields]
-        yield _finish(t, arrays, weight, errs, seen)
+        yield finish(t, arrays, weight, errs, seen)
 
 
 def arrow_chunks(t: TableDef, table: pa.Table, delete: bool, errs: Errors, chunk_rows: int) -> Iterator[Chunk]:
     """Chunks of positional rows from an Arrow table whose columns are named after the table's columns and
     already hold its values (``execute()``'s rows, cast by DuckDB): no value goes through pandas or float64,
     so big integers stay exact and NaN stays NaN.  ``delete`` as for :func:`pandas_chunks`."""
-    mapping = _match_columns(t, table.column_names, delete)
+    mapping = match_columns(t, table.column_names, delete)
     seen: dict = {}
     weight = -1 if delete else 1
     for start in range(0, table.num_rows, chunk_rows):
@@ -400,7 +400,7 @@ def arrow_chunks(t: TableDef, table: pa.Table, delete: bool, errs: Errors, chunk
                 arrays.append(arr if arr.type == target else pc.cast(arr, target))
             except _CONVERT_ERRORS:
                 arrays.append(convert_values(arr.to_pylist(), f.type, f.name, errs))
-        yield _finish(t, arrays, weight, errs, seen)
+        yield finish(t, arrays, weight, errs, seen)
 
 
 def _pandas_column(t: TableDef, f, df, mapping, errs: Errors) -> pa.Array:
@@ -548,7 +548,7 @@ def json_chunks(t: TableDef, data, update_format: str, errs: Errors, chunk_rows:
                 row[name] = v
             rows.append(row)
         arrays = [convert_values([r.get(f.name) for r in rows], f.type, f.name, errs) for f in t.fields]
-        yield _finish(t, arrays, weights, errs, seen)
+        yield finish(t, arrays, weights, errs, seen)
 
 
 def _csv_source(data):
@@ -656,7 +656,7 @@ def csv_chunks(t: TableDef, data, delete: bool, errs: Errors, chunk_rows: int) -
     """
     source = _csv_source(data)
     names = csv_header(source)
-    mapping = _match_columns(t, names, delete)
+    mapping = match_columns(t, names, delete)
     weight = -1 if delete else 1
     seen: dict = {}
     for columns, n in csv_tables(t, source, names, errs, chunk_rows):
@@ -667,4 +667,4 @@ def csv_chunks(t: TableDef, data, delete: bool, errs: Errors, chunk_rows: int) -
                 arrays.append(pa.nulls(n, arrow_type(f.type)))
                 continue
             arrays.append(convert_strings(cols[mapping[f.name]], f.type, f.name, errs))
-        yield _finish(t, arrays, weight, errs, seen)
+        yield finish(t, arrays, weight, errs, seen)

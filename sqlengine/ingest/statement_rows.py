@@ -20,7 +20,7 @@ from planner.bind import TableDef
 from planner.errors import InputError
 
 from sqlengine import private_duckdb
-from sqlengine.ingest.inputs import Errors, _match_columns
+from sqlengine.ingest.inputs import Errors, match_columns
 
 TARGET = "rows_in"    # the empty table of the target's column types the rows are inserted into
 SOURCE = "rows_src"   # the rows of INSERT ... SELECT, registered from Arrow
@@ -45,7 +45,7 @@ class _Target:
         if width != len(names):
             raise InputError(f"table {t.name}: INSERT supplies {width} values per row for "
                              f"{len(names)} columns ({', '.join(names)})")
-        mapping = _match_columns(t, names)
+        mapping = match_columns(t, names)
         by_given = {g: f for f, g in mapping.items()}
         types = {f.name: f.type for f in t.fields}
         self.table = t

@@ -29,7 +29,8 @@ from sqlengine.executor.op_schemas import _nullable, data_types, with_weight
 from sqlengine.executor.ops import ProbeSpec
 from sqlengine.executor.ops import accumulators as acc
 from sqlengine.executor.arrow_ops import Consolidated
-from sqlengine.executor.schema import HUGE, arrow_type
+from sqlengine.executor.schema import HUGE
+from sqlengine.types import arrow_type
 from sqlengine.zset import W, canonical_float, canonical_floats, consolidate_arrow
 
 SKIPS_UNCHANGED = False

@@ -16,7 +16,7 @@ import pyarrow as pa
 from planner.errors import InternalError
 
 from sqlengine.executor.op_schemas import with_weight
-from sqlengine.executor.schema import arrow_type
+from sqlengine.types import arrow_type
 from sqlengine.zset import W
 
 FED = ("input", "constant", "integrate")

@@ -1,0 +1,28 @@
+"""SQL column types and their Arrow types: the one map between the two, shared by the engine and connectors.
+
+The data plane holds every SQL column type as one Arrow type (``arrow_type``); connectors and the input
+converters build their Arrow columns with it, and the executor types its changes with it.  It needs only
+pyarrow; the Spark types are the executor's (``sqlengine.executor.schema``).
+
+>>> from planner.types import SqlType
+>>> arrow_type(SqlType("DECIMAL(10, 2)")), arrow_type(SqlType("TIMESTAMP"))
+(Decimal128Type(decimal128(10, 2)), TimestampType(timestamp[us]))
+"""
+from __future__ import annotations
+
+import pyarrow as pa
+
+from planner.types import SqlType
+
+__all__ = ["arrow_type"]
+
+
+def arrow_type(t: SqlType) -> pa.DataType:
+    """The Arrow type of the data plane's column of SQL type ``t`` (TIMESTAMP: microseconds, no zone)."""
+    b = t.base
+    if b == "DECIMAL":
+        p, s = (int(x) for x in t.sql[len("DECIMAL("):-1].split(","))
+        return pa.decimal128(p, s)
+    return {"BOOLEAN": pa.bool_(), "TINYINT": pa.int8(), "SMALLINT": pa.int16(), "INT": pa.int32(),
+            "BIGINT": pa.int64(), "REAL": pa.float32(), "DOUBLE": pa.float64(), "VARCHAR": pa.string(),
+            "DATE": pa.date32(), "TIMESTAMP": pa.timestamp("us")}[b]
