@@ -38,7 +38,6 @@ JOINED = ("SELECT o.customer, COUNT(*) AS n, SUM(e.v) AS sv, SUM(o.amount) AS sa
 EV_BY_K_COLUMNS = ["k", "n", "s"]
 PARTITIONS = 2
 NAME = "chaos"
-STARTUP_S = 6.0   # a process's start-up (imports, opening the storage) before it can see an outage
 RUN_OPTIONS = ["--wait-for-lock", "300", "--log-format", "json", "--interval", "1"]
 
 
@@ -245,7 +244,8 @@ class Outage:
 
 class Supervisor:
     """Runs ``sqlengine run`` again and again: each run is SIGKILLed, or stopped with SIGTERM while the next
-    starts at once (it waits for the storage lock), or the next starts first and the old one is killed."""
+    starts at once (it waits for the storage lock), or the next starts first and the old one is killed.
+    Most runs last 4-9 s; one in three 12-18 s, so that some live through whole outages."""
 
     def __init__(self, program_path: str, storage: str, logs: str, seed: int):
         self.program_path, self.storage, self.logs = program_path, storage, logs
@@ -271,7 +271,9 @@ class Supervisor:
 
     def _run(self) -> None:
         life = self.spawn()
-        while not self._stop.wait(self.rng.uniform(4.0, 9.0)):
+        # most processes live a few seconds; one in three lives long enough to see outages through
+        while not self._stop.wait(self.rng.uniform(12.0, 18.0) if self.rng.random() < 1 / 3
+                                  else self.rng.uniform(4.0, 9.0)):
             how = self.rng.choice(["kill", "kill", "term-overlap", "kill-overlap"])
             life.how = how
             if how == "kill":
@@ -400,7 +402,7 @@ def run(root: str, seconds: float, seed: int = 1) -> Result:
                     if life.proc.returncode not in (-9, 0) and life.how != "final-term"]
         figures: Dict[str, object] = {}
         problems += verify(broker, uri, prog, storage, producer, until, figures)
-        problems += check_logs(sup.lives, outages.done)
+        problems += check_logs(sup.lives, outages.done, figures)
         kills = sum(1 for life in sup.lives if life.proc.returncode == -9)
         return Result(problems, len(sup.lives), kills, dict(Counter(o.what for o in outages.done)), producer.sent,
                       len(producer.malformed), writer.transactions, int(figures.get("steps", 0)), figures)
@@ -578,17 +580,25 @@ def _when(rec: dict) -> Optional[float]:
     return None
 
 
-def check_logs(lives: List[Life], outages: List[Outage], slack: float = 15.0) -> List[str]:
+def check_logs(lives: List[Life], outages: List[Outage], figures: Optional[Dict[str, object]] = None,
+               slack: float = 15.0) -> List[str]:
     """Every outage that a pipeline process lived through (up, past its start-up, for at least two seconds
     of it) is named in that process's log: a warning or error mentioning the system that went away,
     written during the outage or soon after."""
     problems = []
+    watched = 0
     logs = {life.log: log_records(life.log) for life in lives}
+    up = {}   # when each process had its pipeline running: its "started" record (after the lock, the opening)
+    for life in lives:
+        t = next((_when(r) for r in logs[life.log] if " started at step " in str(r.get("message", ""))), None)
+        if t is not None:
+            up[life.log] = t
     for o in outages:
-        watchers = [life for life in lives
-                    if min(life.ended or 1e18, o.end) - max(life.started + STARTUP_S, o.start) >= 2.0]
+        watchers = [life for life in lives if life.log in up
+                    and min(life.ended or 1e18, o.end) - max(up[life.log] + 1.0, o.start) >= 2.0]
         if not watchers:
             continue
+        watched += 1
         words = ("kafka", "events.kin") if o.what == "kafka" else ("postgres", "orders.pg")
 
         def names(rec: dict, life: Life) -> bool:
@@ -599,4 +609,6 @@ def check_logs(lives: List[Life], outages: List[Outage], slack: float = 15.0) ->
         if not any(names(rec, life) for life in watchers for rec in logs[life.log]):
             problems.append(f"the {o.what} outage at {time.strftime('%H:%M:%S', time.gmtime(o.start))} "
                             f"({o.end - o.start:.1f} s) is not named in the log of {watchers[0].log}")
+    if figures is not None:
+        figures["outages_watched"] = watched   # outages a process lived through: the ones checked
     return problems

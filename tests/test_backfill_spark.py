@@ -13,6 +13,8 @@ import pytest
 
 from .oracle import Model, check_views
 
+pytestmark = pytest.mark.slow   # a long real-system or Spark test: ./run.sh test -m "not slow" skips it
+
 TABLES = "CREATE TABLE t (g INT, x INT); CREATE TABLE u (g INT, name VARCHAR);"
 FIRST = {"v": "SELECT g, SUM(x) AS s, COUNT(*) AS n FROM t GROUP BY g"}
 ADDED = {

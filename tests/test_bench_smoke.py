@@ -1,6 +1,10 @@
 """Smoke run of the step-latency benchmark at a tiny scale: it runs end to end, checks every view against
 DuckDB, and writes its report section.  No timing is asserted (figures belong in benchmarks/RESULTS.md)."""
+import pytest
+
 from benchmarks import run as bench
+
+pytestmark = pytest.mark.slow   # a long real-system or Spark test: ./run.sh test -m "not slow" skips it
 
 
 def test_step_latency_benchmark_smoke(spark, tmp_path):

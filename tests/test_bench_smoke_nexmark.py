@@ -1,6 +1,10 @@
 """Smoke test of benchmarks/nexmark_throughput.py: a --quick engine-only run writes its report section
 with one row per requested query, and every view matches DuckDB's recomputation (no timing assertions)."""
+import pytest
+
 from benchmarks import nexmark_throughput
+
+pytestmark = pytest.mark.slow   # a long real-system or Spark test: ./run.sh test -m "not slow" skips it
 
 QUERIES = ["q00", "q01", "q02", "q03", "q04"]
 

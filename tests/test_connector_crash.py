@@ -6,7 +6,11 @@ import random
 import threading
 import time
 
+import pytest
+
 from tests import connector_crash_child as child
+
+pytestmark = pytest.mark.slow   # a long real-system or Spark test: ./run.sh test -m "not slow" skips it
 
 KILLS = int(os.environ.get("CONNECTOR_CRASH_KILLS", "10"))
 

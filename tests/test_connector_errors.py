@@ -14,6 +14,7 @@ import pytest
 
 from planner.errors import PermanentConnectorError
 from tests.net import free_port
+from tests.tcp_proxy import TcpProxy
 
 LAZY = {"sqlengine.spark.start": "lazy"}
 
@@ -156,45 +157,6 @@ def test_kafka_broker_down_is_transient_and_logged_rate_limited(pipeline, caplog
     assert not [r for r in caplog.records if r.name == "sqlengine.connectors" and r.levelno >= logging.ERROR]
 
 
-def forward(port, target):
-    """Start forwarding 127.0.0.1:``port`` to ``target`` (a broker that comes up on a port that was closed);
-    returns the listening socket (close it to stop)."""
-    import socket
-    import threading
-    listener = socket.socket()
-    listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    listener.bind(("127.0.0.1", port))
-    listener.listen(16)
-
-    def pump(a, b):
-        try:
-            while True:
-                data = a.recv(65536)
-                if not data:
-                    break
-                b.sendall(data)
-        except OSError:
-            pass
-        finally:
-            for x in (a, b):
-                try:
-                    x.close()
-                except OSError:
-                    pass
-
-    def accept():
-        while True:
-            try:
-                client, _ = listener.accept()
-            except OSError:
-                return
-            upstream = socket.create_connection(target)
-            threading.Thread(target=pump, args=(client, upstream), daemon=True).start()
-            threading.Thread(target=pump, args=(upstream, client), daemon=True).start()
-    threading.Thread(target=accept, daemon=True).start()
-    return listener
-
-
 def test_kafka_broker_coming_up_later_is_read(broker, pipeline, caplog):
     """The bootstrap address refuses connections at first (retrying, never failed), then the broker is there:
     the source reads the topic and logs that it works again."""
@@ -208,7 +170,7 @@ def test_kafka_broker_coming_up_later_is_read(broker, pipeline, caplog):
     p = pipeline(f"CREATE TABLE t (id BIGINT) WITH ('connectors' = '{decl(src)}');\n"
                  "CREATE MATERIALIZED VIEW n AS SELECT COUNT(*) AS n FROM t;")
     assert wait_state(p, "t.kin", "retrying")["errors"] >= 1
-    listener = forward(port, ("127.0.0.1", broker.port))
+    proxy = TcpProxy(("127.0.0.1", broker.port), port=port).start()   # the bootstrap address comes up
     try:
         end = time.monotonic() + 30
         while list(p.query("SELECT n FROM n")) != [{"n": 3}]:
@@ -218,7 +180,7 @@ def test_kafka_broker_coming_up_later_is_read(broker, pipeline, caplog):
         assert c["state"] == "running" and c["errors"] >= 1, c
         assert any("works again" in r.getMessage() for r in caplog.records if r.name == "sqlengine.connectors")
     finally:
-        listener.close()
+        proxy.cut()
 
 
 # ---------------------------------------------------------------------- PostgreSQL

@@ -18,6 +18,8 @@ from sqlengine import Pipeline
 
 from .workload_oracle import NEXMARK_TIE_CHECKS, check_view, classify, nexmark_batches, run_suite
 
+pytestmark = pytest.mark.slow   # a long real-system or Spark test: ./run.sh test -m "not slow" skips it
+
 N_EVENTS = 3000     # 60 people, 180 auctions, 2760 bids
 N_INSERTS = 2       # insert batches; one batch of deletes after the second
 

@@ -11,9 +11,12 @@ import re
 import duckdb
 import numpy as np
 import pandas as pd
+import pytest
 
 import workloads
 from tests.oracle import bag, diff
+
+pytestmark = pytest.mark.slow   # a long real-system or Spark test: ./run.sh test -m "not slow" skips it
 
 LATENESS_US = 4_000_000
 CLOCK = "2024-06-01 12:00:05"

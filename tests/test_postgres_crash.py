@@ -12,6 +12,8 @@ import pytest
 
 from tests import postgres_crash_child as child
 
+pytestmark = pytest.mark.slow   # a long real-system or Spark test: ./run.sh test -m "not slow" skips it
+
 KILLS = int(os.environ.get("POSTGRES_CRASH_KILLS", "10"))
 
 

@@ -28,6 +28,8 @@ from sqlengine.errors import StorageFencedError, StorageLockedError
 from sqlengine.state.lock import EPOCH_FILE, read_epoch, read_holder
 from sqlengine.state.store import atomic_write_bytes
 
+pytestmark = pytest.mark.slow   # a long real-system or Spark test: ./run.sh test -m "not slow" skips it
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 LAZY = {"sqlengine.spark.start": "lazy"}
 VIEW_SQL = "SELECT g, COUNT(*) AS n FROM t GROUP BY g"

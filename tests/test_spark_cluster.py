@@ -17,6 +17,8 @@ from .cluster_workload import run as run_workload, steps as workload_steps, prog
 from .killable import ROOT
 from .spark_cluster import SparkCluster
 
+pytestmark = pytest.mark.slow   # a long real-system or Spark test: ./run.sh test -m "not slow" skips it
+
 TPCH_VIEWS = ["tpch_q01", "tpch_q03", "tpch_q05", "tpch_q10"]
 
 

@@ -30,6 +30,8 @@ from .test_exact_retractions import test_float_aggregates_retract_what_they_emit
 # every input path's values (big integers, NaN, infinities, rounded decimals) kept exactly through Spark state
 from .test_input_strictness import test_every_path_rejects_and_keeps_values_as_duckdb_does  # noqa: F401
 
+pytestmark = pytest.mark.slow   # a long real-system or Spark test: ./run.sh test -m "not slow" skips it
+
 
 # tests whose steps have at most 4 input rows: every step of theirs runs on Spark
 EVERY_STEP_ON_SPARK = {"test_primary_key_differential", "test_lag_and_row_number_over_ties",

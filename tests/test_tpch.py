@@ -17,6 +17,8 @@ from sqlengine import Pipeline
 
 from .workload_oracle import check_view, classify, run_suite, tpch_batches
 
+pytestmark = pytest.mark.slow   # a long real-system or Spark test: ./run.sh test -m "not slow" skips it
+
 SF = 0.001          # 1.5k orders, ~6k lineitems
 N_INSERTS = 2       # insert batches; one batch of deletes after the second
 
