@@ -64,6 +64,17 @@ class Feed:
                 self.next[part] += 1
 
 
+def _started(broker, t: str, storage):
+    """A started pipeline reading topic ``t`` into table ``t`` (id, g, v, ts), with the view ``v`` of all of it."""
+    from sqlengine import Pipeline
+    sql = (f"CREATE TABLE t (id BIGINT NOT NULL, g INT, v BIGINT, ts TIMESTAMP) "
+           f"WITH ('connectors' = '{_source(broker.bootstrap, t)}');\n"
+           "CREATE MATERIALIZED VIEW v AS SELECT * FROM t;")
+    p = Pipeline.from_sql(sql, storage_dir=str(storage), spark_conf=LAZY)
+    p.start()
+    return p
+
+
 def _dead_letters(storage) -> list:
     path = storage / "dead_letter" / "t.kin.jsonl"
     return [json.loads(x) for x in open(path)] if path.exists() else []
@@ -89,7 +100,6 @@ def _check(p, feed: Feed, storage, run_bad: int) -> list:
 def test_one_percent_malformed_json(broker, tmp_path):
     """1% malformed messages mixed into 3 partitions: the good ones all reach the view (exact bag), each bad one
     is in the dead letter once, and no message is converted row by row (the batches split, not fall back)."""
-    from sqlengine import Pipeline
     t = f"mal-{uuid.uuid4().hex[:8]}"
     broker.create_topic(t, 3)
     rng = random.Random(32)
@@ -105,12 +115,8 @@ def test_one_percent_malformed_json(broker, tmp_path):
                 out[i % 3].append((json.dumps(rec).encode(), rec))
         return out
     feed.send(round_(6000, 0))      # waiting before the start: read in big batches
-    sql = (f"CREATE TABLE t (id BIGINT NOT NULL, g INT, v BIGINT, ts TIMESTAMP) "
-           f"WITH ('connectors' = '{_source(broker.bootstrap, t)}');\n"
-           "CREATE MATERIALIZED VIEW v AS SELECT * FROM t;")
     storage = tmp_path / "st"
-    p = Pipeline.from_sql(sql, storage_dir=str(storage), spark_conf=LAZY)
-    p.start()
+    p = _started(broker, t, storage)
     try:
         feed.send(round_(3000, 6000))   # and while running
         _wait(p, broker, t)
@@ -123,8 +129,7 @@ def test_one_percent_malformed_json(broker, tmp_path):
     finally:
         p.stop()
     # restarted on the same storage: nothing is read or dead-lettered again (exactly once)
-    p = Pipeline.from_sql(sql, storage_dir=str(storage), spark_conf=LAZY)
-    p.start()
+    p = _started(broker, t, storage)
     try:
         before = len(feed.bad)
         feed.send(round_(600, 9000))
@@ -138,7 +143,6 @@ def test_wrongly_typed_and_multiline_messages(broker, tmp_path):
     """Messages that are JSON but that pyarrow rejects (a value of the wrong type, an array, an object over
     several lines) take the exact path alone: the wrongly typed ones are dead-lettered once, the multi-line
     object is read, and the rest of their batch stays on the fast path."""
-    from sqlengine import Pipeline
     t = f"typ-{uuid.uuid4().hex[:8]}"
     broker.create_topic(t, 1)
     rng = random.Random(33)
@@ -154,12 +158,8 @@ def test_wrongly_typed_and_multiline_messages(broker, tmp_path):
     for i, m in special.items():
         msgs[i] = m
     feed.send({0: msgs})
-    sql = (f"CREATE TABLE t (id BIGINT NOT NULL, g INT, v BIGINT, ts TIMESTAMP) "
-           f"WITH ('connectors' = '{_source(broker.bootstrap, t)}');\n"
-           "CREATE MATERIALIZED VIEW v AS SELECT * FROM t;")
     storage = tmp_path / "st"
-    p = Pipeline.from_sql(sql, storage_dir=str(storage), spark_conf=LAZY)
-    p.start()
+    p = _started(broker, t, storage)
     try:
         _wait(p, broker, t)
         _check(p, feed, storage, len(feed.bad))

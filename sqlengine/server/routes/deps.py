@@ -14,19 +14,19 @@ def get_manager(request: Request) -> Manager:
     return request.app.state.manager
 
 
+def _one_of(names, name: str, kind: str) -> str:
+    """``name`` (case-insensitive) if it is one of ``names`` (the program's tables or views), else a 404."""
+    n = name.lower()
+    if n not in names:
+        known = sorted(names)
+        raise ApiError(404, f"Unknown{kind.capitalize()}", f"unknown {kind} '{name}'. {kind.capitalize()}s: "
+                       f"{', '.join(known) or '(none)'}", {f"{kind}s": known})
+    return n
+
+
 def table_of(p: Pipeline, table: str) -> str:
-    t = table.lower()
-    if t not in p.program.tables:
-        known = sorted(p.program.tables)
-        raise ApiError(404, "UnknownTable", f"unknown table '{table}'. Tables: {', '.join(known) or '(none)'}",
-                       {"tables": known})
-    return t
+    return _one_of(p.program.tables, table, "table")
 
 
 def view_of(p: Pipeline, view: str) -> str:
-    v = view.lower()
-    if v not in p.program.views:
-        known = sorted(p.program.views)
-        raise ApiError(404, "UnknownView", f"unknown view '{view}'. Views: {', '.join(known) or '(none)'}",
-                       {"views": known})
-    return v
+    return _one_of(p.program.views, view, "view")
