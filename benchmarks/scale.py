@@ -181,12 +181,12 @@ def measure(n: int, small: int, large: int, repeats: int, master: Optional[str],
     hybrid: Dict[str, object] = {}
     if driver_ops:   # the default: an op runs on the driver when its changes are there and the state rows they
         eng.placement = eng.placement.replace(driver_ops=True)   # meet can be read by key or scanned
-        ops0, declined0, scanned0 = eng.ops_on_driver, eng.ops_declined, eng.local.rows_scanned
+        ops0, declined0, scanned0 = eng.stats.ops_on_driver, eng.stats.ops_declined, eng.stats.rows_scanned
         hybrid["listened_all"] = [change(small) for _ in range(repeats)]
         hybrid["large_all"] = [change(large) for _ in range(repeats)]   # (a few seconds each: the median of all)
         hybrid.update(listened=statistics.median(hybrid["listened_all"]),
-                      large=statistics.median(hybrid["large_all"]), ops=eng.ops_on_driver - ops0,
-                      declined=eng.ops_declined - declined0, scanned=eng.local.rows_scanned - scanned0)
+                      large=statistics.median(hybrid["large_all"]), ops=eng.stats.ops_on_driver - ops0,
+                      declined=eng.stats.ops_declined - declined0, scanned=eng.stats.rows_scanned - scanned0)
         settle(p)   # the merges the last large change started
         log(f"N={n:,}: ops on the driver: {small}-row change, listened {[round(x, 2) for x in hybrid['listened_all']]} "
             f"s, {large:,}-row change, listened {[round(x, 2) for x in hybrid['large_all']]} s ({hybrid['ops']} ops "

@@ -26,7 +26,7 @@ from .typecheck import check_types, keep_position
 from .logical import (AggCall, Aggregate, Distinct, Expr, Field, Filter, Join, Node, OneRow, Project, Scan,
                       SetOp, UnionAll, col)
 from .scope import DIALECT, Rel, Scope, is_subquery_predicate, name_of, position_of, split_and  # noqa: F401 (re-exported)
-from .types import BIGINT, UNKNOWN, SqlType, from_annotation
+from .types import BIGINT, SqlType
 
 
 @dataclass(frozen=True)
@@ -89,11 +89,11 @@ def unknown_function_message(name: str) -> str:
     known = DOCUMENTED_FUNCTIONS | ANONYMOUS_OK | {a.lower() for a in AGGREGATES.values()}
     if name.lower() in TABLE_FUNCTIONS:
         return (f"{name} is a table function: write it in FROM, e.g. SELECT window_start, COUNT(*) FROM "
-                f"{TABLE_FUNCTIONS[name.lower()]} GROUP BY window_start (see README.md, section 'SQL reference')")
+                f"{TABLE_FUNCTIONS[name.lower()]} GROUP BY window_start (see docs/sql-reference.md, 'Supported constructs and functions')")
     close = [c for c in difflib.get_close_matches(name.lower(), sorted(known), n=2, cutoff=0.8) if c != name.lower()]
     hint = f"; did you mean {close[0].upper()}?" if close else "."
-    return (f"function {name} is not supported{hint} See the function list in README.md, "
-            "section 'SQL reference'")
+    return (f"function {name} is not supported{hint} See the function list in docs/sql-reference.md, "
+            "'Supported constructs and functions'")
 
 
 # The arguments of each parsed node that the binder reads (planner.parsed_nodes rejects any other that is set):

@@ -9,7 +9,7 @@ sqlglot's ``annotate_types`` types most expressions, but leaves many functions w
   :mod:`planner.column_check` can reject them by name;
 * DuckDB's JSON is a VARCHAR on Arrow, and a TIMESTAMP WITH TIME ZONE is read as a naive UTC TIMESTAMP.
 
-Anything still untyped is ``UNKNOWN``.  ``tests/test_types_at_compile_time.py`` compares these types with
+Anything still untyped is ``UNKNOWN``.  ``tests/planner/test_types_at_compile_time.py`` compares these types with
 DuckDB's for every function of DuckDB's catalogue that the binder accepts.
 
 >>> from sqlglot import parse_one

@@ -17,7 +17,7 @@ Each node class declares ``algebra``, which incrementalization reads:
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import ClassVar, Optional, Tuple
 
 from .types import SqlType

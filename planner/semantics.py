@@ -13,7 +13,7 @@ rewriting into an equivalent DuckDB expression that Spark evaluates the same way
   -> ``CAST(ROUND(x) AS <integer>)``, a DOUBLE or REAL half to even -> ``CAST(ROUND_EVEN(x, 0) AS ...)``.
 
 Type-independent differences (day-of-week numbering, EPOCH) are fixed when
-lowering to Spark SQL (``sqlengine.executor.lower.spark_rule``).
+lowering to Spark SQL (``sqlengine.executor.backends.spark.spark_rule``).
 """
 from __future__ import annotations
 

@@ -361,9 +361,9 @@ class Controller:
             if not parts:
                 continue
             if self.program.tables[table].primary_key:
-                deltas[table] = self.engine.upsert(table, parts, self.program.tables[table].primary_key)
+                deltas[table] = self.engine.inputs.upsert(table, parts, self.program.tables[table].primary_key)
             else:
-                deltas[table] = self.engine.clamp_deletes(table, parts)
+                deltas[table] = self.engine.inputs.clamp_deletes(table, parts)
         clock = None
         if self.clock is not None:
             change, clock = self.clock_delta(self.store.current.meta)
@@ -391,7 +391,7 @@ class Controller:
             closed = self.event_time.closed(self.engine.state_arrow, watermarks)
             if closed:
                 try:
-                    trimmed = self.engine.drop_closed(step, closed)
+                    trimmed = self.engine.merges.drop_closed(step, closed)
                     if trimmed is not None:
                         with self.commit_lock:
                             self.store.commit(trimmed)

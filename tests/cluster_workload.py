@@ -216,7 +216,7 @@ def main(argv: Optional[List[str]] = None) -> None:
     with open(a.out, "w") as f:
         json.dump({"snapshots": snaps, "seconds": time.time() - t0, "steps_run_on": st["steps_run_on"],
                    "killed": bool(killed), "spark_step_ops": st["spark_step_ops"],
-                   "spark_scans": p.engine.spark_scans}, f)
+                   "spark_scans": p.engine.stats.spark_scans}, f)
 
 
 if __name__ == "__main__":

@@ -152,10 +152,10 @@ def merging_marker(storage: str) -> str:
 def slow_down_merges(seconds: float, storage: str) -> None:
     """Merge state runs whenever there are more than 2, each merge ``seconds`` slower (in this process): half
     before it writes its run and half after, while ``merging_marker`` exists."""
-    from sqlengine.executor.runtime import Engine
+    from sqlengine.executor.merges import Merger
     from sqlengine.state.store import StateStore
     StateStore.MAX_RUNS = 2
-    merge_runs = Engine.merge_runs
+    merge_runs = Merger.merge_runs
 
     def slow(self, *a, **kw):
         marker = merging_marker(storage)
@@ -167,7 +167,7 @@ def slow_down_merges(seconds: float, storage: str) -> None:
             return out
         finally:
             os.remove(marker)
-    Engine.merge_runs = slow
+    Merger.merge_runs = slow
 
 
 def main(storage: str, sink: str, acks_path: str, batches: int) -> None:

@@ -58,7 +58,7 @@ def test_aggregate_views_read_from_their_state_match_duckdb(make_pipeline, place
     assert not diff(bag_from_changes(changes.to_pandas()), model.view(con, VIEWS["g"]))
     on = p.status()["steps_run_on"]
     assert on["spark" if where == "spark" else "driver"] > 0 and on["driver" if where == "spark" else "spark"] == 0
-    assert p.engine.spark_fallbacks == 0, p.engine.last_spark_error
+    assert p.engine.stats.spark_fallbacks == 0, p.engine.stats.last_spark_error
 
 
 T = "CREATE TABLE t (k INT, v INT, s VARCHAR);"

@@ -187,7 +187,7 @@ def test_expression_spark_cannot_run_runs_on_the_driver(make_pipeline, placement
     p.input_json("t", [{"ts": "2024-05-01 10:00:00"}])
     p.wait_for_idle()
     assert list(p.query("SELECT * FROM e")) == [{"s": 3}]
-    assert p.engine.spark_fallbacks >= 1
+    assert p.engine.stats.spark_fallbacks >= 1
 
 
 def test_feldera_lifecycle_methods(tmp_path):

@@ -74,7 +74,7 @@ def test_backfill_on_spark(make_pipeline, placement, tmp_path, deletes_before):
             model.insert(table, rows)
         p.wait_for_idle()
     eng, m = p.engine, p.store.current
-    positive = eng.weights_positive(eng.table_integral("t"), m)
+    positive = eng.weights_positive(eng.ctx.table_integral("t"), m)
     assert positive == (not deletes_before)
     p.stop()
 
@@ -86,7 +86,7 @@ def test_backfill_on_spark(make_pipeline, placement, tmp_path, deletes_before):
     q.wait_for_idle()
     on = q.status()["steps_run_on"]
     assert on["driver"] == 0 and on["spark"] == 1, on   # the backfill was one step, on Spark
-    assert q.engine.spark_fallbacks == 0, q.engine.last_spark_error
+    assert q.engine.stats.spark_fallbacks == 0, q.engine.stats.last_spark_error
     check_views(q, model, views, "after the backfill")
     assert seen, "the backfill delivered w's contents"
     q.engine.local.cache.hold_nothing()

@@ -15,7 +15,7 @@ import time
 import pyarrow as pa
 import pytest
 
-from sqlengine.executor.runtime import Engine, Merged
+from sqlengine.executor.merges import Merged, Merger
 from sqlengine.state.store import Manifest, Run, StateStore
 
 from . import crash_child
@@ -29,7 +29,7 @@ def slow_merges(monkeypatch):
     after a step committed (``overlapped``) and merges put in place (``installed``)."""
     monkeypatch.setattr(StateStore, "MAX_RUNS", 2)
     seen = {"overlapped": 0, "installed": 0}
-    merge_runs, apply = Engine.merge_runs, Engine.apply_merges
+    merge_runs, apply = Merger.merge_runs, Merger.apply_merges
 
     def slow(self, *a, **kw):
         time.sleep(0.2)
@@ -42,8 +42,8 @@ def slow_merges(monkeypatch):
         seen["installed"] += out is not None
         return out
 
-    monkeypatch.setattr(Engine, "merge_runs", slow)
-    monkeypatch.setattr(Engine, "apply_merges", staticmethod(counted))
+    monkeypatch.setattr(Merger, "merge_runs", slow)
+    monkeypatch.setattr(Merger, "apply_merges", staticmethod(counted))
     return seen
 
 
@@ -102,14 +102,14 @@ def test_a_merge_goes_in_place_of_the_runs_it_merged_or_not_at_all():
     runs = [Run(f"k/run-{i}", 10, 100) for i in range(5)]
     m = Manifest(step=9, log_position=[3, 0], runs={"k": runs[:4], "e": [runs[4]]}, meta={"x": 1})
     x = Run("k/run-m", 20, 150)
-    got = Engine.apply_merges(m, [Merged("k", [runs[2].path, runs[3].path], x)])
+    got = Merger.apply_merges(m, [Merged("k", [runs[2].path, runs[3].path], x)])
     assert got.runs == {"k": runs[:2] + [x], "e": [runs[4]]} and got.step == 9 and got.meta == {"x": 1}
     later = Manifest(step=11, log_position=[5, 0], runs={"k": runs[:4] + [Run("k/new", 1, 1)]})
-    got = Engine.apply_merges(later, [Merged("k", [runs[1].path, runs[2].path], x)])   # runs added since
+    got = Merger.apply_merges(later, [Merged("k", [runs[1].path, runs[2].path], x)])   # runs added since
     assert [r.path for r in got.runs["k"]] == ["k/run-0", "k/run-m", "k/run-3", "k/new"] and got.step == 11
-    assert Engine.apply_merges(m, [Merged("k", [runs[1].path, runs[3].path], x)]) is None   # not in order
-    assert Engine.apply_merges(m, [Merged("k", ["k/rewritten", runs[3].path], x)]) is None   # one is gone
-    assert Engine.apply_merges(m, [Merged("z", [runs[0].path], x)]) is None
+    assert Merger.apply_merges(m, [Merged("k", [runs[1].path, runs[3].path], x)]) is None   # not in order
+    assert Merger.apply_merges(m, [Merged("k", ["k/rewritten", runs[3].path], x)]) is None   # one is gone
+    assert Merger.apply_merges(m, [Merged("z", [runs[0].path], x)]) is None
     assert m.runs["k"] == runs[:4]   # m itself is not changed
 
 

@@ -196,7 +196,7 @@ def test_statement_other_than_create_is_located():
 def test_unknown_function_suggests_a_close_name():
     err = compile_error(T + "CREATE VIEW w AS SELECT UPPR(v) AS z FROM t", UnsupportedError,
                         "function UPPR is not supported; did you mean UPPER?", 3, "UPPR")
-    assert "See the function list in README.md, section 'SQL reference'" in err.message
+    assert "See the function list in docs/sql-reference.md, 'Supported constructs and functions'" in err.message
     compile_error(T + "CREATE VIEW w AS SELECT k FROM t WHERE LENGHT(v) > 2", UnsupportedError,
                   "did you mean LENGTH?", 3, "LENGHT")
 
@@ -204,7 +204,7 @@ def test_unknown_function_suggests_a_close_name():
 def test_unknown_function_without_a_close_name_points_to_the_reference():
     err = compile_error(T + "CREATE VIEW w AS SELECT k, frobnicate(v) AS z FROM t", UnsupportedError,
                         "function frobnicate is not supported", 3, "frobnicate")
-    assert "did you mean" not in err.message and "section 'SQL reference'" in err.message
+    assert "did you mean" not in err.message and "docs/sql-reference.md" in err.message
 
 
 # ------------------------------------------------------------------ 6. DuckDB syntax: rejected, or bound with names checked

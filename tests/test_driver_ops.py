@@ -21,14 +21,8 @@ from .test_differential_windows import test_window_functions  # noqa: F401
 
 @pytest.fixture
 def make_pipeline(make_pipeline, monkeypatch, placement):
-    from sqlengine.executor import local_step
-    placement.update(local_step_rows=4, scratch_rows=8, max_keys=1, scan_rows=6)
-    init = local_step.LocalExecutor.__init__
-
-    def holding_nothing(self, engine):   # the driver caches no state: reads by key, or scans
-        init(self, engine)
-        self.cache.hold_nothing()
-    monkeypatch.setattr(local_step.LocalExecutor, "__init__", holding_nothing)
+    # the driver caches no state: reads by key, or scans
+    placement.update(local_step_rows=4, scratch_rows=8, max_keys=1, scan_rows=6, cache_state=False)
     made = []
 
     def make(*a, **kw):
@@ -38,21 +32,19 @@ def make_pipeline(make_pipeline, monkeypatch, placement):
     yield make
     engines = [p.engine for p in made if p.engine is not None]
     for e in engines:   # a Spark step that fails is re-run on the driver: none of these may need that
-        assert e.spark_fallbacks == 0, e.last_spark_error
-    if engines and sum(e.steps_spark for e in engines):
-        assert sum(e.ops_on_driver for e in engines), "no op of a Spark step ran on the driver"
+        assert e.stats.spark_fallbacks == 0, e.stats.last_spark_error
+    if engines and sum(e.stats.steps_spark for e in engines):
+        assert sum(e.stats.ops_on_driver for e in engines), "no op of a Spark step ran on the driver"
 
 
 @pytest.mark.parametrize("scanner", ["duckdb", "spark"])
-def test_join_aggregate_ops_on_the_driver_scan_or_fall_back(make_pipeline, monkeypatch, scanner):
+def test_join_aggregate_ops_on_the_driver_scan_or_fall_back(make_pipeline, placement, scanner):
     """The two views of the scale benchmark: a 30-row change's join and aggregates run on the driver, reading
     the state by scans (DuckDB's, as with a local master, or a Spark job's, as with a cluster master); with
     ``scan_rows`` below what a scan finds, the same ops run on Spark, in the same pipeline; the views and their
     change streams equal DuckDB's after every step."""
     import duckdb
-    from sqlengine.executor import runtime
-    if scanner == "spark":   # the scans a cluster master runs, on the local session
-        monkeypatch.setattr(runtime.Engine, "_duckdb_scan", runtime.Engine._spark_scan)
+    placement["state_scans"] = scanner   # "spark": the scans a cluster master runs, on the local session
     from .oracle import bag, bag_from_changes, diff
     sql = ("CREATE TABLE t (id BIGINT NOT NULL, k BIGINT NOT NULL, v BIGINT); CREATE TABLE d (k BIGINT NOT NULL, "
            "name VARCHAR); CREATE MATERIALIZED VIEW g AS SELECT k, COUNT(*) AS n, SUM(v) AS s FROM t GROUP BY k; "
@@ -100,10 +92,10 @@ def test_join_aggregate_ops_on_the_driver_scan_or_fall_back(make_pipeline, monke
         assert not data.duplicated().any(), f"view {v}, step {seq}: a chunk repeats a row\n{chunk}"
     assert {v for v, _, _ in chunks} == {"g", "j", "c"}
     e = p.engine
-    assert e.steps_spark >= 8 and e.ops_on_driver > 0
-    assert e.spark_scans > 0 if scanner == "spark" else (e.local.rows_scanned > 0 and e.spark_scans == 0)
+    assert e.stats.steps_spark >= 8 and e.stats.ops_on_driver > 0
+    assert e.stats.spark_scans > 0 if scanner == "spark" else (e.stats.rows_scanned > 0 and e.stats.spark_scans == 0)
     # the steps with scan_rows = 6 scanned more than that for some op's keys, which then ran on Spark
-    assert e.ops_declined > 0
+    assert e.stats.ops_declined > 0
 
 
 def test_rows_that_fail_an_op_on_the_driver_are_recorded_and_the_step_goes_on(make_pipeline):
@@ -121,8 +113,8 @@ def test_rows_that_fail_an_op_on_the_driver_are_recorded_and_the_step_goes_on(ma
     p.input_pandas("t", t)
     p.wait_for_idle()
     st = p.status()
-    assert st["state"] == "running" and p.engine.steps_spark >= 1 and p.engine.ops_on_driver >= 1
-    assert p.engine.spark_fallbacks == 0
+    assert st["state"] == "running" and p.engine.stats.steps_spark >= 1 and p.engine.stats.ops_on_driver >= 1
+    assert p.engine.stats.spark_fallbacks == 0
     assert st["errors"]["v"] == 2
     bad = sorted(r["row"] for r in p.query("SELECT * FROM sqlengine_errors"))
     assert len(bad) == 2 and all('"abc"' in b or '"x"' in b for b in bad), bad

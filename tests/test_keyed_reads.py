@@ -65,17 +65,17 @@ def test_spark_steps_reading_state_by_key_match_duckdb(make_pipeline, tiny_row_g
     model = Model(SCHEMA, COLUMNS)
     narrowed = 0
     for i, ops in enumerate(rounds(11, 6)):
-        p.engine.narrowed_reads = 0
+        p.engine.stats.narrowed_reads = 0
         feed(p, model, ops, COLUMNS)
-        narrowed += p.engine.narrowed_reads
+        narrowed += p.engine.stats.narrowed_reads
         check_views(p, model, VIEWS, f"round {i}")
     con = model.duck()
     assert not diff(bag_from_changes(changes.to_pandas()), model.view(con, VIEWS["ja"]))
     assert p.status()["steps_run_on"]["driver"] == 0
-    assert p.engine.spark_fallbacks == 0, p.engine.last_spark_error
+    assert p.engine.stats.spark_fallbacks == 0, p.engine.stats.last_spark_error
     assert narrowed > 0   # the reads were narrowed by key (not all read whole)
     # runs of more than a row group are sorted by their sort column, in many row groups
-    t_int = p.engine.table_integral("t")
+    t_int = p.engine.ctx.table_integral("t")
     col = p.engine.sort_columns[t_int]
     big = [r for r in p.engine.store.runs(p.engine.keys[t_int]) if r.rows > 16]
     assert big
@@ -93,14 +93,14 @@ def test_a_narrowed_read_is_pushed_into_the_parquet_reader(make_pipeline, tiny_r
     uncached(p)
     feed(p, Model(SCHEMA, COLUMNS), next(iter(rounds(5, 1))), COLUMNS)
     eng = p.engine
-    t_int = eng.table_integral("t")
+    t_int = eng.ctx.table_integral("t")
     col = eng.sort_columns[t_int]
     probe = pa.table({col: pa.array([3, 7, None], pa.int32())})
-    df = eng.read_state(t_int, key=((col,), [probe], [(col,)]))
+    df = eng.sparks.read_state(t_int, key=((col,), [probe], [(col,)]))
     plan = df._jdf.queryExecution().executedPlan().toString()
     assert "PushedFilters" in plan and f"In({col}," in plan.replace(" ", ""), plan
     got = df.toArrow().column(col).to_pylist()
-    whole = eng.read_state(t_int).toArrow().column(col).to_pylist()
+    whole = eng.sparks.read_state(t_int).toArrow().column(col).to_pylist()
     assert sorted(got, key=str) == sorted([x for x in whole if x in (3, 7, None)], key=str)
 
 
@@ -145,12 +145,12 @@ def test_a_read_narrowed_by_many_keys_runs(make_pipeline, tiny_row_groups):
     p.input_pandas("t", pd.DataFrame({"id": range(n), "k": range(n), "v": [1] * n, "s": [f"s{i}" for i in range(n)]}))
     p.wait_for_idle()
     eng = p.engine
-    t_int = eng.table_integral("t")
+    t_int = eng.ctx.table_integral("t")
     col = eng.sort_columns[t_int]
     probe = pa.table({col: pa.array(range(0, 2 * n, 2), pa.int32())})   # n values, half of them stored
     found = keyed_reads.key_filter(col, (col,), [probe], [(col,)], MAX_KEYS)
     assert found is not None and len(found[0]) == n
-    got = eng.read_state(t_int, key=((col,), [probe], [(col,)])).toArrow().column(col).to_pylist()
+    got = eng.sparks.read_state(t_int, key=((col,), [probe], [(col,)])).toArrow().column(col).to_pylist()
     assert sorted(got) == list(range(0, n, 2))
 
 
@@ -175,18 +175,18 @@ def test_driver_steps_read_uncached_state_by_key_from_files(make_pipeline, monke
     assert not diff(bag_from_changes(changes.to_pandas()), model.view(con, VIEWS["ja"]))
     eng, ran = p.engine, p.status()["steps_run_on"]
     assert eng.local.cache.used == 0 and not eng.local.cache.mapped   # nothing was cached
-    assert eng.spark_fallbacks == 0, eng.last_spark_error
+    assert eng.stats.spark_fallbacks == 0, eng.stats.last_spark_error
     if max_keys == 2000:
         assert ran["spark"] == 0 and ran["driver"] > 0 and eng.local.files.rows_read > 0
     else:
-        assert eng.driver_attempts_failed > 0 and ran["spark"] > 0
+        assert eng.stats.driver_attempts_failed > 0 and ran["spark"] > 0
 
 
 @pytest.mark.parametrize("scan", ["duckdb", "spark"])
 def test_stored_rows_the_driver_cannot_narrow_are_exactly_the_stored_copies(make_pipeline, placement, scan):
     """The delete clamp's and upserts' lookup of stored rows beyond the cache, when the driver cannot narrow
     it by key (here more than 2 keys): with a local master DuckDB scans the runs' files
-    (``LocalExecutor.scan_runs``), else a Spark job reads them (``Engine._spark_scan``).  Either gives exactly the stored copies
+    (``LocalExecutor.scan_runs``), else a Spark job reads them (``SparkState.scan``).  Either gives exactly the stored copies
     of the probed rows (NULLs, duplicates, rows never stored), and deletes of more copies than exist remove
     only those."""
     import random
@@ -205,12 +205,12 @@ def test_stored_rows_the_driver_cannot_narrow_are_exactly_the_stored_copies(make
     feed(p, model, [("t", True, twice + twice + [(10 ** 9, None, None, None), (10 ** 9 + 1, 3, None, "x")])],
          COLUMNS)   # more copies than exist, and rows never inserted
     check_views(p, model, VIEWS, "after deleting missing copies")
-    op = eng.table_integral("t")
+    op = eng.ctx.table_integral("t")
     names = [c for c in eng.state_arrow[op].names if c != "__w"]
     wanted = rnd.sample(sorted(model.rows["t"].elements(), key=repr), 12) + [(10 ** 9, None, None, None)]
     probe = pa.table({c: pa.array([r[j] for r in wanted], eng.state_arrow[op].field(c).type)
                       for j, c in enumerate(names)})
-    got = eng.stored_rows(op, probe, names)
+    got = eng.inputs.stored_rows(op, probe, names)
     got_bag = Counter()
     for r in got.to_pylist():
         got_bag[tuple(r[c] for c in names)] += r["__w"]
@@ -219,7 +219,7 @@ def test_stored_rows_the_driver_cannot_narrow_are_exactly_the_stored_copies(make
     # (a superset of the probed rows may come back, read by one column that tells them apart: each with its count)
     assert Counter({r: n for r, n in got_bag.items() if r in probed}) == want_bag
     assert all(v > 0 and model.rows["t"][r] == v for r, v in got_bag.items())
-    assert (eng.local.rows_scanned > 0) == (scan == "duckdb") and (eng.spark_scans > 0) == (scan == "spark")
+    assert (eng.stats.rows_scanned > 0) == (scan == "duckdb") and (eng.stats.spark_scans > 0) == (scan == "spark")
 
 
 def test_stored_rows_read_by_a_lead_column_or_by_all(make_pipeline, placement):

@@ -181,15 +181,15 @@ def test_spark_steps_fall_back_to_the_driver_for_failing_rows(make_pipeline, pla
     p.input_pandas("t", pd.DataFrame({"id": [1, 2], "k": [2, 2], "s": ["abc", "4"], "x": [BIG, BIG]}))
     p.wait_for_idle()
     st_ = p.status()
-    assert st_["steps_run_on"]["spark"] >= 1 and p.engine.spark_fallbacks >= 1
+    assert st_["steps_run_on"]["spark"] >= 1 and p.engine.stats.spark_fallbacks >= 1
     assert st_["errors"]["v_sum"] == 1 and st_["errors"]["v_cast"] == 1
     assert list(p.query("SELECT * FROM v_cast")) == [{"id": 2, "n": 5}]
     assert list(p.query("SELECT * FROM v_sum")) == []
     # a clean step stays on Spark
-    before = p.engine.spark_fallbacks
+    before = p.engine.stats.spark_fallbacks
     p.input_pandas("t", pd.DataFrame({"id": [3], "k": [5], "s": ["1"], "x": [1]}))
     p.wait_for_idle()
-    assert p.engine.spark_fallbacks == before
+    assert p.engine.stats.spark_fallbacks == before
     assert list(p.query("SELECT * FROM v_sum")) == [{"k": 5, "total": 1, "n": 1}]
 
 

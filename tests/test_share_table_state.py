@@ -60,7 +60,7 @@ def test_views_over_shared_table_state_match_duckdb(make_pipeline, placement, wh
     assert on["spark" if where == "spark" else "driver"] > 0 and on["driver" if where == "spark" else "spark"] == 0
     keys = set(p.status()["state_size"])
     assert keys == {p.engine.keys[i] for i in p.engine.keys}
-    assert p.engine.spark_fallbacks == 0, p.engine.last_spark_error
+    assert p.engine.stats.spark_fallbacks == 0, p.engine.stats.last_spark_error
 
 
 def derived_nodes(sql, **kw):

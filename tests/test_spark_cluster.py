@@ -68,7 +68,7 @@ def test_cluster_equals_local_mode_and_survives_a_killed_worker(cluster, make_pi
 def test_ops_on_the_driver_with_state_scanned_by_the_cluster(cluster, tmp_path):
     """With a cluster master, a Spark step's ops run on the driver where their changes are, and the state rows
     those changes meet, which the driver does not cache, are found by Spark jobs on the cluster's executors
-    (``Engine._spark_scan``); every view equals DuckDB's recomputation after every step."""
+    (``SparkState.scan``); every view equals DuckDB's recomputation after every step."""
     got = child(["--master", cluster.master_url, "--storage", str(tmp_path / "s"), "--out", str(tmp_path / "r.json"),
                  "--steps", "3", "--driver-ops"])
     assert got["steps_run_on"]["spark"] >= 3

@@ -52,8 +52,8 @@ def make_pipeline(make_pipeline, placement, request):
     yield make
     for p in made:   # a Spark step that fails is re-run on the driver: none of these may need that
         if p.engine is not None:
-            assert p.engine.spark_fallbacks == 0, p.engine.last_spark_error
-    assert any(p.engine is not None and p.engine.steps_spark for p in made), "no step ran on Spark"
+            assert p.engine.stats.spark_fallbacks == 0, p.engine.stats.last_spark_error
+    assert any(p.engine is not None and p.engine.stats.steps_spark for p in made), "no step ran on Spark"
 
 
 def test_steps_ran_on_spark(make_pipeline, placement):
@@ -99,7 +99,7 @@ def test_aggregate_changes_with_null_sums_on_spark(make_pipeline, placement):
 
 
 def test_state_frames_are_kept_between_steps(make_pipeline, placement):
-    """A DataFrame over an operator's runs is built once per run list (``Engine.runs_frame``): read again while
+    """A DataFrame over an operator's runs is built once per run list (``SparkState.runs_frame``): read again while
     the runs are the same, it is the same frame; a step that adds a run gives a new one; at most
     ``placement.runs_frames``."""
     import pandas as pd
@@ -109,15 +109,15 @@ def test_state_frames_are_kept_between_steps(make_pipeline, placement):
     p.input_pandas("t", pd.DataFrame({"k": [1, 2], "v": [1, 2]}))
     p.wait_for_idle()
     eng = p.engine
-    table = eng.table_integral("t")
-    first = eng.read_state(table)
-    assert eng.read_state(table) is first
+    table = eng.ctx.table_integral("t")
+    first = eng.sparks.read_state(table)
+    assert eng.sparks.read_state(table) is first
     p.input_pandas("t", pd.DataFrame({"k": [3], "v": [3]}))
     p.wait_for_idle()
-    second = eng.read_state(table)
+    second = eng.sparks.read_state(table)
     assert second is not first and sorted(r.c0 for r in second.collect()) == [1, 2, 3]
-    assert len(eng._frames) > 1
+    assert eng.sparks.frames_kept > 1
     eng.placement = eng.placement.replace(runs_frames=1)
     p.input_pandas("t", pd.DataFrame({"k": [4], "v": [4]}))
     p.wait_for_idle()
-    assert eng.read_state(table) is not second and len(eng._frames) == 1
+    assert eng.sparks.read_state(table) is not second and eng.sparks.frames_kept == 1

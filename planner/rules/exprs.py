@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import re
 from functools import lru_cache
-from typing import Callable, Dict, FrozenSet, List, Mapping, Optional, Sequence, Union
+from typing import Callable, FrozenSet, List, Mapping, Optional, Sequence, Union
 
 from sqlglot import exp, parse_one
 from sqlglot.dialects.dialect import Dialect

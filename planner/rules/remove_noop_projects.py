@@ -12,7 +12,6 @@
 """
 from __future__ import annotations
 
-from dataclasses import replace
 from typing import Dict, Tuple
 
 from ..logical import Aggregate, Expr, Node, OneRow, Project, Scan

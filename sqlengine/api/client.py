@@ -20,7 +20,7 @@ import os
 import threading
 import uuid
 from collections import Counter
-from typing import Any, Callable, Dict, Iterator, List, Optional
+from typing import Any, Callable, Iterator, List, Optional
 
 import httpx
 import pandas as pd
@@ -225,7 +225,7 @@ class _Stream:
 
 class RemotePipeline:
     """A pipeline on a server, with the methods of :class:`sqlengine.Pipeline` (those of
-    :class:`sqlengine.api.protocol.PipelineLike`, checked by ``tests/test_api_protocol.py``)."""
+    :class:`sqlengine.api.protocol.PipelineLike`, checked by ``tests/api/test_api_protocol.py``)."""
 
     def __init__(self, client: "Client", name: str):
         self._client = client

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import queue
 import threading
-import traceback
 from typing import Callable, Dict, List, Optional
 
 import pandas as pd

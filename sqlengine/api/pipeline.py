@@ -403,14 +403,14 @@ class Pipeline:
             "step_latency_ms": {"last": round(c.latencies[-1], 1) if c.latencies else None,
                                 "p50": pct(0.5), "p99": pct(0.99)},
             "spark_jobs_last_step": c.last_step_jobs,
-            "steps_run_on": {"driver": self.engine.steps_local if self.engine else 0,
-                             "spark": self.engine.steps_spark if self.engine else 0},
+            "steps_run_on": {"driver": self.engine.stats.steps_local if self.engine else 0,
+                             "spark": self.engine.stats.steps_spark if self.engine else 0},
             # ops of Spark steps run on the driver where their changes were, and those whose state reads were
-            # too wide for it (sqlengine.executor.runtime.Engine.driver_ops)
-            "spark_step_ops": {"on_driver": self.engine.ops_on_driver if self.engine else 0,
-                               "declined": self.engine.ops_declined if self.engine else 0},
-            "spark_fallbacks": {"steps": self.engine.spark_fallbacks if self.engine else 0,
-                                "last_error": self.engine.last_spark_error if self.engine else None},
+            # too wide for it (sqlengine.executor.spark_step: Placement.driver_ops)
+            "spark_step_ops": {"on_driver": self.engine.stats.ops_on_driver if self.engine else 0,
+                               "declined": self.engine.stats.ops_declined if self.engine else 0},
+            "spark_fallbacks": {"steps": self.engine.stats.spark_fallbacks if self.engine else 0,
+                                "last_error": self.engine.stats.last_spark_error if self.engine else None},
             "state_cache_bytes": self.engine.local.cache.used if self.engine else 0,
             "backlog_batches": len(self.log.pending(m.log_position[0])) if m else len(self.log.pending(0)),
             "state_size": state_sizes,
@@ -418,7 +418,7 @@ class Pipeline:
             "dead_letter_rows": dict(self._ingest.dead_lettered),
             "watermarks": {t: str(pd.Timestamp(w, unit="us")) for t, w in (m.meta.get("watermarks", {}) if m else {}).items()},
             "late_rows": dict(m.meta.get("late_rows", {})) if m else {},
-            "closed_state_rows_dropped": self.engine.state_rows_dropped if self.engine else 0,
+            "closed_state_rows_dropped": self.engine.stats.state_rows_dropped if self.engine else 0,
             "connectors": {k: r.status() for k, r in list(self._sources.items()) + list(self._sink_runners.items())},
             "errors": dict(m.meta.get("errors", {})) if m else {},
             "spark_started": self._spark is not None or (self._spark_future is not None and
@@ -705,7 +705,7 @@ class Pipeline:
                         if self._snapshot.needs(name, signature):
                             self._snapshot.load(name, signature, read_errors(self.store))
                         continue
-                    op = (eng.table_integral(name) if name in self.program.tables
+                    op = (eng.ctx.table_integral(name) if name in self.program.tables
                           else self.program.circuit.outputs[name].integral)
                     signature = tuple(eng.state_paths(op))
                     if self._snapshot.needs(name, signature):

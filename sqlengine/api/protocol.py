@@ -1,7 +1,7 @@
 """The methods that the embedded :class:`sqlengine.Pipeline` and the server's client
 :class:`sqlengine.api.client.RemotePipeline` share, as a typing ``Protocol``.
 
-Code written against :class:`PipelineLike` runs on either.  ``tests/test_api_protocol.py`` checks both classes
+Code written against :class:`PipelineLike` runs on either.  ``tests/api/test_api_protocol.py`` checks both classes
 against it (method names, parameter names, kinds, defaults and annotations), so that they cannot drift apart.
 
 Only the embedded pipeline has ``from_sql`` (the client's is ``Client.create_pipeline``), ``output_parquet``

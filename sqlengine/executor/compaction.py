@@ -5,13 +5,13 @@ newest runs are merged into one (size-tiered, so a row is rewritten a logarithmi
 big runs takes seconds (all 30M rows of a table: about 15 s here).  It used to run right after the step's
 commit, so the next step waited for it.  Here it runs on a thread of its own while steps go on:
 
-- After a step commits, the step thread plans the merges (``Engine.merge_plan`` over the committed manifest)
+- After a step commits, the step thread plans the merges (``Merger.merge_plan`` over the committed manifest)
   and starts them, unless a merge is still running.  The runs they read and the runs they will write go into
   ``StateStore.keep``, which garbage collection spares.
 - The merge thread reads only committed runs, which never change, and writes new run files that no manifest
   lists yet.  A crash leaves files that the next commit's garbage collection removes.
 - When it is done, the step thread (between steps, or while idle) puts each merged run in the place of the runs
-  it merges, in the manifest committed by then (``Engine.apply_merges``), and commits that manifest.  Steps
+  it merges, in the manifest committed by then (``Merger.apply_merges``), and commits that manifest.  Steps
   commit on the same thread, so neither commit can lose the other's runs.  A step that ran meanwhile read the
   runs before the merge, which hold the same Z-set.
 
@@ -28,7 +28,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Callable, List, Optional
 
 from sqlengine.executor.backends.duckdb import DuckDBBackend
-from sqlengine.executor.runtime import merge_tag
+from sqlengine.executor.merges import merge_tag
 from sqlengine.state.store import Manifest
 
 
@@ -74,7 +74,7 @@ class Compactor:
         if self._future is not None:
             return False
         store = self.engine.store
-        plan = self.engine.merge_plan(store.current)
+        plan = self.engine.merges.merge_plan(store.current)
         if not plan:
             return False
         for key, part in plan:
@@ -88,7 +88,7 @@ class Compactor:
         return True
 
     def _merge(self, plan, step: int) -> list:
-        return [self.engine.merge_runs(key, part, step, self._lowerer) for key, part in plan]
+        return [self.engine.merges.merge_runs(key, part, step, self._lowerer) for key, part in plan]
 
     def take(self, wait: bool = False) -> Optional[Manifest]:
         """When the running merge has ended (or, with ``wait``, once it ends): the committed manifest with its
@@ -102,7 +102,7 @@ class Compactor:
             merged: List = f.result()
         finally:
             self.engine.store.keep.clear()
-        m = self.engine.apply_merges(self.engine.store.current, merged)
+        m = self.engine.merges.apply_merges(self.engine.store.current, merged)
         self.installed += m is not None
         return m
 

@@ -3,7 +3,7 @@
 Each state-owning operator's runs are written sorted by one column, its *sort column* (:func:`sort_columns`),
 in parquet row groups of ``ROW_GROUP_ROWS`` rows, so every row group covers a narrow range of that column and
 its min/max statistics say which keys it can hold.  Runs are sorted, in small groups, only where Spark may
-read them by key (``Engine.run_order``: a cluster master, or the driver's disk tier off); the filter below is
+read them by key (``LocalExecutor.run_order``: a cluster master, or the driver's disk tier off); the filter below is
 exact on any run, sorted or not, so a change of configuration between restarts costs speed, not correctness.
 
 When a Spark step reads an integral by a key whose values the driver knows (the op's input changes are Arrow

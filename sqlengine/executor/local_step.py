@@ -11,7 +11,7 @@ lowered to DuckDB SQL (:mod:`sqlengine.executor.backends.duckdb`), reading only 
 rows of the keys the change touches.  The step writes the same runs and
 commits the same manifest as a Spark step, so the two paths interleave freely
 (a bulk load on Spark, then small steps on the driver).  A Spark step also runs single operators here,
-where their changes are (``Engine._driver_op``, ``Placement.ops_on_driver``), reading their state with
+where their changes are (``SparkStep._driver_op``, ``Placement.ops_on_driver``), reading their state with
 ``op_reads(scan=True)``: by key, or by a scan of the runs' files for the changes' keys (``scanner``: DuckDB's
 ``scan_runs`` with a local master, a Spark job with a cluster master).
 """
@@ -20,7 +20,7 @@ from __future__ import annotations
 import functools
 import os
 from concurrent.futures import Future, ThreadPoolExecutor
-from typing import Callable, Dict, List, Optional, Set
+from typing import Callable, Dict, List, Optional, Set, Tuple
 
 import numpy as np
 import pyarrow as pa
@@ -32,6 +32,7 @@ from planner.logical import Aggregate, Project
 from sqlengine.executor import arrow_ops
 from sqlengine.executor import keyed_reads
 from sqlengine.executor import ops, step as step_loop
+from sqlengine.executor.context import StepContext
 from sqlengine.executor.delta_rules import cols
 from sqlengine.executor.backends.duckdb import DuckDBBackend, readable
 from sqlengine.executor.ops import aggregate as agg_op, join as join_op, map as map_op
@@ -145,35 +146,57 @@ def field_labels(node) -> List[str]:
 
 
 class LocalExecutor:
-    """Runs steps of ``engine``'s circuit on the driver."""
+    """Runs steps of ``ctx``'s circuit on the driver, and reads and writes its state runs there."""
 
-    def __init__(self, engine):
-        self.engine = engine
-        self.cache = StateCache(engine.store.root)
-        self.files = RowGroupReader(engine.store.root)   # uncached state read by key from its runs' files
+    def __init__(self, ctx: StepContext):
+        self.ctx = ctx
+        self.cache = StateCache(ctx.store.root)
+        if not ctx.placement.cache_state:
+            self.cache.hold_nothing()
+        self.files = RowGroupReader(ctx.store.root)   # uncached state read by key from its runs' files
         self.lowerer = DuckDBBackend()
-        self.lowerer.op_views = engine.op_views
+        self.lowerer.op_views = ctx.op_views
         self._writer: Optional[ThreadPoolExecutor] = None   # writes a step's state runs while the step goes on
         self._writes: List[Future] = []
         self._bulk: Optional[DuckDBBackend] = None   # DuckDB for scans of whole states (scan_runs)
-        self.rows_scanned = 0   # state rows those scans returned
         # scans the runs of an op for the keys of probes: (op id, files, schema, spec, probes, limit) -> rows (set by
         # the engine: ``scan_runs`` with a local master, a Spark job with a cluster master)
         self.scanner: Optional[Callable] = None
 
     @property
     def placement(self):
-        return self.engine.placement
+        return self.ctx.placement
+
+    def run_order(self, op_id: int) -> Optional[str]:
+        """The column new runs of ``op_id`` are sorted by, when Spark may read them by key: with a cluster master
+        (large steps run there), or with the driver's disk tier off (state beyond the cache's budget is read by
+        Spark).  With a local master and the disk tier on, every step whose input is on the driver runs there,
+        reading state through the cache's own key index, so the order would buy nothing."""
+        if self.ctx.local_master and self.cache.disk:
+            return None
+        return self.ctx.sort_columns.get(op_id)
+
+    def write_state_run(self, op_id: int, t: pa.Table, step: int, tag: str = "d") -> Tuple[Run, pa.Table]:
+        """Write a run of ``op_id``'s state in its run order (sorted, in small row groups, where Spark may read it
+        by key): the run, and its rows as written (for the cache)."""
+        order = self.run_order(op_id)
+        t = keyed_reads.sorted_run(t, order)
+        return self.ctx.store.write_run(self.ctx.keys[op_id], t, step, tag=tag, small_groups=order is not None), t
+
+    def scan_with_duckdb(self, op_id: int, files: List[str], schema: pa.Schema, spec: tuple, probes: List[tuple],
+                         limit: Optional[int]) -> pa.Table:
+        """``scan_runs`` as a ``scanner``."""
+        return self.scan_runs(files, schema, spec, probes, limit)
 
     # ------------------------------------------------------------ state
     def _runs(self, op_id: int, m: Manifest) -> List[str]:
-        return [r.path for r in self.engine.store.runs(self.engine.keys[op_id], m)]
+        return [r.path for r in self.ctx.store.runs(self.ctx.keys[op_id], m)]
 
     def cached(self, op_id: int, m: Manifest) -> bool:
-        d = self.engine.derived.get(op_id)
+        d = self.ctx.derived.get(op_id)
         if d is not None:
             return all(self.cached(b, m) for b in d.base)
-        return self.cache.all_cached(self._runs(op_id, m), self.engine.state_arrow[op_id])
+        return self.cache.all_cached(self._runs(op_id, m), self.ctx.state_arrow[op_id])
 
     def read(self, op_id: int, m: Manifest, spec: tuple, probe_tables: List[pa.Table],
              probe_specs: List[tuple], scan: bool = False) -> pa.Table:
@@ -181,13 +204,13 @@ class LocalExecutor:
         an empty ``spec`` reads all of it.  ``scan``: runs not cached that the probes' keys cannot narrow to a
         few row groups are scanned whole by ``scanner`` (the engine's: DuckDB with a local master, a Spark job
         with a cluster master), up to ``placement.scan_rows`` matching rows, instead of raising NeedsSpark."""
-        d = self.engine.derived.get(op_id)
+        d = self.ctx.derived.get(op_id)
         if d is not None:   # the table's rows of the key (or the join's), through the chain of maps
             rows = self._read_below(d, m, spec, probe_tables, probe_specs, scan)
             for op in d.chain:
-                rows = cast_to(map_op.local(self.lowerer, op, [rows]), self.engine.arrow_schemas[op.id])
-            return cast_to(rows, self.engine.state_arrow[op_id])
-        paths, schema = self._runs(op_id, m), self.engine.state_arrow[op_id]
+                rows = cast_to(map_op.local(self.lowerer, op, [rows]), self.ctx.arrow_schemas[op.id])
+            return cast_to(rows, self.ctx.state_arrow[op_id])
+        paths, schema = self._runs(op_id, m), self.ctx.state_arrow[op_id]
         cached, on_disk = [], []
         for p in paths:
             (cached if self.cache.load(p, schema) is not None else on_disk).append(p)
@@ -208,12 +231,12 @@ class LocalExecutor:
         row groups that can hold the probes' values of the op's sort column; when the read cannot be narrowed
         so (see ``keyed_reads.key_filter``) or would decode more than ``placement.file_read_rows`` rows: scanned by DuckDB
         with ``scan``, else NeedsSpark."""
-        column = self.engine.sort_columns.get(op_id)
+        column = self.ctx.sort_columns.get(op_id)
         found = keyed_reads.key_filter(column, spec, probe_tables, probe_specs, self.placement.max_keys) \
             if column and spec else None
 
         def scanned() -> pa.Table:
-            return self.scanner(op_id, [os.path.join(self.engine.store.root, p) for p in paths], schema, spec,
+            return self.scanner(op_id, [os.path.join(self.ctx.store.root, p) for p in paths], schema, spec,
                                 [(t, s) for t, s in zip(probe_tables, probe_specs) if t is not None], self.placement.scan_rows)
         scan = scan and self.scanner is not None
         if found is None:
@@ -262,7 +285,7 @@ class LocalExecutor:
         rows = self._bulk.run(sql, **tables)
         if limit is not None and rows.num_rows > limit:
             raise NeedsSpark(f"the state's rows of a change's keys are more than {limit}")
-        self.rows_scanned += rows.num_rows
+        self.ctx.stats.rows_scanned += rows.num_rows
         return cast_to(rows.rename_columns(schema.names), schema)
 
     def _read_below(self, d, m: Manifest, spec: tuple, probe_tables, probe_specs, scan: bool = False) -> pa.Table:
@@ -278,15 +301,15 @@ class LocalExecutor:
             found = self.read(d.base[side], m, key, probe_tables, probe_specs, scan)
             other = self.read(d.base[1 - side], m, sides[1 - side], [found], [sides[side]], scan)
             left, right = (found, other) if side == 0 else (other, found)
-        return cast_to(join_op.pairs_local(self.lowerer, d.join, left, right), self.engine.arrow_schemas[d.join.id]) \
-            if left.num_rows and right.num_rows else self.engine.arrow_schemas[d.join.id].empty_table()
+        return cast_to(join_op.pairs_local(self.lowerer, d.join, left, right), self.ctx.arrow_schemas[d.join.id]) \
+            if left.num_rows and right.num_rows else self.ctx.arrow_schemas[d.join.id].empty_table()
 
     def stored_rows(self, op_id: int, probe: pa.Table, key_cols: List[str]) -> pa.Table:
         """Committed rows of integral ``op_id`` whose ``key_cols`` hash like those of a row of ``probe``,
         consolidated: a superset of the rows with an equal key, for callers that look rows up by exact key
         (clamping deletes, primary-key upserts)."""
         spec = tuple(key_cols)
-        rows = self.read(op_id, self.engine.store.current, spec, [probe], [spec])
+        rows = self.read(op_id, self.ctx.store.current, spec, [probe], [spec])
         return consolidate_arrow(rows) if rows.num_rows else rows
 
     def usable(self, table_deltas: Dict[str, object], need: Set[int], m: Manifest) -> bool:
@@ -298,7 +321,7 @@ class LocalExecutor:
             if not isinstance(d, pa.Table):
                 return False
             rows += d.num_rows
-        most = self.placement.step_rows(self.engine.master)
+        most = self.placement.step_rows(self.ctx.master)
         if not (0 < most and rows <= most):
             return False
         return self.fits(need, m) or (rows <= self.placement.file_step_rows and self.fits(need, m, by_key=True))
@@ -307,7 +330,7 @@ class LocalExecutor:
         """Is every state the ops in ``need`` read (as of ``m``) in the cache (loading it if it fits)?  With
         ``by_key``: or may it be read by key from its files (it has a sort column; whether a read can be
         narrowed is known only when it runs, see ``_read_files``)?"""
-        eng = self.engine
+        eng = self.ctx
         for op in eng.ops:
             if op.id not in need:
                 continue
@@ -317,10 +340,10 @@ class LocalExecutor:
         return True
 
     def _by_key(self, op_id: int) -> bool:
-        d = self.engine.derived.get(op_id)
+        d = self.ctx.derived.get(op_id)
         if d is not None:
             return d.aggregate is None and all(self._by_key(b) for b in d.base)
-        return op_id in self.engine.sort_columns
+        return op_id in self.ctx.sort_columns
 
     # ------------------------------------------------------------ the step
     def finish_change(self, op, out, schema: pa.Schema, consolidate: bool, unless_inserts: bool = False,
@@ -383,7 +406,7 @@ class LocalExecutor:
                     if not pa.types.is_integer(schema.field(c).type) else
                     f"{n} = {r[c]} does not fit in {SQL_INTEGER[schema.field(c).type.bit_width]}"
                     for n, c in zip(labels, failing))
-                self.lowerer.errors.add(op.id, self.engine.op_views.get(op.id, []), ", ".join(labels), msg,
+                self.lowerer.errors.add(op.id, self.ctx.op_views.get(op.id, []), ", ".join(labels), msg,
                                         [values], [w], operator=what)
         return t.filter(pc.invert(bad))
 
@@ -391,12 +414,12 @@ class LocalExecutor:
         """Write a run of ``op_id``'s state on the writer thread while the step goes on (sorting and encoding a
         million rows take 0.3-0.5 s); its place in ``new_runs`` holds None until it is written.  The step's
         manifest is built only after ``finish_writes``."""
-        runs = new_runs.setdefault(self.engine.keys[op_id], [])
+        runs = new_runs.setdefault(self.ctx.keys[op_id], [])
         slot = len(runs)
         runs.append(None)
 
         def write() -> None:
-            run, rows = self.engine.write_state_run(op_id, t, step)
+            run, rows = self.write_state_run(op_id, t, step)
             self.cache.drop(run.path)   # a failed attempt of this step may have cached a run of the same name
             self.cache.put(run.path, rows)
             runs[slot] = run
@@ -425,7 +448,7 @@ class LocalExecutor:
         """The changes of every op in ``need`` as Arrow (``None``: empty), the step's new runs, and its row
         errors (``listened``: the ops whose changes are delivered).  For a backfill, ``reads_from`` is an
         empty manifest and only the state of ops whose key is in ``write_keys`` is written."""
-        eng = self.engine
+        eng = self.ctx
         cur = eng.store.current
         old = cur if reads_from is None else reads_from
         deltas: Dict[int, Optional[pa.Table]] = {}
@@ -466,7 +489,7 @@ class LocalExecutor:
         others."""
         if ops.skips_unchanged(op):
             return ins
-        return [self.engine.arrow_schemas[i].empty_table() if x is None else x for x, i in zip(ins, op.inputs)]
+        return [self.ctx.arrow_schemas[i].empty_table() if x is None else x for x, i in zip(ins, op.inputs)]
 
     def op_change(self, op, ins: List[Optional[pa.Table]], m: Manifest, initial: bool, scan: bool = False):
         """The change of ``op`` (all but accumulating aggregates) from its input changes ``ins`` (None: no
@@ -481,7 +504,7 @@ class LocalExecutor:
         kind = ops.of(op.kind)
         for j, (r, ps) in enumerate(zip(op.reads, kind.probes(op))):
             if not kind.reads_state(op, j, ins):   # (an inner join's side whose other side did not change)
-                reads.append(self.engine.state_arrow[r].empty_table())
+                reads.append(self.ctx.state_arrow[r].empty_table())
                 continue
             reads.append(self.read(r, m, ps.spec, [ins[i] for i, _ in ps.sources], [s for _, s in ps.sources],
                                    scan))
@@ -490,12 +513,12 @@ class LocalExecutor:
     def _accumulate(self, op, d: pa.Table, old: Manifest, step: int, initial: bool,
                     new_runs: Dict[str, List[Run]], write: bool = True, emit: bool = True) -> Optional[pa.Table]:
         """Add the change's partial sums to the aggregate's state; its change, when ``emit``."""
-        eng = self.engine
+        eng = self.ctx
         schema = eng.state_arrow[op.id]
         partial = cast_to(agg_op.partial_local(self.lowerer, op, d), schema)
         if partial.num_rows and write:
             self.write_run(op.id, partial, step, new_runs)
-        emit = not eng.sums_fit(op, partial, write) or emit
+        emit = not eng.sums.fit(op, eng.keys[op.id], partial, write) or emit
         if not emit or (not partial.num_rows and not initial):
             return None
         return self.aggregate_change(op, partial, old, initial)
@@ -510,7 +533,7 @@ class LocalExecutor:
     def aggregate_contents(self, d, op_id: int, runs: pa.Table) -> pa.Table:
         """A view's contents derived from its accumulating aggregate (``d.aggregate``) whose runs are ``runs``:
         the final rows of the summed state, through the maps above it, with weight 1."""
-        eng, agg = self.engine, d.aggregate
+        eng, agg = self.ctx, d.aggregate
         out = agg_op.output_local(self.lowerer, agg, runs, runs.slice(0, 0), initial=True)
         rows = self.finish_change(agg, out, eng.arrow_schemas[agg.id], consolidate=False, record=False)
         rows = eng.arrow_schemas[agg.id].empty_table() if rows is None else rows
@@ -522,7 +545,7 @@ class LocalExecutor:
     def run_table(self, path: str, schema: pa.Schema) -> pa.Table:
         """One committed run: from the state cache, else read from its file."""
         t = self.cache.load(path, schema)
-        return t if t is not None else pq.read_table(os.path.join(self.engine.store.root, path)).cast(schema)
+        return t if t is not None else pq.read_table(os.path.join(self.ctx.store.root, path)).cast(schema)
 
     def _cancel_deletes(self, t: pa.Table, lowerer: DuckDBBackend) -> pa.Table:
         """Runs of a table or an integral, concatenated (``t``), consolidated where a row may cancel: as they are
@@ -542,7 +565,7 @@ class LocalExecutor:
         """The runs at ``paths`` merged into one (``None`` if they are not all cached, unless ``small``: then
         the runs not cached are read from their files); DuckDB runs on ``lowerer`` (default: the steps')."""
         lowerer = lowerer or self.lowerer
-        schema = self.engine.state_arrow[op.id]
+        schema = self.ctx.state_arrow[op.id]
         if self.cache.all_cached(paths, schema):
             t = self.cache.full(paths, schema)
         elif small:

@@ -47,7 +47,7 @@ class Placement:
     # big are consolidated by DuckDB's parallel aggregation rather than Arrow's (LocalExecutor._cancel_deletes).
     bulk_rows: int = 100_000
 
-    # ---- operators of Spark steps on the driver (Engine._driver_ok)
+    # ---- operators of Spark steps on the driver (SparkStep._driver_ok)
     # A Spark step filters, projects and sums (partial sums) a change on the driver (Arrow) of at most this
     # many rows (a 1M-row change into 632k groups took ~2 s through Spark against ~0.2 s here), and runs an op
     # there when its changes are at most this many rows and the state rows they meet can be read by key.
@@ -60,6 +60,12 @@ class Placement:
     # State beyond the cache that keys cannot narrow is scanned for them: with a local master by DuckDB on the
     # driver, with a cluster master by a Spark job; off, such reads run as the Spark path's jobs.
     driver_scans: bool = True
+    # Where those scans run: None: DuckDB with a local master, a Spark job with a cluster master; or "duckdb",
+    # "spark" (a test runs a cluster's scans on a local session).
+    state_scans: Optional[str] = None
+    # Does the driver cache state at all?  False: every read is by key from the runs' files, or a scan, as when
+    # the state outgrows the driver with the disk tier off (read when the pipeline starts).
+    cache_state: bool = True
     # Distinct probe values up to which a state read is narrowed by key (keyed_reads.key_filter).
     max_keys: int = 2000
 
@@ -74,7 +80,7 @@ class Placement:
     broadcast_bytes: int = 64 << 20
     # A Spark step's cuts run as concurrent jobs on this many threads.
     cut_threads: int = 2
-    # DataFrames over state runs kept between steps (Engine.runs_frame).
+    # DataFrames over state runs kept between steps (SparkState.runs_frame).
     runs_frames: int = 512
 
     def step_rows(self, master: Optional[str]) -> int:
@@ -105,7 +111,11 @@ class Placement:
                 close = difflib.get_close_matches(str(k), known, n=1)
                 hint = f" (did you mean {close[0]!r}?)" if close else ""
                 raise ValueError(f"unknown placement setting {k!r}{hint}. Settings: {', '.join(known)}")
-            want = bool if k in ("driver_scans", "driver_ops") else int
+            if k == "state_scans":
+                if v not in (None, "duckdb", "spark"):
+                    raise ValueError(f"placement setting state_scans must be 'duckdb', 'spark' or null, not {v!r}")
+                continue
+            want = bool if k in ("driver_scans", "driver_ops", "cache_state") else int
             if not (isinstance(v, want) and (want is bool or not isinstance(v, bool)) and (want is bool or v >= 0)) \
                     and not (v is None and k in ("local_step_rows", "driver_ops")):
                 raise ValueError(f"placement setting {k} must be {'true or false' if want is bool else 'an integer >= 0'}, "

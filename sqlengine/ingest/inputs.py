@@ -18,7 +18,6 @@ import decimal
 import io
 import json
 import os
-from dataclasses import dataclass
 from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple
 
 import pyarrow as pa
@@ -337,7 +336,6 @@ def match_columns(t: TableDef, given: Sequence[str], delete: bool = False,
 
 def finish(t: TableDef, arrays: List[pa.Array], weights, errs: Errors, seen: dict):
     """NOT NULL and primary-key checks over a converted chunk, then its good rows and their weights."""
-    n = len(arrays[0]) if arrays else 0
     wlist = None if isinstance(weights, int) else list(weights)
     inserts = None
     for f, arr in zip(t.fields, arrays):

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import os
 import threading
-from typing import Callable, Dict, List, Optional
+from typing import Callable, List, Optional
 
 import pyarrow as pa
 import pyarrow.ipc as ipc

@@ -24,7 +24,7 @@ import os
 import threading
 import time
 import traceback
-from typing import Any, Callable, Dict, Optional
+from typing import Any, Callable, Optional
 
 from planner.errors import ConnectorError, EngineError, InputError, PermanentConnectorError
 

@@ -39,7 +39,7 @@ from __future__ import annotations
 import hashlib
 import os
 import threading
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import Dict, Optional, Sequence, Tuple
 
 import numpy as np
 import pandas as pd

@@ -20,7 +20,6 @@ import json
 import os
 import socket
 import time
-from typing import Optional
 
 from planner.errors import PipelineError
 

@@ -6,7 +6,7 @@ earlier job, an aggregate's partial sums) reaches Spark either through
 to the JVM, which converts them to rows each time a job reads them: about a
 second per million rows on two cores, every time.  A parquet file is written in
 a tenth of that and read by Spark's vectorized reader, so big changes go as
-files (see ``Engine.arrow_df``).
+files (see ``SparkState.arrow_df``).
 
 Scratch files are not state: nothing lists them in a manifest, they are not
 fsynced, and a step's are removed when the next step starts (or the engine

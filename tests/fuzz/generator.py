@@ -356,8 +356,54 @@ class Generator:
         g = ExprGen(self.rnd, self.scoped(rel, "c"))
         return f"WITH c AS ({inner}) SELECT {', '.join(self.select_list(g))} FROM c{self.where(g)}"
 
+    def shape_duckdb(self) -> str:
+        """DuckDB's own forms (docs/sql-reference.md): ``* EXCLUDE``/``REPLACE``, ``COLUMNS('regex')`` (alone or in
+        an expression or an aggregate), ``UNION [ALL] BY NAME`` with the sides' columns in another order,
+        ``GROUP BY ALL`` and ``ORDER BY ALL ... LIMIT``."""
+        form = self.rnd.choice(["exclude", "replace", "columns", "columns_agg", "by_name", "group_by_all",
+                                "order_by_all"])
+        rel, a = self.source(), self.alias()
+        scope = self.scoped(rel, a)
+        g = ExprGen(self.rnd, scope)
+        names = [ref.split(".")[1] for ref, _ in scope]
+        frm = f"{rel.name} {a}"
+        if form == "exclude" and len(names) > 1:
+            gone = self.rnd.sample(names, self.rnd.randint(1, len(names) - 1))
+            return f"SELECT * EXCLUDE ({', '.join(gone)}) FROM {frm}{self.where(g)}"
+        if form == "replace" and scope:
+            ref, cat = self.rnd.choice(scope)
+            return f"SELECT * REPLACE ({g.expr(cat, 1)} AS {ref.split('.')[1]}) FROM {frm}{self.where(g)}"
+        if form in ("columns", "columns_agg") and scope:
+            picked = self.rnd.sample(scope, self.rnd.randint(1, min(2, len(scope))))
+            regex = "^(" + "|".join(ref.split(".")[1] for ref, _ in picked) + ")$"
+            cats = {c for _, c in picked}
+            if form == "columns":
+                return f"SELECT COLUMNS('{regex}') FROM {frm}{self.where(g)}"
+            func = "MAX" if len(cats) > 1 or not cats <= set(NUMERIC) else self.rnd.choice(["MAX", "MIN", "SUM"])
+            key = g.column(g.any_cat())
+            if key is None:
+                return f"SELECT {func}(COLUMNS('{regex}')) FROM {frm}{self.where(g)}"
+            return f"SELECT {key} AS k, {func}(COLUMNS('{regex}')) FROM {frm}{self.where(g)} GROUP BY ALL"
+        if form == "by_name":
+            cats = [g.any_cat() for _ in range(self.rnd.randint(1, 3))]
+            sides = []
+            for _ in range(2):
+                frm2, scope2 = self.from_one()
+                g2 = ExprGen(self.rnd, scope2)
+                items = [f"{g2.expr(c, 1)} AS o{i}" for i, c in enumerate(cats)]
+                self.rnd.shuffle(items)   # the same names, in another order: matched by name, not position
+                sides.append(f"SELECT {', '.join(items)} FROM {frm2}{self.where(g2)}")
+            return f"{sides[0]} {self.rnd.choice(['UNION ALL BY NAME', 'UNION BY NAME'])} {sides[1]}"
+        if form == "group_by_all":
+            keys = [g.expr(g.any_cat(), self.rnd.choice([0, 0, 1])) for _ in range(self.rnd.randint(0, 2))]
+            items = [f"{k} AS o{i}" for i, k in enumerate(keys)]
+            items += [f"{self.aggregate(g)} AS o{len(keys) + i}" for i in range(self.rnd.randint(1, 2))]
+            return f"SELECT {', '.join(items)} FROM {frm}{self.where(g)} GROUP BY ALL"
+        inner = self.shape_project()
+        return f"SELECT * FROM ({inner}) z ORDER BY ALL LIMIT {self.rnd.randint(1, 4)}"
+
     SHAPES = ("project", "project", "aggregate", "aggregate", "join", "semi", "scalar_subquery", "setop", "window",
-              "topk", "cte")
+              "topk", "cte", "duckdb")
 
     def describe(self, sql: str) -> Optional[List[Tuple[str, str]]]:
         """The (column, category) list of ``sql`` per DuckDB, or None if DuckDB rejects it."""

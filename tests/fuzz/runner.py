@@ -337,14 +337,14 @@ def run(program: Program, spark=None, timeout_s: float = 60.0) -> Outcome:
             out.steps_run += 1
             if check_step(p, kept, views, model, handlers, out):
                 return out
-            if spark is not None and p.engine.spark_fallbacks:   # a Spark step failed and was re-run on the driver
-                out.failure, out.detail = "spark_fallback", str(p.engine.last_spark_error)[:500]
+            if spark is not None and p.engine.stats.spark_fallbacks:   # a Spark step failed and was re-run on the driver
+                out.failure, out.detail = "spark_fallback", str(p.engine.stats.last_spark_error)[:500]
                 return out
         out.step = None
         return out
     finally:
         if p is not None and p.engine is not None:
-            out.steps_on_spark, out.steps_on_driver = p.engine.steps_spark, p.engine.steps_local
+            out.steps_on_spark, out.steps_on_driver = p.engine.stats.steps_spark, p.engine.stats.steps_local
         if p is not None:
             try:
                 p.stop(force=True)

@@ -1,6 +1,6 @@
 """Shrunk reproductions saved under ``tests/fuzz/regressions/``: ``<name>.sql`` (the program, one statement a
 line) and ``<name>.json`` (its steps, the failure kind and detail seen, the executor, and ``xfail``: the bug's
-description while it is open, which ``tests/test_fuzz.py`` turns into a strict xfail; ``fixed``: that description
+description while it is open, which ``tests/executor/test_fuzz.py`` turns into a strict xfail; ``fixed``: that description
 once the bug is fixed, the regression then a guard)."""
 from __future__ import annotations
 

@@ -7,7 +7,7 @@
   sqlglot; a row that fails fails the Spark job, and the step is run again on the driver.
 
 An operator kind's module (:mod:`sqlengine.executor.ops`) runs its delta rule on either through the same two
-calls; reading the state an op needs by key is the executors' (``LocalExecutor.read``, ``Engine.read_state``).
+calls; reading the state an op needs by key is the executors' (``LocalExecutor.read``, ``SparkState.read_state``).
 """
 from __future__ import annotations
 

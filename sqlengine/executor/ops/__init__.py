@@ -16,6 +16,8 @@ Each module says, for its kind (names at module level):
   written once;
 * ``merge_rule(op)``: the rule that merges runs of the state it owns (None: a Z-set consolidation).
 
+``reads_state``, ``state_schema`` and ``merge_rule`` have defaults (:data:`DEFAULTS`: every read can meet a
+change; no state of its own; runs merged by consolidation), which a module defines only where its kind differs.
 Adding an operator kind is one module and one line of ``KINDS``.  The modules are imported on first use, so
 that the modules they use (the rules, the lowerers) may import this package's :mod:`.accumulators`.
 """
@@ -51,6 +53,19 @@ class ProbeSpec:
         self.sources = sources
 
 
+def _reads_state(op, j: int, ins) -> bool:
+    return True
+
+
+def _state_schema(op, change, ins):
+    return None
+
+
+def _merge_rule(op):
+    return None
+
+
+DEFAULTS = {"reads_state": _reads_state, "state_schema": _state_schema, "merge_rule": _merge_rule}
 _loaded = {}
 
 
@@ -61,7 +76,11 @@ def of(kind: str):
         if kind not in KINDS:
             raise UnsupportedError(f"operator kind {kind!r} has no module in sqlengine.executor.ops "
                                    f"(kinds: {', '.join(KINDS)})")
-        m = _loaded[kind] = importlib.import_module(f"{__name__}.{KINDS[kind]}")
+        m = importlib.import_module(f"{__name__}.{KINDS[kind]}")
+        for name, default in DEFAULTS.items():
+            if not hasattr(m, name):
+                setattr(m, name, default)
+        _loaded[kind] = m
     return m
 
 

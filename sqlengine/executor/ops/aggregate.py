@@ -54,10 +54,6 @@ def probes(op) -> List[ProbeSpec]:
     return [ProbeSpec(keys, [(0, keys)]) for _ in op.reads or (0,)]
 
 
-def reads_state(op, j: int, ins) -> bool:
-    return True
-
-
 def output_types(node: Aggregate, ins: pa.Schema) -> list:
     types = data_types(ins)
     out = [types[i] for i in range(len(node.keys))]
@@ -207,7 +203,6 @@ def aggregate_recompute(node: Aggregate, d: pa.Table, state: Optional[pa.Table],
     def agg(z: pa.Table, weight: int) -> pa.Table:
         z = consolidate_arrow(z) if z.num_rows else z
         z = z.filter(pc.greater(z.column(W), 0))
-        w = z.column(W)
         cols = {c: canonical_float(z.column(c)) for c in keys}
         sums = acc.partial_arrow(node, z, args)
         specs = [(c, "sum") for c in sums]

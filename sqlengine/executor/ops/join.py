@@ -52,14 +52,6 @@ def change_schema(op, ins: List[pa.Schema], typer) -> pa.Schema:
     return with_weight(data_types(ins[0]) + data_types(ins[1]))
 
 
-def state_schema(op, change, ins):
-    return None
-
-
-def merge_rule(op):
-    return None
-
-
 # ---------------------------------------------------------------- on the driver
 def _common_key(a: pa.ChunkedArray, b: pa.ChunkedArray):
     if a.type == b.type:

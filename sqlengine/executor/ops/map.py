@@ -32,10 +32,6 @@ def probes(op) -> list:
     return []
 
 
-def reads_state(op, j: int, ins) -> bool:
-    return True
-
-
 def change_schema(op, ins: List[pa.Schema], typer) -> pa.Schema:
     node = op.node
     if not isinstance(node, Project):   # a filter keeps its input's columns
@@ -45,14 +41,6 @@ def change_schema(op, ins: List[pa.Schema], typer) -> pa.Schema:
         return with_weight([types[int(e.sql[1:])] for e in node.exprs])
     got = typer.select_types(ins[0], [f"({duck(e.sql)}) AS {col(i)}" for i, e in enumerate(node.exprs)])
     return with_weight([normalize(t, e.type) for t, e in zip(got, node.exprs)])
-
-
-def state_schema(op, change, ins):
-    return None
-
-
-def merge_rule(op):
-    return None
 
 
 # ---------------------------------------------------------------- on the driver

@@ -19,20 +19,8 @@ def probes(op) -> List[ProbeSpec]:
     return [ProbeSpec(keys, [(0, keys), (1, keys)]), ProbeSpec(keys, [(0, keys), (1, keys)])]
 
 
-def reads_state(op, j: int, ins) -> bool:
-    return True
-
-
 def change_schema(op, ins: List[pa.Schema], typer) -> pa.Schema:
     return ins[0]
-
-
-def state_schema(op, change, ins):
-    return None
-
-
-def merge_rule(op):
-    return None
 
 
 def local(lw, op, ins, reads, initial: bool = False) -> pa.Table:

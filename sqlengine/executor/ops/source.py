@@ -50,10 +50,6 @@ def probes(op) -> list:
     return []
 
 
-def reads_state(op, j: int, ins) -> bool:
-    return True
-
-
 def change_schema(op, ins: List[pa.Schema], typer) -> pa.Schema:
     if op.kind == "integrate":
         return ins[0]

@@ -15,24 +15,12 @@ def probes(op) -> list:
     return []
 
 
-def reads_state(op, j: int, ins) -> bool:
-    return True
-
-
 def change_schema(op, ins: List[pa.Schema], typer) -> pa.Schema:
     if all(data_types(s) == data_types(ins[0]) for s in ins):
         return ins[0]
     planned = [f.type for f in op.node.fields]
     got = typer.union_types([s.remove(s.get_field_index(W)) for s in ins])
     return with_weight([normalize(t, p) for t, p in zip(got, planned)])
-
-
-def state_schema(op, change, ins):
-    return None
-
-
-def merge_rule(op):
-    return None
 
 
 def local(lw, op, ins, reads=(), initial: bool = False) -> List[pa.Table]:

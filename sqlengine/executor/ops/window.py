@@ -24,22 +24,10 @@ def probes(op) -> List[ProbeSpec]:
     return [ProbeSpec(keys, [(0, keys)] if keys else []) for _ in op.reads or (0,)]
 
 
-def reads_state(op, j: int, ins) -> bool:
-    return True
-
-
 def change_schema(op, ins: List[pa.Schema], typer) -> pa.Schema:
     node = op.node
     got = typer.select_types(ins[0], [f"{duck(c.sql)} AS {col(i)}" for i, c in enumerate(node.calls)])
     return with_weight(data_types(ins[0]) + [normalize(t, c.type) for t, c in zip(got, node.calls)])
-
-
-def state_schema(op, change, ins):
-    return None
-
-
-def merge_rule(op):
-    return None
 
 
 def local(lw, op, ins, reads, initial: bool = False) -> pa.Table:
