@@ -83,7 +83,7 @@ setup_java() {
 }
 
 # --------------------------------------------------------------------------- Chromium (console tests)
-setup_browser() {  # the web console's browser tests (tests/test_console.py) need chromium + chromedriver
+setup_browser() {  # the web console's browser tests (tests/server/test_console.py) need chromium + chromedriver
     if command -v chromedriver >/dev/null 2>&1 && { command -v chromium >/dev/null 2>&1 \
             || command -v chromium-browser >/dev/null 2>&1 || command -v google-chrome >/dev/null 2>&1; }; then
         return 0
@@ -97,7 +97,7 @@ setup_browser() {  # the web console's browser tests (tests/test_console.py) nee
 }
 
 # --------------------------------------------------------------------------- PostgreSQL (connector tests)
-setup_postgres() {  # tests/test_postgres.py starts PostgreSQL 15 with wal2json; Spark reads it with the JDBC jar
+setup_postgres() {  # tests/connectors/test_postgres.py starts PostgreSQL 15 with wal2json; Spark reads it with the JDBC jar
     if ls /usr/lib/postgresql/*/bin/pg_ctl >/dev/null 2>&1 && ls /usr/lib/postgresql/*/lib/wal2json.so >/dev/null 2>&1 \
             && [ -f /usr/share/java/postgresql.jar ]; then
         return 0

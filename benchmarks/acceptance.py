@@ -8,7 +8,7 @@ Generated data goes in as ``--inserts`` insert batches, with delete batches in b
 (TPC-H: whole orders with their lineitems plus a few customers and parts; Nexmark: 5%
 of the rows inserted so far).  After every batch, each view's query result and its
 integrated change stream are compared with DuckDB recomputing the view over the same
-current tables (``tests/workload_oracle.py``).  Queries whose header says their result
+current tables (``tests/support/workload_oracle.py``).  Queries whose header says their result
 depends on tie order are compared on a tie-insensitive projection.
 
 The report goes to ``--out`` between ``<!-- BEGIN acceptance -->`` and
@@ -32,8 +32,8 @@ if ROOT not in sys.path:
     sys.path.insert(0, ROOT)
 
 import workloads  # noqa: E402
-from tests.workload_oracle import (NEXMARK_TIE_CHECKS, classify, nexmark_batches,  # noqa: E402
-                                   run_suite, tpch_batches)
+from tests.support.workload_oracle import (NEXMARK_TIE_CHECKS, classify, nexmark_batches,  # noqa: E402
+                                           run_suite, tpch_batches)
 from benchmarks import report  # noqa: E402
 
 BEGIN, END = "<!-- BEGIN acceptance -->", "<!-- END acceptance -->"
@@ -89,7 +89,8 @@ def _preamble() -> List[str]:
             "that compiles, as materialized views; generated data in insert batches with delete batches in "
             "between. After every batch each view is checked twice: its ad-hoc query result and its change "
             "stream integrated from the start, both against DuckDB recomputing the view over the same current "
-            "tables (multisets; floats and decimals within a relative tolerance of 1e-6). *Check time* is the "
+            "tables (multisets with exact multiplicities, the test oracle's: decimals exact, NULL and NaN apart, "
+            "floats within a relative tolerance of 1e-9 between rows matched one to one). *Check time* is the "
             "time spent comparing that view (query, DuckDB recomputation, comparison); the engine's step time "
             "is shared by all views of the pipeline and given per batch. The machine is shared (2 CPUs, other "
             "work running), so times are wall-clock including waiting for the CPU.", ""]

@@ -1,4 +1,4 @@
-"""The chaos run of ``tests/chaos.py`` for as long as asked (``tests/test_chaos.py`` runs it for a minute in
+"""The chaos run of ``tests/support/chaos.py`` for as long as asked (``tests/stress/test_chaos.py`` runs it for a minute in
 CI): ``sqlengine run`` killed and restarted under a supervisor loop, sometimes before the old process has
 exited, while the Kafka broker and PostgreSQL go down and come back, the producer adds a field mid-stream
 and malformed messages are mixed in.
@@ -14,7 +14,7 @@ import shutil
 import tempfile
 import time
 
-from tests import chaos
+from tests.support import chaos
 
 
 def main() -> None:

@@ -1,4 +1,4 @@
-"""Stress: SIGKILL the connector crash child (tests/connector_crash_child.py) many times, then verify.
+"""Stress: SIGKILL the connector crash child (tests/support/connector_crash_child.py) many times, then verify.
 
     python -m benchmarks.connector_crash_stress --kills 100 --batches 400 [--files]
 
@@ -11,7 +11,7 @@ import tempfile
 import threading
 import time
 
-from tests import connector_crash_child as child
+from tests.support import connector_crash_child as child
 
 
 def main() -> None:

@@ -121,7 +121,7 @@ def produce_json(broker, topic: str, df: pd.DataFrame, malformed: float = 0.0, s
 def engine_kafka(df: pd.DataFrame, want: dict, broker=None, topic: str = "ev", good=None) -> dict:
     """The engine reading ``topic`` (``produce_json``; ``good``: the mask of its good messages) into the view."""
     if broker is None:
-        from tests.kafka_broker import Broker   # the test helper that starts Tansu
+        from tests.support.kafka_broker import Broker   # the test helper that starts Tansu
         with Broker() as broker:
             good = produce_json(broker, topic, df)
             r = engine_kafka(df, want, broker, topic, good)
@@ -164,7 +164,7 @@ def kafka_malformed(df: pd.DataFrame, fraction: float, repeat: int = 1) -> dict:
     """Kafka JSON ingest of clean messages and of messages with ``fraction`` malformed, on one broker: the
     engine as it is, and with the split path off (every batch holding a bad message converted row by row, the
     behaviour before issue 32).  The three runs are repeated ``repeat`` times in turn; each keeps its fastest."""
-    from tests.kafka_broker import Broker
+    from tests.support.kafka_broker import Broker
     import connectors.messages as messages
     name = f"{fraction:.1%} malformed"
     out: dict = {}

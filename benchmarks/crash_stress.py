@@ -2,11 +2,11 @@
 
     python -m benchmarks.crash_stress [--kills 40] [--batches 200] [--seed 1]
 
-Each round starts ``tests/crash_child.py`` on the same storage, waits until it is
+Each round starts ``tests/support/crash_child.py`` on the same storage, waits until it is
 feeding, then kills it with SIGKILL after a random delay (0.2-4 s); every fifth
 round instead crashes it at a fixed point inside a step (SQLENGINE_CRASH_AT).  A
 final round finishes the input; then the view, the table and the exactly-once
-parquet sink are checked against a DuckDB recomputation (tests/crash_child.verify).
+parquet sink are checked against a DuckDB recomputation (tests/support/crash_child.verify).
 """
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ import tempfile
 import time
 
 from sqlengine.state import faults
-from tests import crash_child
+from tests.support import crash_child
 
 
 def main() -> None:

@@ -2,7 +2,7 @@
 
 Each seed's program (``tests.fuzz.generator``) runs on the engine and is checked against DuckDB after every step
 (``tests.fuzz.runner``).  A failure is shrunk (``tests.fuzz.shrink``) and saved under ``tests/fuzz/regressions/``
-(``tests/test_fuzz.py`` replays it); only the first few of each failure kind are shrunk and saved.  Prints the
+(``tests/executor/test_fuzz.py`` replays it); only the first few of each failure kind are shrunk and saved.  Prints the
 rate (programs per minute), the failures with their kinds, and the engine's reasons for the views it did not
 support.
 """

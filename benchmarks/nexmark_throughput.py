@@ -17,7 +17,7 @@ the events); events/s is always the total ``--events`` divided by the time.
    ``wait_for_idle``; the time runs from the first input to the last ``wait_for_idle``.  Measured
    alongside: peak RSS of this (driver) process and of the Spark JVM (its ``java`` child), sampled
    every 0.5 s, and the state on disk per operator (``status()["state_size"]``).  After all queries,
-   DuckDB recomputes each over the same events (``tests/workload_oracle.Tables``); its result must have
+   DuckDB recomputes each over the same events (``tests/support/workload_oracle.Tables``); its result must have
    the same row count and fingerprint as the integrated change stream (row count only for q19 and
    q105, whose result depends on tie order).
 2. **Spark Structured Streaming** (same pyspark, same JVM as the engine): the query text translated
@@ -64,7 +64,7 @@ from benchmarks.peers.flink_queries import QUERIES as FLINK_QUERIES
 from benchmarks.report import write_section
 from benchmarks.soak import mib
 from benchmarks.step_latency import _fmt_ratio, code_version, log, machine_info, md_table, text_table, versions
-from tests.workload_oracle import Tables
+from tests.support.workload_oracle import Tables
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 FLINK_PYTHON = os.path.join(ROOT, ".peer-flink", "bin", "python")

@@ -52,7 +52,7 @@ join that keeps every bid for ever.  For a TUMBLE window ``window_end`` determin
 are the same.
 
 Correctness (``--check auto``: on when ``--events`` <= 200,000): DuckDB recomputes both queries over the same
-events (HOP / TUMBLE rewritten as in ``tests/test_nexmark_event_time.py``); the engine's integrated changes
+events (HOP / TUMBLE rewritten as in ``tests/executor/test_nexmark_event_time.py``); the engine's integrated changes
 (a separate, untimed engine run whose callback integrates them, with ``wait_for_idle`` after every slice of
 about one second of event time, so that windows are updated, retracted and closed over many steps) and Flink's
 rows (collected from an untimed streaming job) must both equal DuckDB's.

@@ -3,7 +3,7 @@ output table that a view's ``postgres_output`` sink keeps.
 
     python -m benchmarks.postgres_cdc [--rates 1000 10000] [--seconds 20] [--bulk 1000000] [--out benchmarks/RESULTS.md]
 
-A PostgreSQL 15 server is started for the run (``tests/postgres_server.py``).  A writer process commits
+A PostgreSQL 15 server is started for the run (``tests/support/postgres_server.py``).  A writer process commits
 transactions into ``events (id bigint primary key, k int, t0 timestamptz)`` every 10 ms at the given rate
 of changes per second (inserts, plus updates and deletes of earlier rows, 10% each); ``t0`` is
 ``clock_timestamp()`` at the statement, just before its COMMIT.  The pipeline reads ``events`` with
@@ -26,7 +26,7 @@ import time
 
 from benchmarks.report import write_section
 from benchmarks.soak import machine
-from tests.postgres_server import PostgresServer
+from tests.support.postgres_server import PostgresServer
 
 
 def writer(uri: str, rate: int, seconds: float, start_id: int, stop_at: mp.Value) -> None:

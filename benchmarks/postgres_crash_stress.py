@@ -1,4 +1,4 @@
-"""Stress: SIGKILL the PostgreSQL change-data-capture crash child (tests/postgres_crash_child.py) many times
+"""Stress: SIGKILL the PostgreSQL change-data-capture crash child (tests/support/postgres_crash_child.py) many times
 while a writer commits random transactions to its source tables, then run it to completion and verify.
 
     python -m benchmarks.postgres_crash_stress --kills 100
@@ -12,8 +12,8 @@ import tempfile
 import time
 from collections import Counter
 
-from tests import postgres_crash_child as child
-from tests.postgres_server import PostgresServer, PostgresUnavailable
+from tests.support import postgres_crash_child as child
+from tests.support.postgres_server import PostgresServer, PostgresUnavailable
 
 
 def main() -> None:

@@ -23,7 +23,7 @@ Views: ``g`` = ``SELECT k, COUNT(*), SUM(v) FROM t GROUP BY k`` and ``j`` = ``SE
 FROM t JOIN d ON t.k = d.k GROUP BY d.name`` (a join-aggregate).
 
 ``--cluster-workers 1,2`` also runs the smallest N in a child process against a standalone cluster of that
-many one-core workers (``tests/spark_cluster.py``), for the cost model in ``docs/SCALING.md``.
+many one-core workers (``tests/support/spark_cluster.py``), for the cost model in ``docs/SCALING.md``.
 
 ``--spark-load 1000000,10000000`` first loads ``t`` for each of those N with every step and every op on Spark
 (a child process with ``SPARK_ONLY``'s environment: nothing cached on the driver, no disk tier), in 1M-row
@@ -352,7 +352,7 @@ def flink_load(n: int, log) -> Dict[str, object]:
 
 def cluster_run(workers: int, n: int, small: int, large: int, repeats: int, log) -> Dict[str, object]:
     sys.path.insert(0, ROOT)
-    from tests.spark_cluster import SparkCluster
+    from tests.support.spark_cluster import SparkCluster
     out = tempfile.mktemp(suffix=".json")
     with SparkCluster(workers=workers) as c:
         cmd = [sys.executable, "-m", "benchmarks.scale", "--child", out, "--master", c.master_url, "--n", str(n),

@@ -29,8 +29,8 @@ import httpx
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
-from tests.net import free_port  # noqa: E402
-from tests.oracle import Model, bag, diff  # noqa: E402
+from tests.support.net import free_port  # noqa: E402
+from tests.support.oracle import Model, bag, diff  # noqa: E402
 
 SQL = """CREATE TABLE ev (id BIGINT NOT NULL, k INT, v INT);
 CREATE MATERIALIZED VIEW per_k AS SELECT k, COUNT(*) AS n, SUM(v) AS s FROM ev GROUP BY k;

@@ -58,9 +58,9 @@ def make_pipeline(spark, tmp_path, placement):
 
 @pytest.fixture(scope="session")
 def postgres():
-    """A PostgreSQL 15 server for the session (tests/postgres_server.py); each test uses its own database.
+    """A PostgreSQL 15 server for the session (tests/support/postgres_server.py); each test uses its own database.
     Skips with the reason when PostgreSQL is not installed."""
-    from tests.postgres_server import PostgresServer, PostgresUnavailable
+    from tests.support.postgres_server import PostgresServer, PostgresUnavailable
     try:
         pg = PostgresServer().start()
     except PostgresUnavailable as e:
@@ -71,9 +71,9 @@ def postgres():
 
 @pytest.fixture(scope="session")
 def broker():
-    """A Kafka-protocol broker (Tansu, tests/kafka_broker.py) for the session; tests use topics of their own.
+    """A Kafka-protocol broker (Tansu, tests/support/kafka_broker.py) for the session; tests use topics of their own.
     Skips with the reason when none can start here."""
-    from tests.kafka_broker import Broker, BrokerUnavailable
+    from tests.support.kafka_broker import Broker, BrokerUnavailable
     b = Broker()
     try:
         b.start()

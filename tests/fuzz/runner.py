@@ -8,7 +8,7 @@
    ``execute``, ``input_pandas`` (object or nullable dtypes), ``input_json`` or ``input_csv``, and into the model
    (Python lists of rows).  After each step: the pipeline must not have failed, each table's contents must equal
    the model's, and every view (its change stream integrated, and for a materialized view an ad-hoc query) must
-   equal DuckDB's recomputation over the model as bags with exact multiplicities (:func:`tests.oracle.diff`).
+   equal DuckDB's recomputation over the model as bags with exact multiplicities (:func:`tests.support.oracle.diff`).
    Where DuckDB's recomputation fails at run time, the engine must have recorded a row error instead (for the
    view or one it reads), and the views reading a view with row errors are not compared (``_reads_errors``).
    A Spark step that fails and is re-run on the driver is a failure (``spark_fallback``).
@@ -27,7 +27,7 @@ import pandas as pd
 import sqlglot
 from sqlglot import exp
 
-from tests.oracle import bag, bag_from_changes, diff
+from tests.support.oracle import bag, bag_from_changes, diff
 
 from .program import Op, Program, View, category, decode, literal
 

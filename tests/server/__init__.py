@@ -1,0 +1,1 @@
+"""The pipeline server, its Python client and the web console."""
