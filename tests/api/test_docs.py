@@ -387,11 +387,49 @@ def test_readme_links_resolve():
             assert os.path.exists(os.path.join(ROOT, target)), target
 
 
-def test_no_figures_in_limitations():
-    """Measured figures live in benchmarks/RESULTS.md, not in the limitations page."""
-    text = open(os.path.join(ROOT, "docs", "limitations.md")).read()
-    figures = re.findall(r"\b\d+(?:\.\d+)?\s?(?:ms|s|rows/s|events/s|×|MiB|GiB)(?![\w])", text)
-    assert not figures, figures
+# A measured figure: a time, a rate, a size in MiB/GiB, or a speed ratio (9×, 9x, 9-fold, 9 times faster).
+_AMOUNT = r"\d+(?:[.,]\d+)*(?:\s?[kM])?\s?(?:ms|µs|s|seconds|hours|[a-z]+/s|MiB|GiB|MB|GB)(?!\w)"
+FIGURE = re.compile(rf"\b{_AMOUNT}|\b\d+(?:\.\d+)?\s?[×x](?!\w)|\b\d+(?:\.\d+)?-fold\b"
+                    r"|\b\d+(?:\.\d+)? times (?:faster|slower|as)\b")
+# A default stated as one is a setting: "(default 500 ms)", "1 s by default".
+DEFAULT = re.compile(rf"\bdefault:? {_AMOUNT}|\b{_AMOUNT} by default")
+# Settings, limits, targets and benchmark parameters written like figures: exact phrases (whitespace collapsed).
+NOT_MEASURED = [
+    "added later are found within 10 s",        # kafka.md: the connector's metadata refresh interval
+    "facility every 10 s",                      # kafka.md: rate limit of librdkafka's log lines
+    "backoff (up to 10 s)",                     # operations/errors.md: the retry backoff's cap
+    "at most once per 30 s per connector",      # operations/errors.md: rate limit of the warnings
+    "bodies over 64 MiB",                       # server.md: the request body limit (413)
+    "keys (up to 64 MiB)",                      # design.md: the broadcast limit of the clamp's keys
+    "(about 2-3x the executors' cores)",        # operations/cluster.md: advice for a Spark setting
+    "(target with LATENESS: within 1.2×)",      # developer.md: a benchmark's target
+    "with a 4 s watermark",                     # developer.md: the windowed Nexmark benchmark's parameter
+    "at 1k and 10k changes/s",                  # developer.md: the CDC benchmark's input rates
+    "with a 1 GiB cache budget",                # developer.md: the state_disk benchmark's parameter
+    "with a 1 GiB budget",                      # SCALING.md: the same parameter
+]
+
+
+def test_no_figures_in_the_docs():
+    """Measured figures live in benchmarks/RESULTS.md (docs/benchmarks.md includes it): no other page of docs/
+    quotes one; it links to the section of RESULTS.md that holds it. Code (fenced blocks, `spans`) is SQL,
+    options and output, not prose figures, and is left out."""
+    pages = [p for p in doc_files() if p != README and os.path.basename(p) != "benchmarks.md"]
+    assert any(p.endswith("SCALING.md") for p in pages) and any(p.endswith("limitations.md") for p in pages)
+    used = set()
+    found = []
+    for path in pages:
+        text = re.sub(r"^```.*?^```", " ", open(path).read(), flags=re.M | re.S)
+        text = " ".join(re.sub(r"`[^`]*`", "`...`", text).split())
+        for phrase in NOT_MEASURED:
+            if phrase in text:
+                used.add(phrase)
+                text = text.replace(phrase, " ")
+        text = DEFAULT.sub(" ", text)
+        found += [f"{os.path.relpath(path, ROOT)}: ...{text[max(0, m.start() - 50):m.end() + 20]}..."
+                  for m in FIGURE.finditer(text)]
+    assert not found, "measured figures belong in benchmarks/RESULTS.md:\n" + "\n".join(found)
+    assert used == set(NOT_MEASURED), f"allowlisted phrases no page has any more: {set(NOT_MEASURED) - used}"
 
 
 def test_mkdocs_build_strict(tmp_path):
