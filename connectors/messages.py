@@ -313,7 +313,7 @@ class _NotFast(Exception):
 # ---------------------------------------------------------------------- the split path (a few bad messages)
 #
 # A batch the fast path rejects as a whole is split rather than converted row by row: DuckDB's json_valid
-# finds the messages that are not one JSON object on one line (~10 ms per 100k messages); the others are
+# finds the messages that are not one JSON object on one line (cheap next to converting them); the others are
 # converted on the fast path, and if pyarrow still rejects them (a value of the wrong JSON type, an unknown
 # field) they are halved until the rejected groups are small (``_SPLIT_LEAF`` messages), which take the exact
 # path.  Messages that do not parse go to the dead letter, once each, numbered as in the batch.  Tables with

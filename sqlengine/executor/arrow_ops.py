@@ -1,7 +1,7 @@
 """What the operators' Arrow fast paths share.
 
-A DuckDB query over Arrow costs 2-12 ms here, mostly planning, where an Arrow group-by or hash join of a few
-hundred rows costs about 0.1 ms.  So the operators take the shapes that dominate small steps in plain Arrow
+A DuckDB query over Arrow costs milliseconds, mostly planning, where an Arrow group-by or hash join of a few
+hundred rows costs a small fraction of that.  So the operators take the shapes that dominate small steps in plain Arrow
 compute, each in its own module (:mod:`sqlengine.executor.ops`): projections that pick columns
 (``ops.map.project_columns``), equi-joins on plain columns (``ops.join.equi_join``), and aggregates
 (``ops.aggregate.aggregate_partial``, ``aggregate_output``, ``aggregate_recompute``).  Each returns ``None``

@@ -2,7 +2,7 @@
 
 Every step adds a run per changed operator.  When an operator has more than ``StateStore.MAX_RUNS`` runs, its
 newest runs are merged into one (size-tiered, so a row is rewritten a logarithmic number of times).  A merge of
-big runs takes seconds (all 30M rows of a table: about 15 s here).  It used to run right after the step's
+big runs takes seconds (it rewrites every row of the runs it merges).  It used to run right after the step's
 commit, so the next step waited for it.  Here it runs on a thread of its own while steps go on:
 
 - After a step commits, the step thread plans the merges (``Merger.merge_plan`` over the committed manifest)

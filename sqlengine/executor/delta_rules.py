@@ -359,7 +359,7 @@ def output_sql(node: Aggregate, accs: List[str], initial: bool = False) -> str:
     rows of their keys), joined with ``P``'s, each group then emits its old row (weight -1) and its new one
     (+1) through a join with a two-row table.  A union of the two totals reads the state twice on Spark, which
     inlines a CTE at each use.  ``P`` holds one row per group (an aggregate's partial sums, ``partial_sql``), so
-    it is joined as it is: grouping it again cost Spark a shuffle (632k groups: 4.4 s, against 2.9-3.5 s)."""
+    it is joined as it is: grouping it again would cost Spark a shuffle of every group."""
     k = len(node.keys)
     keys = cols(k)
     sums = [acc.total_sql(c) for c in accs]

@@ -13,9 +13,9 @@ any of the values are skipped, so the rows read follow the change's keys, not th
 filter only narrows a read to a superset of the rows the rule joins with, so the rule's result is the same
 with or without it (NULL keys included: a probe NULL keeps the NULL rows).
 
-Chosen by measurement (``docs/SCALING.md``; ``benchmarks/RESULTS.md``, *Scale*): at 10M and 30M rows, 100
-probe keys read in 0.18 s and 0.25 s from runs sorted in 16k-row groups, against 0.36-0.51 s and 1.0-1.3 s
-scanning unsorted runs.  Parquet's dictionary filter is off (``SPARK_CONF``): on sorted runs it reads every
+Chosen by measurement (``docs/SCALING.md``; ``benchmarks/RESULTS.md``, *Scale*): a hundred probe keys read
+from runs sorted in 16k-row groups in a fraction of the time of a scan of unsorted runs, and the gap grows
+with the state.  Parquet's dictionary filter is off (``SPARK_CONF``): on sorted runs it reads every
 row group's dictionary, which cost more than the scan.
 """
 from __future__ import annotations
@@ -107,7 +107,7 @@ def key_filter(column: str, spec: Sequence[str], probes: Sequence[Optional[pa.Ta
             return None
         c = t.column(src)
         if len(c) > 4 * max_keys and len(pc.unique(c.slice(0, 4 * max_keys))) > max_keys + 1:
-            return None   # a large change's first rows already hold too many values (a 1M-row unique: 30 ms)
+            return None   # a large change's first rows already hold too many values (a unique over all of them would cost more than the read it saves)
         parts.append(pc.unique(c))
     values = pa.chunked_array(parts, type=parts[0].type if parts else pa.int64())
     if len(values) > 4 * max_keys:

@@ -1,10 +1,10 @@
 """Running a small step on the driver: DuckDB over Arrow, state read through the key-hash cache.
 
-A Spark job costs 30-100 ms on this kind of machine even for ten rows, and a
+A Spark job has a fixed cost of tens of milliseconds even for ten rows, and a
 step of a realistic circuit needs several, so a step of a few hundred changed
-rows would cost seconds on Spark whatever the size of the state; and with a
+rows would cost a large fraction of a second on Spark whatever the size of the state; and with a
 local master, Spark runs on the same cores as the driver, where DuckDB loads a
-million rows 5-20x faster (benchmarks/RESULTS.md).  When every state a step
+million rows several times faster (benchmarks/RESULTS.md).  When every state a step
 reads is in the driver's state cache, and Spark is local or the step's input
 is small (see :mod:`sqlengine.executor.placement`), the engine runs the step here: the same operators,
 lowered to DuckDB SQL (:mod:`sqlengine.executor.backends.duckdb`), reading only the state
@@ -260,8 +260,8 @@ class LocalExecutor:
         """Rows of the run ``files`` whose ``spec`` columns equal, NULL-safely, those of some row of a probe
         (``(table, its key columns)``; an empty ``spec``: every row): DuckDB scans the files, in parallel and
         streaming, and semi-joins them with the probes' distinct keys, so memory follows the probes and the
-        result, not the state.  More than ``limit`` rows raise NeedsSpark.  For 500k keys over a 10M-row run:
-        0.35 s, against 3.0 s for the same job on local Spark."""
+        result, not the state.  More than ``limit`` rows raise NeedsSpark.  Several times faster than the same
+        job on local Spark, which pays for its job and for moving the rows to the driver."""
         if self._bulk is None:
             self._bulk = DuckDBBackend(threads=None)   # one scan of the whole state: DuckDB's parallelism
         listed = ", ".join("'" + f.replace("'", "''") + "'" for f in files)
@@ -275,7 +275,7 @@ class LocalExecutor:
                 tables[f"K{i}"] = t.select(list(dict.fromkeys(ps)))
                 keys.append("SELECT " + ", ".join(f"{quoted(c)} AS k{j}" for j, c in enumerate(ps)) + f" FROM K{i}")
             # NULL-safe only where a probe has NULLs: with '=', DuckDB pushes the keys' range into the scan, which
-            # skips the row groups of sorted runs (500k deleted rows of a 10M-row run: 0.08 s, against 0.30 s)
+            # skips the row groups of sorted runs that cannot hold a key
             nulls = [any(t.column(ps[j]).null_count for t, ps in probes) for j in range(len(spec))]
             on = " AND ".join(f"s.{quoted(c)} {'IS NOT DISTINCT FROM' if n else '='} k.k{j}"
                               for j, (c, n) in enumerate(zip(spec, nulls)))
@@ -412,7 +412,7 @@ class LocalExecutor:
 
     def write_run(self, op_id: int, t: pa.Table, step: int, new_runs: Dict[str, List[Run]]) -> None:
         """Write a run of ``op_id``'s state on the writer thread while the step goes on (sorting and encoding a
-        million rows take 0.3-0.5 s); its place in ``new_runs`` holds None until it is written.  The step's
+        big run take a good part of a step); its place in ``new_runs`` holds None until it is written.  The step's
         manifest is built only after ``finish_writes``."""
         runs = new_runs.setdefault(self.ctx.keys[op_id], [])
         slot = len(runs)
@@ -550,7 +550,7 @@ class LocalExecutor:
     def _cancel_deletes(self, t: pa.Table, lowerer: DuckDBBackend) -> pa.Table:
         """Runs of a table or an integral, concatenated (``t``), consolidated where a row may cancel: as they are
         when every weight is positive (a Z-set need not be consolidated), else summed per row, by DuckDB's
-        parallel aggregation when they are big (30M rows: 3.7 s, against 10 s for Arrow's group-by)."""
+        parallel aggregation when they are big (Arrow's group-by runs on one thread)."""
         if not t.num_rows or pc.min(t.column(W)).as_py() > 0:
             return t
         cols = [c for c in t.column_names if c != W]

@@ -3,7 +3,7 @@
 Each operator kind's module (:mod:`sqlengine.executor.ops`) types its change and state with the helpers
 here: structural operators (filter, join, union of equal inputs, distinct, set operations, integrals) take
 their inputs' columns; aggregates follow fixed rules; projections, window calls and unions of differing
-inputs are typed by DuckDB's binder over empty Arrow tables (about 1 ms a query, no rows).  The
+inputs are typed by DuckDB's binder over empty Arrow tables (no rows, so a query is cheap).  The
 result is what the driver executor produces, so both executors cast their
 changes to it, and Spark analyzes a plan only when a step runs there.
 

@@ -49,7 +49,7 @@ class Placement:
 
     # ---- operators of Spark steps on the driver (SparkStep._driver_ok)
     # A Spark step filters, projects and sums (partial sums) a change on the driver (Arrow) of at most this
-    # many rows (a 1M-row change into 632k groups took ~2 s through Spark against ~0.2 s here), and runs an op
+    # many rows (a Spark job for it costs more than the work, up to millions of rows), and runs an op
     # there when its changes are at most this many rows and the state rows they meet can be read by key.
     driver_rows: int = 4_000_000
     # A scan of state runs for a change's keys (for an op of a Spark step run on the driver) returns at most
@@ -71,12 +71,11 @@ class Placement:
 
     # ---- merges and hand-offs
     # Runs this small are merged on the driver, read from their files if not cached (a merge on Spark
-    # collects the merged run to the driver too, to write it: 30M rows of a table took 39 s there).
+    # collects the merged run to the driver too, to write it, so it only adds a job).
     driver_merge_rows: int = 100_000_000
     # A driver-side change this big reaches Spark as a parquet file (see state.scratch).
     scratch_rows: int = 20_000
-    # The delete clamp's probe keys are broadcast up to this size (500k keys over 10M rows: 3.0 s, against
-    # 3.7-4.2 s with the shuffle Spark chose).
+    # The delete clamp's probe keys are broadcast up to this size (faster than the shuffle Spark would choose).
     broadcast_bytes: int = 64 << 20
     # A Spark step's cuts run as concurrent jobs on this many threads.
     cut_threads: int = 2

@@ -69,7 +69,7 @@ def test_a_merge_cancels_deletes_like_a_consolidation(monkeypatch, big):
     from types import SimpleNamespace
     from sqlengine.executor.placement import Placement
     ex = object.__new__(local_step.LocalExecutor)
-    ex.engine = SimpleNamespace(placement=Placement(bulk_rows=0 if big else 1 << 40))
+    ex.ctx = SimpleNamespace(placement=Placement(bulk_rows=0 if big else 1 << 40))
     duck = DuckDBBackend()
 
     def zset(x):

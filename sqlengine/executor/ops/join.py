@@ -88,8 +88,8 @@ def equi_join(node: Join, left: pa.Table, right: pa.Table) -> Optional[pa.Table]
         lt = lt.append_column(f"__k{n}", pair[0])
         rt = rt.append_column(f"__k{n}", pair[1])
         keys.append(f"__k{n}")
-    # Acero's threads pay from about a hundred thousand rows (1M x 632k rows: 0.12 s, against 0.32 s on one);
-    # below that their start costs more than they save in a step of milliseconds
+    # Acero's threads pay from about a hundred thousand rows; below that their start costs more than they save
+    # in a step of milliseconds
     j = lt.join(rt, keys=keys, join_type="inner", use_threads=lt.num_rows + rt.num_rows > THREADED_JOIN_ROWS)
     names = [col(i) for i in range(nl + nr)]
     w = pc.multiply(j.column(W), j.column("__w2"))
