@@ -109,6 +109,14 @@ def key_filter(column: str, spec: Sequence[str], probes: Sequence[Optional[pa.Ta
         if len(c) > 4 * max_keys and len(pc.unique(c.slice(0, 4 * max_keys))) > max_keys + 1:
             return None   # a large change's first rows already hold too many values (a unique over all of them would cost more than the read it saves)
         parts.append(pc.unique(c))
+    types = {p.type for p in parts}
+    if len(types) > 1:   # the probes' keys of both sides of a join may be INT and BIGINT (or VARCHAR types)
+        if all(pa.types.is_integer(t) for t in types):
+            parts = [p.cast(pa.int64()) for p in parts]
+        elif all(pa.types.is_string(t) or pa.types.is_large_string(t) for t in types):
+            parts = [p.cast(pa.large_string()) for p in parts]
+        else:
+            return None
     values = pa.chunked_array(parts, type=parts[0].type if parts else pa.int64())
     if len(values) > 4 * max_keys:
         return None

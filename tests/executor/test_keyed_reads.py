@@ -265,3 +265,22 @@ def test_column_min_from_footers(tmp_path):
     pq.write_table(pa.table({"c0": [1, 2], "__w": pa.array([1, 1], pa.int64())}), str(tmp_path / "n.parquet"),
                    write_statistics=False)
     assert row_groups.column_min([paths[0], str(tmp_path / "n.parquet")], "__w") is None
+
+
+@pytest.mark.parametrize("types, expected", [
+    (("int32", "int64"), ([1, 3], True)),            # a join's INT key probed beside its BIGINT side
+    (("string", "large_string"), (["1", "3"], True)),
+    (("int32", "string"), None),                     # no common type: not narrowed
+])
+def test_key_filter_over_probes_of_different_types(types, expected):
+    """The probes of a read (the changes of both sides of a join) may hold the key in different types; their values
+    are one list, of a common type (found by fuzz seed 44, a FULL JOIN of an INT and a BIGINT column on Spark)."""
+    import pyarrow as pa
+    cast = {"int32": pa.int32(), "int64": pa.int64(), "string": pa.string(), "large_string": pa.large_string()}
+    values = [[1, None], [3]]
+    tables = [pa.table({c: pa.array([None if x is None else (str(x) if "string" in t else x) for x in v], cast[t])})
+              for v, t, c in zip(values, types, ("c0", "c4"))]
+    got = keyed_reads.key_filter("c0", ("c0",), tables, [("c0",), ("c4",)], MAX_KEYS)
+    if got is not None:
+        got = (sorted(got[0]), got[1])
+    assert got == expected

@@ -275,10 +275,17 @@ def filters_as_case(sql: str) -> str:
 
 
 def _expected_without_filter_errors(model: "Model", views: List[View], name: str):
-    """DuckDB's result for view ``name`` with FILTERs written as CASE (:func:`filters_as_case`); raises as DuckDB."""
+    """DuckDB's result for view ``name`` with FILTERs written as CASE (:func:`filters_as_case`), and, where that
+    still fails, with DuckDB's optimizer off; raises as DuckDB.  The optimizer may evaluate an expression on rows
+    that never reach it: a filter pushed below a join is evaluated on rows the join drops (a CAST that overflows
+    in the WHERE over ``v CROSS JOIN t`` fails on t's rows while v is empty); evaluated as written, it is not."""
     con = model.duck([View(v.name, filters_as_case(v.sql), v.materialized) for v in views])
     try:
-        return bag(con.execute(f"SELECT * FROM {name}").fetchall())
+        try:
+            return bag(con.execute(f"SELECT * FROM {name}").fetchall())
+        except duckdb.Error:
+            con.execute("PRAGMA disable_optimizer")
+            return bag(con.execute(f"SELECT * FROM {name}").fetchall())
     finally:
         con.close()
 
