@@ -40,6 +40,8 @@ class TableDef:
     lateness: Optional[Tuple[str, int]] = field(default=None, compare=False)
     # WITH ('materialized' = 'true'): the table's contents are kept in full (never garbage-collected)
     materialized: bool = field(default=False, compare=False)
+    # WITH ('append_only' = 'true'): inserts only (deletes are rejected); kept only where something reads it
+    append_only: bool = field(default=False, compare=False)
 
 
 @dataclass(frozen=True)

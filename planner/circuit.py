@@ -32,7 +32,8 @@ class Op:
     reads:     ids of integrate ops whose state (as of the previous step) it reads
     mode:      aggregates: ``accumulate`` (own additive state) or ``recompute`` (touched groups);
                integrals: ``derived`` (no state of its own: read through the integrals in ``reads``, a
-               table's or a join's inputs', see :mod:`planner.rules.share_table_state`), else ``""``
+               table's or a join's inputs', see :mod:`planner.rules.share_table_state`), ``stream`` (an
+               append-only table's that nothing reads: no state at all, see :func:`stream_tables`), else ``""``
     """
 
     id: int
@@ -50,7 +51,7 @@ class Op:
 
     @property
     def owns_state(self) -> bool:
-        return (self.kind == "integrate" and self.mode != "derived") or \
+        return (self.kind == "integrate" and self.mode not in ("derived", "stream")) or \
             (self.kind == "aggregate" and self.mode == "accumulate")
 
     def describe(self) -> str:
@@ -126,3 +127,28 @@ def keeps_output(node: Node) -> bool:
 
 def _window_func(sql: str) -> str:
     return sql.split("(", 1)[0].strip().upper()
+
+
+def stream_tables(circuit: Circuit, tables) -> Circuit:
+    """``circuit`` with the integral of every append-only table (``'append_only' = 'true'``, not
+    ``'materialized' = 'true'``, no event time) that no op reads marked ``mode="stream"``: such a table is a stream,
+    as in Flink or Feldera, and keeps no state (it takes no deletes to clamp, and its views compute from its
+    changes alone).  A table an ad-hoc query or a later view reads must be declared ``'materialized' = 'true'``.
+
+    >>> from planner import compile_program
+    >>> sql = "CREATE TABLE t (k INT) WITH ('append_only' = 'true'); CREATE VIEW v AS SELECT k + 1 AS j FROM t;"
+    >>> c = compile_program(sql).circuit
+    >>> c.ops[c.tables["t"][1]].mode, c.ops[c.tables["t"][1]].owns_state
+    ('stream', False)
+    >>> c = compile_program(sql + "CREATE VIEW n AS SELECT COUNT(DISTINCT k) AS n FROM t;").circuit
+    >>> c.ops[c.tables["t"][1]].mode   # read (by the derived integral of DISTINCT's input)
+    ''
+    """
+    import dataclasses
+    read = {r for op in circuit.ops for r in op.reads}
+    ops = list(circuit.ops)
+    for name, (_, integral) in circuit.tables.items():
+        t = tables[name]
+        if t.append_only and not t.materialized and t.lateness is None and integral not in read:
+            ops[integral] = dataclasses.replace(ops[integral], mode="stream")
+    return dataclasses.replace(circuit, ops=ops)

@@ -19,6 +19,7 @@ from .event_time import EventTimeClause, strip_event_time
 from .incrementalize import incrementalize
 from .rules.aggregate_contents import aggregate_contents
 from .rules.share_table_state import share_table_state
+from .circuit import stream_tables
 from .logical import Field, format_plan
 from .parsed_nodes import check_parsed
 from .rules import Context, format_trace, optimize
@@ -321,6 +322,7 @@ def compile_program(sql: str, disabled_rules: Optional[frozenset] = None) -> Pro
     for rule in (share_table_state, aggregate_contents):   # the rules on the circuit
         if prog.rules_context().enabled(rule):
             prog.circuit = rule(prog.circuit, frozenset(event_columns(prog.tables)))
+    prog.circuit = stream_tables(prog.circuit, prog.tables)
     prog.gc, prog.final = closing_bounds(prog.circuit, prog.tables, prog.views)
     return prog
 
@@ -474,9 +476,15 @@ def table_def(stmt: exp.Create, sql: str, tokens: Sequence[Token] = (),
               for f in fields]
     pk_names = tuple(next(f.name for f in fields if f.name.lower() == k.lower()) for k in pk)
     lateness = table_lateness(name, fields, event_time, sql)
-    materialized = dict(table_options(stmt, sql)).get("materialized", "false") == "true"
+    options = dict(table_options(stmt, sql))
+    materialized = options.get("materialized", "false") == "true"
+    append_only = options.get("append_only", "false") == "true"
+    if append_only and pk_names:
+        raise UnsupportedError(f"table {name}: 'append_only' = 'true' and a PRIMARY KEY do not go together (an "
+                               "insert of a key that exists replaces its row: a delete)", sql=sql,
+                               offset=position_of(schema))
     return TableDef(name, tuple(fields), pk_names, connectors_option(stmt), lateness=lateness,
-                    materialized=materialized)
+                    materialized=materialized, append_only=append_only)
 
 
 def table_lateness(table: str, fields: Sequence[Field], clauses: Sequence[EventTimeClause],
@@ -505,7 +513,7 @@ def table_lateness(table: str, fields: Sequence[Field], clauses: Sequence[EventT
 VIEW_OPTIONS = {"join_order": ("optimized", "as_written"),   # option -> its values, the default first
                 "emit_final": None,                          # None: any value (emit_final: a view column)
                 "closed_windows": ("keep", "drop")}          # a MATERIALIZED view: keep closed windows' rows?
-TABLE_OPTIONS = {"materialized": ("false", "true")}
+TABLE_OPTIONS = {"materialized": ("false", "true"), "append_only": ("false", "true")}
 
 
 def table_options(stmt: exp.Create, sql: str) -> Tuple[Tuple[str, str], ...]:

@@ -147,7 +147,9 @@ class Controller:
     # ------------------------------------------------------------------ program changes
     def objects(self) -> Dict[str, str]:
         """A digest of every table's and view's definition (kept in each manifest: a restart compares them)."""
-        out = {f"table {t}": repr(d.fields) for t, d in self.program.tables.items()}
+        circuit = self.program.circuit
+        out = {f"table {t}": repr(d.fields) + ("|stream" if circuit.ops[circuit.tables[t][1]].mode == "stream" else "")
+               for t, d in self.program.tables.items()}   # (a stream keeps no rows: it cannot become stored)
         out.update({f"view {v}": f"{d.materialized}|{d.plan!r}" for v, d in self.program.views.items()})
         return {k: hashlib.sha1(v.encode()).hexdigest()[:16] for k, v in out.items()}
 
@@ -168,7 +170,9 @@ class Controller:
             raise PipelineError(
                 f"the program differs from the one that wrote {self.storage_dir}: changed or removed tables: "
                 f"{', '.join(k[len('table '):] for k in tables)} (their stored rows do not fit the new program; "
-                f"changed objects: {', '.join(changed)}). Use a new storage_dir, or the original table definitions.")
+                f"changed objects: {', '.join(changed)}; an append-only table that was not stored, because nothing read it, "
+                f"cannot start being read: its past rows are gone). Use a new storage_dir, or the original table "
+                f"definitions.")
         old_keys = set(m.meta.get("keys", m.runs))
         new_keys = set(self.engine.keys.values()) - old_keys
         views = {k[len("view "):] for k in changed if k.startswith("view ") and k in new}

@@ -540,6 +540,9 @@ class Pipeline:
 
     def _execute_delete(self, stmt: exp.Delete, sql: str) -> int:
         t = self._table(name_of(stmt.this))
+        if t.append_only:
+            raise InputError(f"table {t.name} is append-only ('append_only' = 'true'): it takes no deletes",
+                             sql=sql, offset=position_of(stmt.this))
         self.wait_for_idle()
         q = exp.select("*").from_(t.name)
         where = stmt.args.get("where")
@@ -683,8 +686,9 @@ class Pipeline:
         self._raise_failed_connectors()
 
     # ------------------------------------------------------------------ queries
-    def _relations(self) -> Dict[str, bool]:
-        rel = {t: True for t in self.program.tables}
+    def _relations(self) -> Dict[str, Optional[bool]]:
+        circuit = self.program.circuit
+        rel = {t: None if circuit.ops[circuit.tables[t][1]].mode == "stream" else True for t in self.program.tables}
         rel.update({v: d.materialized for v, d in self.program.views.items()})
         rel[ERRORS_RELATION] = True
         return rel

@@ -30,7 +30,8 @@ FORBIDDEN = (exp.Insert, exp.Update, exp.Delete, exp.Create, exp.Drop, exp.Comma
 
 
 def check_query(sql: str, relations: Dict[str, bool]) -> exp.Expression:
-    """Parse and vet an ad-hoc query.  ``relations``: name -> materialized?"""
+    """Parse and vet an ad-hoc query.  ``relations``: name -> materialized? (None: an append-only table that is
+    not stored)"""
     logging.getLogger("sqlglot").setLevel(logging.ERROR)
     try:
         stmts = [s for s in sqlglot.parse(sql, read=DIALECT) if s is not None]
@@ -58,6 +59,9 @@ def check_query(sql: str, relations: Dict[str, bool]) -> exp.Expression:
                 raise BindError(f"unknown table or view '{name}'. Queryable: "
                                 f"{', '.join(sorted(k for k, m in relations.items() if m)) or '(none)'}",
                                 sql=sql, offset=position_of(n))
+            if relations[name] is None:
+                raise BindError(f"table '{name}' is append-only and not stored (nothing reads it); declare it WITH "
+                                "('materialized' = 'true') to query it", sql=sql, offset=position_of(n))
             if not relations[name]:
                 raise BindError(f"view '{name}' is not materialized; declare it CREATE MATERIALIZED VIEW "
                                 "to query it", sql=sql, offset=position_of(n))

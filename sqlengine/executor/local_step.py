@@ -461,7 +461,7 @@ class LocalExecutor:
         outputs = {o.delta for o in eng.circuit.outputs.values()}
 
         def write_integral(op, d: pa.Table) -> None:
-            if op.id not in eng.derived and writes(op.id):
+            if op.id in eng.keys and op.id not in eng.derived and writes(op.id):   # (a stream keeps nothing)
                 self.write_run(op.id, d.cast(eng.state_arrow[op.id]), step, new_runs)
 
         def change(op, ins: List[Optional[pa.Table]]) -> Optional[pa.Table]:

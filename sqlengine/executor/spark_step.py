@@ -61,7 +61,7 @@ class SparkStep:
             return write_keys is None or ctx.keys[op_id] in write_keys
 
         def write_integral(op: Op, d) -> None:
-            if op.id in ctx.derived or not writes(op.id):
+            if op.id not in ctx.keys or op.id in ctx.derived or not writes(op.id):   # (a stream keeps nothing)
                 return
             if not isinstance(d, pa.Table):  # pragma: no cover - integrate inputs are always cut
                 d = self.spark.collect(d, ctx.arrow_schemas[op.inputs[0]])

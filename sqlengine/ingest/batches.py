@@ -99,6 +99,9 @@ class Ingest:
             for rows, weights in chunks(errs, CHUNK_ROWS):
                 if not rows.num_rows:
                     continue
+                if t.append_only and (weights < 0 if isinstance(weights, int) else min(weights) < 0):
+                    raise InputError(f"table {t.name} is append-only ('append_only' = 'true'): it takes no "
+                                     f"deletes, and this input deletes rows; nothing of it was accepted")
                 if isinstance(weights, int):
                     data = with_weight(rows, weights)
                 else:

@@ -116,9 +116,9 @@ def test_compatible_types_are_accepted():
 
 # ------------------------------------------------------------------ 3. clauses that are not implemented
 def test_with_options_on_create_table():
-    sql = "CREATE TABLE t (k INT) WITH ('connectors' = '[]', 'append_only' = 'true');"
-    compile_error(sql, UnsupportedError, "WITH (...) options on CREATE TABLE are not supported yet: 'append_only' "
-                  "(table options: connectors, materialized)", 1, "WITH")
+    sql = "CREATE TABLE t (k INT) WITH ('connectors' = '[]', 'emit_final' = 'true');"
+    compile_error(sql, UnsupportedError, "WITH (...) options on CREATE TABLE are not supported yet: 'emit_final' "
+                  "(table options: append_only, connectors, materialized)", 1, "WITH")
 
 
 def test_with_options_on_create_view():

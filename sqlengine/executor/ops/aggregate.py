@@ -211,11 +211,22 @@ def aggregate_recompute(node: Aggregate, d: pa.Table, state: Optional[pa.Table],
             if a.func in ("MIN", "MAX"):
                 cols[f"__x{i}"] = z.column(x)
                 specs.append((f"__x{i}", a.func.lower()))
+                if pa.types.is_floating(z.schema.field(x).type):   # Arrow's min and max skip NaN: count them
+                    nan = pc.fill_null(pc.is_nan(z.column(x)), False)
+                    cols[f"__nan{i}"] = nan.cast(pa.int64())
+                    cols[f"__num{i}"] = pc.and_(pc.invert(nan), pc.is_valid(z.column(x))).cast(pa.int64())
+                    specs += [(f"__nan{i}", "sum"), (f"__num{i}", "sum")]
         g = pa.table(cols).group_by(keys, use_threads=False).aggregate(specs)
         out = [g.column(c) for c in keys]
         for i, a in enumerate(node.aggs):
             if a.func in ("MIN", "MAX"):
-                out.append(g.column(f"__x{i}_{a.func.lower()}"))
+                v = g.column(f"__x{i}_{a.func.lower()}")
+                if f"__nan{i}" in cols:   # NaN is greater than every number, as in DuckDB and Spark
+                    nans = pc.greater(g.column(f"__nan{i}_sum"), 0)
+                    if a.func == "MIN":
+                        nans = pc.and_(nans, pc.equal(g.column(f"__num{i}_sum"), 0))
+                    v = pc.if_else(nans, pa.scalar(float("nan"), v.type), v)
+                out.append(v)
             else:
                 out.append(acc.final_arrow(a, i, lambda c: g.column(f"{c}_sum")))
         names = keys + [col(k + i) for i in range(len(node.aggs))]
