@@ -140,6 +140,11 @@ def test_a_stream_cannot_start_being_read_by_a_changed_program(make_pipeline, tm
     with pytest.raises(PipelineError, match="append-only table that was not stored"):
         changed.start()
     changed.stop(force=True)   # (the storage stays locked from the Pipeline's creation to its stop)
+    new_view = make_pipeline(_program(VIEWS + [("later", "SELECT price FROM bid", True)]), storage_dir=storage,
+                             start=False)
+    with pytest.raises(UnsupportedError, match="table bid is append-only and was not stored"):
+        new_view.start()   # its contents would need the stream's past rows
+    new_view.stop(force=True)
     again = make_pipeline(_program(VIEWS), storage_dir=storage)   # the same program goes on
     again.input_pandas("bid", pd.DataFrame([(1, 4.0, "b", 2)], columns=COLUMNS["bid"]))
     again.wait_for_idle()
