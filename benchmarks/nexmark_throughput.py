@@ -45,6 +45,7 @@ import argparse
 import datetime as dt
 import json
 import os
+import re
 import shlex
 import shutil
 import subprocess
@@ -206,11 +207,24 @@ def check_engine(results: Dict[str, dict], tables: Dict[str, pd.DataFrame], sele
 
 
 # --------------------------------------------------------------------------- the engine
-def run_engine(view: str, used: List[str], steps, spark, work: str, sampler: Sampler) -> dict:
+def append_only(program: str) -> str:
+    r"""``program`` with every CREATE TABLE declared ``WITH ('append_only' = 'true')`` (Nexmark's streams only
+    insert, as Flink's sources do).
+
+    >>> append_only("CREATE TABLE bid (\n  a BIGINT\n);\nCREATE VIEW v AS SELECT a FROM bid;")
+    "CREATE TABLE bid (\n  a BIGINT\n) WITH ('append_only' = 'true');\nCREATE VIEW v AS SELECT a FROM bid;"
+    """
+    return re.sub(r"(CREATE TABLE \w+ \([^;]*?\))\s*;", r"\1 WITH ('append_only' = 'true');", program)
+
+
+def run_engine(view: str, used: List[str], steps, spark, work: str, sampler: Sampler,
+               tables: str = "stored") -> dict:
     from sqlengine import Pipeline
     storage = tempfile.mkdtemp(prefix=f"engine-{view}-", dir=work)
-    p = Pipeline.from_sql(workloads.program("nexmark", [view], materialized=False), name=f"nexmark-{view}",
-                          storage_dir=storage, spark=spark)
+    program = workloads.program("nexmark", [view], materialized=False)
+    if tables == "append-only":
+        program = append_only(program)
+    p = Pipeline.from_sql(program, name=f"nexmark-{view}", storage_dir=storage, spark=spark)
     out = Fingerprint()
     p.foreach_chunk(view, out.add_chunk)
     try:
@@ -454,6 +468,9 @@ def parse_args(argv=None) -> argparse.Namespace:
     ap.add_argument("--out", default=os.path.join(ROOT, "benchmarks", "RESULTS.md"))
     ap.add_argument("--quick", action="store_true", help="smoke run: 20,000 events in steps of 10,000, no warm-ups")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--tables", choices=("stored", "append-only"), default="stored",
+                    help="the engine's tables: stored (queryable, take deletes; the default) or declared "
+                         "'append_only' (a table no view reads as state keeps no rows)")
     ap.add_argument("--spark-memory", default="4g", help="spark.driver.memory if this process starts Spark")
     ap.add_argument("--flink-heap", default=None, help="Flink JVM heap (default 2g up to 1M events, else 6g)")
     ap.add_argument("--flink-timeout", type=float, default=1800,
@@ -511,7 +528,7 @@ def main(argv=None, spark=None) -> int:
         if warm:
             first = args.queries[0]
             log(f"warm-up (untimed): engine{' and SSS' if 'sss' in args.peers else ''} {first} over one step")
-            run_engine(first, tables_of(selects[first]), steps[:1], spark, work, sampler)
+            run_engine(first, tables_of(selects[first]), steps[:1], spark, work, sampler, args.tables)
             if "sss" in args.peers:
                 run_sss(first, selects[first], tables_of(selects[first]), warm, spark, work)
         results: Dict[str, dict] = {}
@@ -521,7 +538,7 @@ def main(argv=None, spark=None) -> int:
                               "input_rows": sum(len(tables[t]) for t in used), "check": "-"}
             log(f"{v}: engine")
             try:
-                r["engine"] = run_engine(v, used, steps, spark, work, sampler)
+                r["engine"] = run_engine(v, used, steps, spark, work, sampler, args.tables)
             except Exception as e:  # noqa: BLE001 - reported, the other queries still run
                 r["engine"] = {"error": _first_line(e)}
             log(f"{v}: engine {r['engine'].get('error') or _n(_eps(args.events, r['engine']['wall_s'])) + ' ev/s'}")
