@@ -56,6 +56,7 @@ from typing import Dict, List, Optional
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
 import sqlglot
 from sqlglot import exp
 
@@ -218,7 +219,7 @@ def append_only(program: str) -> str:
 
 
 def run_engine(view: str, used: List[str], steps, spark, work: str, sampler: Sampler,
-               tables: str = "stored") -> dict:
+               tables: str = "stored", ingest: str = "pandas") -> dict:
     from sqlengine import Pipeline
     storage = tempfile.mkdtemp(prefix=f"engine-{view}-", dir=work)
     program = workloads.program("nexmark", [view], materialized=False)
@@ -236,7 +237,10 @@ def run_engine(view: str, used: List[str], steps, spark, work: str, sampler: Sam
         for tables in steps:
             for t in used:
                 if len(tables[t]):
-                    p.input_pandas(t, tables[t])
+                    if ingest == "arrow":
+                        p.input_arrow(t, tables[t])
+                    else:
+                        p.input_pandas(t, tables[t])
             p.wait_for_idle()
         wall = time.perf_counter() - t0
         sampler.phase = "between"
@@ -468,6 +472,9 @@ def parse_args(argv=None) -> argparse.Namespace:
     ap.add_argument("--out", default=os.path.join(ROOT, "benchmarks", "RESULTS.md"))
     ap.add_argument("--quick", action="store_true", help="smoke run: 20,000 events in steps of 10,000, no warm-ups")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--ingest", choices=("pandas", "arrow"), default="pandas",
+                    help="how the engine takes each step's rows: input_pandas (the default) or input_arrow (the "
+                         "steps converted to Arrow before timing, as the peers' files are written before theirs)")
     ap.add_argument("--tables", choices=("stored", "append-only"), default="stored",
                     help="the engine's tables: stored (queryable, take deletes; the default) or declared "
                          "'append_only' (a table no view reads as state keeps no rows)")
@@ -518,6 +525,8 @@ def main(argv=None, spark=None) -> int:
         tables = gen.generate(args.events, args.seed)
         gen_mib = mib(sum(int(df.memory_usage(deep=True).sum()) for df in tables.values()))
         steps = cut_steps(tables, args.events, args.step)
+        engine_steps = steps if args.ingest == "pandas" else \
+            [{t: pa.Table.from_pandas(df, preserve_index=False) for t, df in s.items()} for s in steps]
         data, warm = os.path.join(work, "data"), None if args.quick else os.path.join(work, "warmup")
         if args.peers:
             log(f"writing {len(steps)} steps as parquet and CSV files")
@@ -528,7 +537,8 @@ def main(argv=None, spark=None) -> int:
         if warm:
             first = args.queries[0]
             log(f"warm-up (untimed): engine{' and SSS' if 'sss' in args.peers else ''} {first} over one step")
-            run_engine(first, tables_of(selects[first]), steps[:1], spark, work, sampler, args.tables)
+            run_engine(first, tables_of(selects[first]), engine_steps[:1], spark, work, sampler, args.tables,
+                       args.ingest)
             if "sss" in args.peers:
                 run_sss(first, selects[first], tables_of(selects[first]), warm, spark, work)
         results: Dict[str, dict] = {}
@@ -538,7 +548,7 @@ def main(argv=None, spark=None) -> int:
                               "input_rows": sum(len(tables[t]) for t in used), "check": "-"}
             log(f"{v}: engine")
             try:
-                r["engine"] = run_engine(v, used, steps, spark, work, sampler, args.tables)
+                r["engine"] = run_engine(v, used, engine_steps, spark, work, sampler, args.tables, args.ingest)
             except Exception as e:  # noqa: BLE001 - reported, the other queries still run
                 r["engine"] = {"error": _first_line(e)}
             log(f"{v}: engine {r['engine'].get('error') or _n(_eps(args.events, r['engine']['wall_s'])) + ' ev/s'}")

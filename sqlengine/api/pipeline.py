@@ -481,6 +481,21 @@ class Pipeline:
         t = self._table(table)
         self._ingest.push(t, lambda errs, n: inputs.pandas_chunks(t, df, delete, errs, n), on_error, dead_letter)
 
+    def input_arrow(self, table: str, data, delete: bool = False, on_error: str = "reject",
+                    dead_letter: Optional[str] = None, force: bool = False) -> None:
+        """Insert (or with ``delete=True`` delete) the rows of ``data``: a ``pyarrow.Table``, a ``RecordBatch``,
+        or an iterable of record batches (a ``RecordBatchReader``), without going through pandas.  Columns match
+        the table's by name (ignoring case; a missing one is NULL); each is cast to its column's type as Arrow
+        casts safely (an INT column takes int8-int64, a TIMESTAMP column strings or timestamps), and a value
+        that does not fit is a bad row, as for :meth:`input_pandas` (``on_error``, ``dead_letter``)."""
+        self._require_open()
+        t = self._table(table)
+        if isinstance(data, pa.RecordBatch):
+            data = pa.Table.from_batches([data])
+        elif not isinstance(data, pa.Table):
+            data = pa.Table.from_batches(list(data)) if not isinstance(data, pa.RecordBatchReader) else data.read_all()
+        self._ingest.push(t, lambda errs, n: inputs.arrow_chunks(t, data, delete, errs, n), on_error, dead_letter)
+
     def input_json(self, table: str, data, update_format: str = "raw", on_error: str = "reject",
                    dead_letter: Optional[str] = None, force: bool = False) -> None:
         """Push JSON records: ``raw`` rows are inserts; ``insert_delete`` wraps each row in

@@ -395,10 +395,33 @@ def arrow_chunks(t: TableDef, table: pa.Table, delete: bool, errs: Errors, chunk
                 continue
             arr = part.column(mapping[f.name]).combine_chunks()
             try:
-                arrays.append(arr if arr.type == target else pc.cast(arr, target))
-            except _CONVERT_ERRORS:
-                arrays.append(convert_values(arr.to_pylist(), f.type, f.name, errs))
+                arrays.append(arr if arr.type == target else _arrow_cast(arr, target))
+            except _CONVERT_ERRORS:   # value by value, by the same cast: the bad ones are named
+                arrays.append(_cast_each(arr, f.type, f.name, errs))
         yield finish(t, arrays, weight, errs, seen)
+
+
+def _arrow_cast(arr: pa.Array, target: pa.DataType) -> pa.Array:
+    """An Arrow column cast to a table column's type: text as CSV fields are read (strict timestamps, decimals
+    rounded), other types by Arrow's safe cast."""
+    if pa.types.is_string(arr.type) or pa.types.is_large_string(arr.type):
+        return _from_text(arr.cast(pa.string()), target) if not pa.types.is_string(target) else arr.cast(target)
+    return pc.cast(arr, target)
+
+
+def _cast_each(arr: pa.Array, ftype, column: str, errs: Errors) -> pa.Array:
+    """``arr`` cast value by value (:func:`_arrow_cast`); the values that do not cast go to ``errs`` as NULL."""
+    target = arrow_type(ftype)
+    out = []
+    for i in range(len(arr)):
+        one = arr.slice(i, 1)
+        try:
+            out.append(_arrow_cast(one, target))
+        except _CONVERT_ERRORS:
+            v = one[0].as_py()
+            errs.add(i, column, f"cannot convert {_describe(v)} ({arr.type}) to {ftype.sql}{_hint(target)}")
+            out.append(pa.nulls(1, target))
+    return pa.concat_arrays(out) if out else pa.array([], target)
 
 
 def _pandas_column(t: TableDef, f, df, mapping, errs: Errors) -> pa.Array:

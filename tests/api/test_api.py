@@ -25,8 +25,8 @@ def test_public_api_is_pinned():
         "RuntimeConfig", "PipelineBuilder", "PipelineStatus"])
     public = sorted(m for m in dir(Pipeline) if not m.startswith("_"))
     assert public == sorted([
-        "from_sql", "start", "pause", "resume", "stop", "status", "metrics", "checkpoint", "input_pandas", "input_csv",
-        "input_json", "execute", "listen", "foreach_chunk", "wait_for_idle", "wait_for_completion", "query",
+        "from_sql", "start", "pause", "resume", "stop", "status", "metrics", "checkpoint", "input_pandas", "input_arrow",
+        "input_csv", "input_json", "execute", "listen", "foreach_chunk", "wait_for_idle", "wait_for_completion", "query",
         "query_tabular", "query_parquet", "query_arrow", "query_pandas", "explain", "output_parquet",
         "pause_connector", "resume_connector", "restart", "delete", "clear_storage", "storage_status",
         "advance_clock", "set_clock"])
@@ -296,3 +296,34 @@ def test_chunks_and_pandas_results_keep_integers_exact(make_pipeline):
     want = [{"a": 9007199254740993, "b": 1}, {"a": None, "b": 2}]
     assert sorted(h.to_pandas().drop(columns="__weight").to_dict("records"), key=lambda r: r["b"]) == want
     assert p.query_pandas("SELECT * FROM v ORDER BY b").to_dict("records") == want
+
+
+def test_input_arrow_casts_safely_and_keeps_values_exact(make_pipeline, tmp_path):
+    """Arrow in without pandas: columns by name (case-insensitive, a missing one NULL), cast to the column types
+    (int32 into BIGINT, strings into TIMESTAMP), 2^63-1 and NaN exact; a value that does not fit is a bad row
+    (rejected naming the column, or dead-lettered); deletes; record batches and readers."""
+    import math
+    import pyarrow as pa
+    from sqlengine import InputError
+    p = make_pipeline("CREATE TABLE t (id BIGINT NOT NULL, x DOUBLE, ts TIMESTAMP, s VARCHAR); "
+                      "CREATE MATERIALIZED VIEW v AS SELECT id, x, ts, s FROM t;")
+    rows = pa.table({"ID": pa.array([1, 2, 3], pa.int32()), "x": [1.5, float("nan"), None],
+                     "ts": ["2024-02-29 12:00:00", None, "2023-12-31 00:00:00"]})
+    p.input_arrow("t", rows)
+    p.input_arrow("t", pa.table({"id": pa.array([(1 << 63) - 1], pa.int64()), "s": ["big"]}).to_batches()[0])
+    reader = pa.RecordBatchReader.from_batches(pa.schema([("id", pa.int64())]),
+                                               [pa.record_batch([pa.array([4, 5])], names=["id"])])
+    p.input_arrow("t", reader)
+    with pytest.raises(InputError, match="ts"):
+        p.input_arrow("t", pa.table({"id": [6], "ts": ["2023-02-29 00:00:00"]}))   # no such day: nothing kept
+    with pytest.raises(InputError, match="id"):
+        p.input_arrow("t", pa.table({"id": [7, None]}))   # NOT NULL
+    p.input_arrow("t", pa.table({"id": [8, 9], "x": ["1.5", "oops"]}), on_error="dead_letter",
+                  dead_letter=str(tmp_path / "bad.jsonl"))
+    p.input_arrow("t", pa.table({"id": [4], "x": pa.array([None], pa.float64())}), delete=True)
+    p.wait_for_idle()
+    got = {r["id"]: r for r in p.query("SELECT * FROM v")}
+    assert sorted(got) == [1, 2, 3, 5, 8, (1 << 63) - 1]
+    assert got[1]["x"] == 1.5 and math.isnan(got[2]["x"]) and got[3]["x"] is None
+    assert str(got[1]["ts"]) == "2024-02-29 12:00:00" and got[(1 << 63) - 1]["s"] == "big"
+    assert (tmp_path / "bad.jsonl").read_text().count("\n") == 1 and got[8]["x"] == 1.5
