@@ -181,8 +181,8 @@ class Generator:
             cols = [(f"c{j}", self.rnd.choice(COLUMN_TYPES)) for j in range(n)]
             if self.rnd.random() < 0.7:   # a shared small-int key makes joins match
                 cols[0] = ("c0", self.rnd.choice(("BIGINT", "INT")))
-            t = Table(f"t{i}", cols)
-            self.duck.execute(t.ddl())
+            t = Table(f"t{i}", cols, append_only=self.rnd.random() < 0.2)
+            self.duck.execute(t.ddl(engine=False))
             out.append(t)
             self.relations.append(Relation(t.name, [(c, category(ty)) for c, ty in cols]))
         return out
@@ -450,6 +450,8 @@ class Generator:
                 t = self.rnd.choice(tables)
                 rows = live[t.name]
                 kind = self.rnd.choice(["insert", "insert", "insert", "delete", "update", "delete_where"])
+                if t.append_only:   # (deletes are rejected: the runner checks that apart)
+                    kind = "insert"
                 via = self.rnd.choice(["execute", "pandas", "pandas_nullable", "json", "csv"])
                 if kind == "insert" or not rows:
                     new = [self.row(t) for _ in range(self.rnd.randint(1, 6))]

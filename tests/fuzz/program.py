@@ -94,9 +94,12 @@ def literal(v, sql_type: str) -> str:
 class Table:
     name: str
     columns: List[Tuple[str, str]]   # (name, SQL type)
+    append_only: bool = False        # WITH ('append_only' = 'true'): the steps only insert into it
 
-    def ddl(self) -> str:
-        return f"CREATE TABLE {self.name} ({', '.join(f'{n} {t}' for n, t in self.columns)});"
+    def ddl(self, engine: bool = True) -> str:
+        """The CREATE TABLE statement; ``engine``: with the engine's WITH options (DuckDB takes none)."""
+        options = " WITH ('append_only' = 'true')" if engine and self.append_only else ""
+        return f"CREATE TABLE {self.name} ({', '.join(f'{n} {t}' for n, t in self.columns)}){options};"
 
 
 @dataclass
@@ -137,7 +140,7 @@ class Program:
     def to_json(self) -> str:
         return json.dumps({
             "seed": self.seed,
-            "tables": [{"name": t.name, "columns": t.columns} for t in self.tables],
+            "tables": [{"name": t.name, "columns": t.columns, "append_only": t.append_only} for t in self.tables],
             "views": [vars(v) for v in self.views],
             "steps": [[vars(o) for o in s] for s in self.steps],
         }, indent=1)
@@ -145,5 +148,5 @@ class Program:
     @classmethod
     def from_json(cls, text: str) -> "Program":
         d = json.loads(text)
-        return cls([Table(t["name"], [tuple(c) for c in t["columns"]]) for t in d["tables"]],
+        return cls([Table(t["name"], [tuple(c) for c in t["columns"]], t.get("append_only", False)) for t in d["tables"]],
                    [View(**v) for v in d["views"]], [[Op(**o) for o in s] for s in d["steps"]], d.get("seed"))

@@ -12,7 +12,7 @@ from typing import List, Tuple
 from .program import Op, Program, Table, View
 
 DIRECTORY = os.path.join(os.path.dirname(__file__), "regressions")
-_TABLE = re.compile(r"^CREATE TABLE (\w+) \((.*)\);$")
+_TABLE = re.compile(r"^CREATE TABLE (\w+) \((.*)\)( WITH \('append_only' = 'true'\))?;$")
 _VIEW = re.compile(r"^CREATE (MATERIALIZED )?VIEW (\w+) AS (.*);$")
 _COLUMN = re.compile(r"(\w+) (\w+(?:\(\d+,\d+\))?)")
 
@@ -22,7 +22,7 @@ def parse_sql(text: str) -> Tuple[List[Table], List[View]]:
     tables, views = [], []
     for line in text.splitlines():
         if m := _TABLE.match(line):
-            tables.append(Table(m.group(1), [tuple(c) for c in _COLUMN.findall(m.group(2))]))
+            tables.append(Table(m.group(1), [tuple(c) for c in _COLUMN.findall(m.group(2))], bool(m.group(3))))
         elif m := _VIEW.match(line):
             views.append(View(m.group(2), m.group(3), bool(m.group(1))))
     return tables, views
