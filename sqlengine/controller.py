@@ -473,9 +473,7 @@ class Controller:
             if t is None or v not in self.dispatcher.views():
                 continue
             names = list(self.program.circuit.outputs[v].names)
-            # an integer column with NULLs as Python ints and None, not float64 (2^53 + 1 would lose its last bit)
-            chunk = t.rename_columns(names + [WEIGHT]).to_pandas(integer_object_nulls=True)
-            self.dispatcher.put(v, chunk, step)
+            self.dispatcher.put(v, t.rename_columns(names + [WEIGHT]), step)   # (pandas made on its thread)
         for v, n in result.changed_rows.items():
             self.rows_out[v] += n
         crash_point("delivered", step)

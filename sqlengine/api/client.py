@@ -29,7 +29,7 @@ import pyarrow as pa
 from planner.errors import (BindError, ConnectorError, EngineError, InputError, InternalError, ParseError,
                             PermanentConnectorError, PipelineError, UnsupportedError)
 
-from sqlengine.api.output import OutputHandler
+from sqlengine.api.output import OutputHandler, check_format
 from sqlengine.zset import WEIGHT
 
 ERRORS = {"ParseError": ParseError, "BindError": BindError, "UnsupportedError": UnsupportedError,
@@ -383,10 +383,16 @@ class RemotePipeline:
             raise BindError(f"unknown view '{view}'. Views: {', '.join(views) or '(none)'}")
         return v
 
-    def foreach_chunk(self, view: str, callback: Callable[[pd.DataFrame, int], None]) -> None:
+    def foreach_chunk(self, view: str, callback: Callable[[pd.DataFrame, int], None], format: str = "pandas") -> None:
         """Call ``callback(chunk, seq_no)`` on a background thread once per step that changed ``view`` (from now
-        on); ``chunk`` holds the view's columns plus ``__weight``."""
+        on); ``chunk`` holds the view's columns plus ``__weight``, as a DataFrame or (``format="arrow"``) a
+        ``pyarrow.Table`` made from it."""
         self._check()
+        if check_format(format) == "arrow":
+            pandas_callback = callback
+
+            def callback(chunk, seq, pandas_callback=pandas_callback):
+                pandas_callback(pa.Table.from_pandas(chunk, preserve_index=False), seq)
         self._streams.append(_Stream(self, self._view(view), callback))
 
     def listen(self, view: str) -> OutputHandler:

@@ -8,9 +8,10 @@ from __future__ import annotations
 
 import queue
 import threading
-from typing import Callable, Dict, List, Optional
+from typing import Callable, Dict, List, Optional, Tuple
 
 import pandas as pd
+import pyarrow as pa
 
 from sqlengine.zset import WEIGHT
 
@@ -39,19 +40,28 @@ class OutputHandler:
         return self.to_pandas().to_dict(orient="records")
 
 
+def check_format(format: str) -> str:
+    """A ``foreach_chunk`` format: "pandas" or "arrow"."""
+    if format not in ("pandas", "arrow"):
+        raise ValueError(f"foreach_chunk format must be 'pandas' or 'arrow', not {format!r}")
+    return format
+
+
 class Dispatcher:
     """A queue of (view, chunk, seq_no) consumed by one thread that calls the registered callbacks."""
 
     def __init__(self, on_error: Callable[[str, BaseException], None]):
-        self.callbacks: Dict[str, List[Callable]] = {}
+        self.callbacks: Dict[str, List[Tuple[Callable, str]]] = {}   # view -> (callback, format)
         self.queue: "queue.Queue" = queue.Queue()
         self.on_error = on_error
         self.thread: Optional[threading.Thread] = None
         self.lock = threading.Lock()
 
-    def add(self, view: str, cb: Callable) -> None:
+    def add(self, view: str, cb: Callable, format: str = "pandas") -> None:
+        """Call ``cb(chunk, seq_no)`` for each change of ``view``: ``chunk`` a pandas DataFrame (``format``
+        "pandas", made once per chunk on this thread, not the step's) or the ``pyarrow.Table`` ("arrow")."""
         with self.lock:
-            self.callbacks.setdefault(view, []).append(cb)
+            self.callbacks.setdefault(view, []).append((cb, format))
 
     def views(self):
         with self.lock:
@@ -62,7 +72,7 @@ class Dispatcher:
             self.thread = threading.Thread(target=self._run, name="sqlengine-output", daemon=True)
             self.thread.start()
 
-    def put(self, view: str, chunk: pd.DataFrame, seq_no: int) -> None:
+    def put(self, view: str, chunk: pa.Table, seq_no: int) -> None:
         self.queue.put((view, chunk, seq_no))
 
     def drain(self, timeout: Optional[float] = None) -> bool:
@@ -90,9 +100,15 @@ class Dispatcher:
                 view, chunk, seq = item
                 with self.lock:
                     cbs = list(self.callbacks.get(view, []))
-                for cb in cbs:
+                frame = None
+                for cb, fmt in cbs:
                     try:
-                        cb(chunk, seq)
+                        if fmt == "arrow":
+                            cb(chunk, seq)
+                            continue
+                        if frame is None:   # an integer column with NULLs as Python ints and None, not float64
+                            frame = chunk.to_pandas(integer_object_nulls=True)
+                        cb(frame, seq)
                     except BaseException as e:  # noqa: BLE001 - reported to the caller
                         self.on_error(view, e)
             finally:

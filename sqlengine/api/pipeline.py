@@ -24,7 +24,7 @@ from sqlengine.state.faults import set_base
 from sqlengine.state.lock import EPOCH_FILE, LOCK_FILE, StorageLock
 from sqlengine.ingest.batches import Ingest
 from sqlengine.state.inputlog import InputLog
-from sqlengine.api.output import Dispatcher, OutputHandler
+from sqlengine.api.output import Dispatcher, OutputHandler, check_format
 from sqlengine.controller import Controller
 from sqlengine.api.query import Snapshot, check_query, load_relation
 from sqlengine.executor.compaction import Compactor
@@ -337,8 +337,8 @@ class Pipeline:
         self.__init__(**{**self._args, "storage_dir": self.storage_dir})
         self._tmp = keep_tmp or self._tmp
         for v, cbs in callbacks.items():
-            for cb in cbs:
-                self._dispatcher.add(v, cb)
+            for cb, fmt in cbs:
+                self._dispatcher.add(v, cb, fmt)
         self._declared += added
 
     def storage_status(self) -> str:
@@ -581,14 +581,15 @@ class Pipeline:
         self._dispatcher.add(v, h._push)
         return h
 
-    def foreach_chunk(self, view: str, callback: Callable[[pd.DataFrame, int], None]) -> None:
+    def foreach_chunk(self, view: str, callback: Callable[[pd.DataFrame, int], None], format: str = "pandas") -> None:
         """Call ``callback(chunk, seq_no)`` on a separate thread once per step that changed ``view``.
 
-        ``chunk`` holds the view's columns plus ``__weight`` (+1 insert, -1 delete);
+        ``chunk`` holds the view's columns plus ``__weight`` (+1 insert, -1 delete), as a pandas DataFrame, or
+        with ``format="arrow"`` as a ``pyarrow.Table`` (no conversion; NULL and NaN stay apart in float columns);
         ``seq_no`` is the step number.
         """
         self._check()
-        self._dispatcher.add(self._view(view), callback)
+        self._dispatcher.add(self._view(view), callback, check_format(format))
 
     def output_parquet(self, view: str, directory: str) -> None:
         """Write the view's changes exactly once to ``directory``: one ``step-<n>.parquet`` per changed step.

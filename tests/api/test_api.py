@@ -327,3 +327,29 @@ def test_input_arrow_casts_safely_and_keeps_values_exact(make_pipeline, tmp_path
     assert got[1]["x"] == 1.5 and math.isnan(got[2]["x"]) and got[3]["x"] is None
     assert str(got[1]["ts"]) == "2024-02-29 12:00:00" and got[(1 << 63) - 1]["s"] == "big"
     assert (tmp_path / "bad.jsonl").read_text().count("\n") == 1 and got[8]["x"] == 1.5
+
+
+def test_foreach_chunk_in_arrow_keeps_null_and_nan_apart(make_pipeline):
+    """``format="arrow"``: each changed step as a ``pyarrow.Table`` (the view's columns and ``__weight``), the same
+    rows as the pandas form; a float column's NULL and NaN stay apart (pandas makes both NaN)."""
+    import math
+    import pyarrow as pa
+    p = make_pipeline("CREATE TABLE t (k BIGINT, x DOUBLE); CREATE VIEW v AS SELECT k, x FROM t;", start=False)
+    arrow, frames = [], []
+    p.foreach_chunk("v", lambda chunk, seq: arrow.append((seq, chunk)), format="arrow")
+    p.foreach_chunk("v", lambda chunk, seq: frames.append((seq, chunk)))
+    with pytest.raises(ValueError, match="'pandas' or 'arrow'"):
+        p.foreach_chunk("v", print, format="polars")
+    p.start()
+    p.input_arrow("t", pa.table({"k": [1, 2, (1 << 63) - 1], "x": [float("nan"), None, 0.5]}))
+    p.wait_for_idle()
+    p.input_arrow("t", pa.table({"k": [2], "x": pa.array([None], pa.float64())}), delete=True)
+    p.wait_for_idle()
+    assert [s for s, _ in arrow] == [s for s, _ in frames] and len(arrow) == 2
+    first = arrow[0][1]
+    assert isinstance(first, pa.Table) and first.column_names == ["k", "x", "__weight"]
+    rows = {r["k"]: r for r in first.to_pylist()}
+    assert math.isnan(rows[1]["x"]) and rows[2]["x"] is None and rows[(1 << 63) - 1]["__weight"] == 1
+    assert arrow[1][1].to_pylist() == [{"k": 2, "x": None, "__weight": -1}]
+    pdf = frames[0][1]
+    assert sorted(pdf["k"].tolist()) == sorted(rows)

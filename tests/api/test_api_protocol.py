@@ -10,7 +10,8 @@ from sqlengine.api.client import RemotePipeline
 from sqlengine.api.protocol import SHARED_METHODS, PipelineLike
 
 # what only the embedded Pipeline has (see sqlengine/api/protocol.py)
-EMBEDDED_ONLY = {"from_sql", "output_parquet", "set_clock", "advance_clock"}
+EMBEDDED_ONLY = {"from_sql", "output_parquet", "set_clock", "advance_clock",
+                 "input_arrow"}   # (the server's ingress takes JSON and CSV, not Arrow IPC yet)
 
 
 def public(cls):
