@@ -73,6 +73,11 @@ class Program:
         lines += ["  " + ops[i].describe() for i in sorted(ops)]
         lines.append(f"  output: changes of #{out.delta}" +
                      (f", contents in #{out.integral}" if out.integral is not None else ""))
+        read = [t for t, (inp, _) in self.circuit.tables.items() if inp in ops]
+        if read:   # whether each table it reads keeps its rows (an append-only table nothing reads does not)
+            lines.append("tables: " + ", ".join(
+                f"{t} ({'stream: not stored' if self.circuit.ops[self.circuit.tables[t][1]].mode == 'stream' else 'stored'})"
+                for t in read))
         lines += describe_bounds(self.circuit, sorted(ops), event_columns(self.tables), self.gc,
                                  {v.name: self.final[v.name]} if v.name in self.final else {})
         return "\n".join(lines)

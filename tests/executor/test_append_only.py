@@ -47,6 +47,7 @@ def test_a_table_nothing_reads_is_a_stream(make_pipeline):
     p.start()
     circuit = p.program.circuit
     assert circuit.ops[circuit.tables["bid"][1]].mode == "stream"
+    assert "tables: bid (stream: not stored)" in p.explain("proj").splitlines()
     model = Model(DUCK_SCHEMA, COLUMNS)
     rng = random.Random(5)
     for step in range(6):
@@ -75,6 +76,7 @@ def test_a_table_a_join_reads_is_stored(make_pipeline):
     p.start()
     circuit = p.program.circuit
     assert circuit.ops[circuit.tables["bid"][1]].mode == ""
+    assert "tables: bid (stored), seller (stored)" in p.explain("named").splitlines()
     model = Model(DUCK_SCHEMA, COLUMNS)
     rng = random.Random(9)
     sellers = []
