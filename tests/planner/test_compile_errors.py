@@ -320,3 +320,14 @@ def test_a_sqlglot_error_after_parsing_has_a_position_and_no_ansi_codes(monkeypa
     err = compile_error(T + "CREATE VIEW w AS SELECT k FROM t", ParseError,
                         "cannot compile view w: Invalid expression / Unexpected token", 3, 1)
     assert "\x1b" not in str(err) and "Col:" not in str(err)
+
+
+def test_a_negated_cast_of_a_constant_that_cannot_succeed_is_rejected():
+    """DuckDB folds ``-<constant>`` when it binds a view, so ``-CAST('nan' AS BIGINT)`` fails there (fuzz seed 10316);
+    elsewhere such a CAST fails each row at run time, and the engine records row errors as DuckDB fails them."""
+    compile_error(T + "CREATE VIEW w AS SELECT -CAST('nan' AS BIGINT) AS z FROM t", BindError,
+                  "cannot CAST 'nan' to BIGINT: the string is not a valid BIGINT", 3, "'nan'")
+    compile_error(T + "CREATE VIEW w AS SELECT -(CAST('abc' AS INT)) AS z FROM t", BindError,
+                  "cannot CAST 'abc' to INTEGER", 3, "'abc'")
+    compile_program(T + "CREATE VIEW w AS SELECT -CAST('nan' AS DOUBLE) AS a, -CAST('5' AS INT) AS b, "
+                        "CAST('abc' AS INT) AS c FROM t")
