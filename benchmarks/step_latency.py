@@ -193,8 +193,8 @@ class EngineProbe:
     def __init__(self, engine, store, spark, compactor):
         self.ms: Dict[str, float] = defaultdict(float)
         self.calls: Dict[str, int] = defaultdict(int)
-        for name in ("clamp_deletes", "run_step"):
-            setattr(engine, name, self._wrap(name, getattr(engine, name)))
+        engine.inputs.clamp_deletes = self._wrap("clamp_deletes", engine.inputs.clamp_deletes)
+        engine.run_step = self._wrap("run_step", engine.run_step)
         setattr(compactor, "take", self._wrap("compact", compactor.take))
         setattr(store, "write_run", self._wrap("write_run", store.write_run))
         setattr(store, "commit", self._wrap("commit", store.commit))
