@@ -95,6 +95,10 @@ class Circuit:
             stack.extend(self.ops[i].reads)
         return [self.ops[i] for i in sorted(seen)]
 
+    def stream(self, table: str) -> bool:
+        """Is ``table`` a stream that keeps no rows (an append-only table nothing reads, see :func:`stream_tables`)?"""
+        return self.ops[self.tables[table][1]].mode == "stream"
+
 
 def aggregate_mode(node: Aggregate) -> str:
     """``accumulate`` when every aggregate is invertible, else ``recompute``.  A SUM or AVG over floats is not:

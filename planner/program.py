@@ -76,7 +76,7 @@ class Program:
         read = [t for t, (inp, _) in self.circuit.tables.items() if inp in ops]
         if read:   # whether each table it reads keeps its rows (an append-only table nothing reads does not)
             lines.append("tables: " + ", ".join(
-                f"{t} ({'stream: not stored' if self.circuit.ops[self.circuit.tables[t][1]].mode == 'stream' else 'stored'})"
+                f"{t} ({'stream: not stored' if self.circuit.stream(t) else 'stored'})"
                 for t in read))
         lines += describe_bounds(self.circuit, sorted(ops), event_columns(self.tables), self.gc,
                                  {v.name: self.final[v.name]} if v.name in self.final else {})

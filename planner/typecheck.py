@@ -157,7 +157,6 @@ def _folded(n: exp.Expression) -> bool:
 
 
 _NOT_INTEGRAL = re.compile(r"^\s*[+-]?(nan|inf|infinity)\s*$", re.I)
-_INTEGER_TYPES = exp.DataType.INTEGER_TYPES
 
 
 def _literal_casts(text: str, cls: str, to: exp.DataType) -> bool:
@@ -168,7 +167,7 @@ def _literal_casts(text: str, cls: str, to: exp.DataType) -> bool:
     """
     if not castable(text, cls):
         return False
-    return not (to.this in _INTEGER_TYPES and _NOT_INTEGRAL.match(text))
+    return not (to.this in exp.DataType.INTEGER_TYPES and _NOT_INTEGRAL.match(text))
 
 
 # ------------------------------------------------------------------ inference

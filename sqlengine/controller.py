@@ -147,8 +147,7 @@ class Controller:
     # ------------------------------------------------------------------ program changes
     def objects(self) -> Dict[str, str]:
         """A digest of every table's and view's definition (kept in each manifest: a restart compares them)."""
-        circuit = self.program.circuit
-        out = {f"table {t}": repr(d.fields) + ("|stream" if circuit.ops[circuit.tables[t][1]].mode == "stream" else "")
+        out = {f"table {t}": repr(d.fields) + ("|stream" if self.program.circuit.stream(t) else "")
                for t, d in self.program.tables.items()}   # (a stream keeps no rows: it cannot become stored)
         out.update({f"view {v}": f"{d.materialized}|{d.plan!r}" for v, d in self.program.views.items()})
         return {k: hashlib.sha1(v.encode()).hexdigest()[:16] for k, v in out.items()}

@@ -703,8 +703,7 @@ class Pipeline:
 
     # ------------------------------------------------------------------ queries
     def _relations(self) -> Dict[str, Optional[bool]]:
-        circuit = self.program.circuit
-        rel = {t: None if circuit.ops[circuit.tables[t][1]].mode == "stream" else True for t in self.program.tables}
+        rel = {t: None if self.program.circuit.stream(t) else True for t in self.program.tables}
         rel.update({v: d.materialized for v, d in self.program.views.items()})
         rel[ERRORS_RELATION] = True
         return rel

@@ -63,8 +63,8 @@ class StepContext:
         self.placement = placement if placement is not None else Placement.from_dict(None)
         self.master = master
         self.stats = Stats()
-        self.sums = SumBounds(store)
         self.keys: Dict[int, str] = {op.id: state_key(op) for op in self.ops if op.owns_state}
+        self.sums = SumBounds(store, self.keys)
         self.derived = {op.id: derivation(self.circuit, op) for op in self.ops
                         if source.integrates(op) and op.mode == "derived"}
         pks = {t: self.key_columns(t, s.primary_key) for t, s in program.tables.items()}

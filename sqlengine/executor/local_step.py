@@ -518,7 +518,7 @@ class LocalExecutor:
         partial = cast_to(agg_op.partial_local(self.lowerer, op, d), schema)
         if partial.num_rows and write:
             self.write_run(op.id, partial, step, new_runs)
-        emit = not eng.sums.fit(op, eng.keys[op.id], partial, write) or emit
+        emit = not eng.sums.fit(op, partial, write) or emit
         if not emit or (not partial.num_rows and not initial):
             return None
         return self.aggregate_change(op, partial, old, initial)

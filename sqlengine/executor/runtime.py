@@ -133,12 +133,12 @@ class Engine:
         contents = {}
         for op in self.ops:
             if source.reads_table(op) and op.id in need:
-                integral = self.ctx.table_integral(op.node.table)
-                if integral not in self.keys:   # an append-only table nothing read: its rows were never kept
+                if self.circuit.stream(op.node.table):   # an append-only table nothing read: its rows were never kept
                     raise UnsupportedError(
                         f"table {op.node.table} is append-only and was not stored (nothing read it), so a view that "
                         f"is new or changed cannot be computed from its past rows: declare it WITH "
                         f"('materialized' = 'true') to keep its rows, or use a new storage_dir")
+                integral = self.ctx.table_integral(op.node.table)
                 # the stored rows are consolidated first only where some weight is negative (a delete whose
                 # run is not merged yet): positive duplicates cancel nothing, and every operator takes them
                 if self.local.cached(integral, old):

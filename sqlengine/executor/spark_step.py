@@ -111,7 +111,7 @@ class SparkStep:
                                      consolidate=False)
             if partial is not EMPTY and writes(op.id):
                 self.driver.write_run(op.id, partial, step, new_runs)
-            fits = ctx.sums.fit(op, ctx.keys[op.id], None if partial is EMPTY else partial, writes(op.id))
+            fits = ctx.sums.fit(op, None if partial is EMPTY else partial, writes(op.id))
             if fits and not ctx.emits(op, need, out_ids):   # only its state changes
                 return EMPTY
             if agg_op.seeds(op, initial) and partial is EMPTY:

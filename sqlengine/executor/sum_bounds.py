@@ -23,16 +23,17 @@ BIGINT_MAX = (1 << 63) - 1
 class SumBounds:
     """This step's bounds, per state key, started from the committed ones by each attempt at a step."""
 
-    def __init__(self, store: StateStore):
+    def __init__(self, store: StateStore, keys: Dict[int, str]):
         self.store = store
+        self.keys = keys   # op id -> its state key
         self.bounds: Dict[str, int] = {}
 
     def start(self) -> None:
         """Each attempt at a step (on Spark, then maybe on the driver) starts from the committed bounds."""
         self.bounds = dict(self.store.current.meta.get("sum_bounds", {}))
 
-    def fit(self, op: Op, key: str, partial: Optional[pa.Table], write: bool) -> bool:
-        """Add ``partial`` (the step's partial sums of ``op``, whose state is ``key``) to the bound; can no group
+    def fit(self, op: Op, partial: Optional[pa.Table], write: bool) -> bool:
+        """Add ``partial`` (the step's partial sums of ``op``) to the bound; can no group
         hold an integer SUM outside BIGINT's range after this step?  Not ``write`` (a backfill that does not
         write the state): unknown, so False."""
         cols = accumulators.integer_sums(op.node)
@@ -40,6 +41,7 @@ class SumBounds:
             return True
         if not write:
             return False
+        key = self.keys[op.id]
         b = self.bounds.get(key)
         if b is None:
             if self.store.current.runs.get(key):   # state written before the bound was kept
