@@ -9,6 +9,8 @@ rewriting into an equivalent DuckDB expression that Spark evaluates the same way
 * ``date +/- interval`` is a TIMESTAMP (Spark: a DATE) -> the date is cast to TIMESTAMP first;
 * ``a / b`` with a DECIMAL operand is a DOUBLE, divided in DOUBLE (Spark: a DECIMAL of at most 6 digits after
   the point, 0.444444 for ``1 / 2.25``) -> both operands cast to DOUBLE, which is what DuckDB does;
+* ``a % b`` with a DOUBLE or REAL operand is NaN where ``b`` is 0 (Spark: an error) -> ``CASE WHEN b = 0 AND a IS
+  NOT NULL THEN NaN ELSE a % b END``;
 * ``CAST(x AS <integer>)`` rounds (Spark truncates): a DECIMAL half away from zero
   -> ``CAST(ROUND(x) AS <integer>)``, a DOUBLE or REAL half to even -> ``CAST(ROUND_EVEN(x, 0) AS ...)``.
 
@@ -52,22 +54,34 @@ def _decimal_literal(x: exp.Expression) -> bool:
     return isinstance(x, exp.Literal) and not x.is_string and "." in x.this and "e" not in x.this.lower()
 
 
+def _r(x: exp.Expression) -> exp.Expression:
+    """A copy of ``x`` with the rewrites applied inside it (``transform`` does not walk into a node it replaced)."""
+    return x.copy().transform(_rewrite)
+
+
 def _rewrite(n: exp.Expression):
     if isinstance(n, exp.Sub) and _is(n.this, {T.DATE}) and _is(n.expression, {T.DATE}):
-        return exp.DateDiff(this=n.this.copy(), expression=n.expression.copy(), unit=exp.var("DAY"))
+        return exp.DateDiff(this=_r(n.this), expression=_r(n.expression), unit=exp.var("DAY"))
     if isinstance(n, (exp.Add, exp.Sub)):
         a, b = n.this, n.expression
         if _is(a, {T.DATE}) and isinstance(b, exp.Interval):
-            return type(n)(this=exp.cast(a.copy(), "TIMESTAMP"), expression=b.copy())
+            return type(n)(this=exp.cast(_r(a), "TIMESTAMP"), expression=_r(b))
         if isinstance(n, exp.Add) and isinstance(a, exp.Interval) and _is(b, {T.DATE}):
-            return exp.Add(this=a.copy(), expression=exp.cast(b.copy(), "TIMESTAMP"))
+            return exp.Add(this=_r(a), expression=exp.cast(_r(b), "TIMESTAMP"))
     if isinstance(n, exp.Div) and not isinstance(n, exp.IntDiv) and any(
             _is(x, {T.DECIMAL}) or _decimal_literal(x) for x in (n.this, n.expression)):
-        return exp.Div(this=exp.cast(n.this.copy(), "DOUBLE"), expression=exp.cast(n.expression.copy(), "DOUBLE"))
+        return exp.Div(this=exp.cast(_r(n.this), "DOUBLE"), expression=exp.cast(_r(n.expression), "DOUBLE"))
+    if isinstance(n, exp.Mod) and any(_is(x, {T.DOUBLE, T.FLOAT}) for x in (n.this, n.expression)) and not (
+            isinstance(n.expression, exp.Literal) and n.expression.is_number and float(n.expression.this) != 0):
+        a, b = _r(n.this), _r(n.expression)
+        by_zero = exp.and_(exp.EQ(this=b.copy(), expression=exp.Literal.number(0)),
+                           exp.not_(exp.Is(this=a.copy(), expression=exp.Null())))
+        return exp.Case(ifs=[exp.If(this=by_zero, true=exp.cast(exp.Literal.string("nan"), "DOUBLE"))],
+                        default=exp.Mod(this=exp.Paren(this=a), expression=exp.Paren(this=b)))
     if isinstance(n, exp.Cast) and n.to.this in INTEGRAL and (_is(n.this, {T.DECIMAL}) or _decimal_literal(n.this)):
-        return exp.Cast(this=exp.Round(this=n.this.copy()), to=n.to.copy())
+        return exp.Cast(this=exp.Round(this=_r(n.this)), to=n.to.copy())
     if isinstance(n, exp.Cast) and n.to.this in INTEGRAL and _is(n.this, {T.DOUBLE, T.FLOAT}):
-        even = exp.Anonymous(this="ROUND_EVEN", expressions=[n.this.copy(), exp.Literal.number(0)])
+        even = exp.Anonymous(this="ROUND_EVEN", expressions=[_r(n.this), exp.Literal.number(0)])
         return exp.Cast(this=even, to=n.to.copy())
     return n
 

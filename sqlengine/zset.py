@@ -36,12 +36,7 @@ def canonical_float(a):
 
 
 def canonical_floats(t: pa.Table, columns: Sequence[str]) -> pa.Table:
-    """``t`` with its float ``columns`` canonical (:func:`canonical_float`), to hash or group by them.
-
-    >>> t = pa.table({"c0": [-0.0, 0.0, 1.5], W: [1, 1, 1]})
-    >>> consolidate_arrow(t).to_pylist()     # one row: a value of the group's own, -0.0 here
-    [{'c0': -0.0, '__w': 2}, {'c0': 1.5, '__w': 1}]
-    """
+    """``t`` with its float ``columns`` canonical (:func:`canonical_float`), to hash or group by them."""
     for c in columns:
         i = t.schema.get_field_index(c)
         if pa.types.is_floating(t.schema.field(i).type):
@@ -49,9 +44,34 @@ def canonical_floats(t: pa.Table, columns: Sequence[str]) -> pa.Table:
     return t
 
 
+def negative_zero(a):
+    """Which values of a float array are -0.0 (a bool array; NULL where the value is NULL)."""
+    return pa.compute.and_(pa.compute.equal(a, pa.scalar(0.0, a.type)),
+                           pa.compute.less(pa.compute.divide(pa.scalar(1.0, a.type), a), pa.scalar(0.0, a.type)))
+
+
+def with_zero_signs(t: pa.Table) -> "tuple[pa.Table, List[str]]":
+    """``t`` with a column ``__nz_<c>`` (is the value -0.0?) appended for each float data column ``c``, and their
+    names.  A row's identity in a Z-set is its values with the sign of a zero: -0.0 and 0.0 are equal in SQL
+    (they group, join and compare as one) but are different values (``1/x``, ``CAST(x AS VARCHAR)``), so a table
+    that holds both holds two different rows, as in DuckDB.  SQL that sums weights per row (``GROUP BY`` merges
+    the two zeros) groups by these columns too."""
+    extra = []
+    for c in data_columns(t.column_names):
+        if pa.types.is_floating(t.schema.field(c).type):
+            t = t.append_column(f"__nz_{c}", negative_zero(t.column(c)) if t.num_rows else pa.array([], pa.bool_()))
+            extra.append(f"__nz_{c}")
+    return t, extra
+
+
 def consolidate_arrow(t: pa.Table) -> pa.Table:
-    """Sum weights of equal rows (floats equal as in SQL, see :func:`canonical_float`) and drop rows whose
-    weight is zero."""
+    """Sum weights of equal rows and drop rows whose weight is zero.  Rows are equal when their values are, with
+    every NaN one value (as in SQL) and -0.0 apart from 0.0 (see :func:`with_zero_signs`).
+
+    >>> t = pa.table({"c0": [-0.0, 0.0, 1.5, -0.0], W: [1, 1, 1, 1]})
+    >>> consolidate_arrow(t).to_pylist()
+    [{'c0': -0.0, '__w': 2}, {'c0': 0.0, '__w': 1}, {'c0': 1.5, '__w': 1}]
+    """
     cols = data_columns(t.column_names)
     if t.num_rows == 0:
         return t
@@ -59,17 +79,15 @@ def consolidate_arrow(t: pa.Table) -> pa.Table:
         total = pa.compute.sum(t.column(W)).as_py() or 0
         return t.slice(0, 0) if total == 0 else pa.table({W: pa.array([total], WEIGHT_TYPE)})
     floats = [c for c in cols if pa.types.is_floating(t.schema.field(c).type)]
-    if floats:   # grouped by their canonical form, each keeps a value of its own (-0.0 stays -0.0)
+    if floats:   # Arrow's hashing compares bits: -0.0 and 0.0 stay apart, and every NaN is made one NaN
         keyed = t
         for c in floats:
-            keyed = keyed.append_column(f"__canon_{c}", canonical_float(t.column(c)))
-        by = [f"__canon_{c}" if c in floats else c for c in cols]
-        g = keyed.group_by(by, use_threads=False).aggregate([(W, "sum")] + [(c, "first") for c in floats])
-        g = g.rename_columns([c[:-len("_first")] if c.endswith("_first") else c for c in g.column_names])
-        g = g.select(cols + [f"{W}_sum"]).rename_columns(cols + [W])
-    else:
-        g = t.group_by(cols, use_threads=False).aggregate([(W, "sum")])
-        g = g.rename_columns(cols + [W])
+            a = t.column(c)
+            keyed = keyed.set_column(keyed.schema.get_field_index(c), c,
+                                     pa.compute.if_else(pa.compute.is_nan(a), pa.scalar(float("nan"), a.type), a))
+        t = keyed
+    g = t.group_by(cols, use_threads=False).aggregate([(W, "sum")])
+    g = g.rename_columns(cols + [W])
     g = g.filter(pa.compute.not_equal(g.column(W), 0))
     return g.select(t.column_names).cast(t.schema)
 
@@ -106,7 +124,17 @@ def consolidate_spark(df):
     cols = data_columns(df.columns)
     if not cols:
         return df.agg(F.sum(W).alias(W)).filter(F.col(W) != 0)
-    return df.groupBy(*cols).agg(F.sum(W).alias(W)).filter(F.col(W) != 0)
+    floats = {f.name for f in df.schema.fields if f.name in cols and f.dataType.typeName() in ("double", "float")}
+    if not floats:
+        return df.groupBy(*cols).agg(F.sum(W).alias(W)).filter(F.col(W) != 0)
+    # Spark's grouping makes -0.0 0.0 (its keys' values too): the sign of a zero is a key of its own, and the
+    # value kept is the group's own (see with_zero_signs)
+    keys = [F.col(c).alias(f"__k_{c}") if c in floats else F.col(c) for c in cols]
+    signs = [(F.col(c) == 0) & (F.col(c).cast("string").startswith("-")) for c in sorted(floats)]
+    g = df.groupBy(*keys, *[s.alias(f"__nz_{i}") for i, s in enumerate(signs)]).agg(
+        F.sum(W).alias(W), *[F.first(c).alias(f"__v_{c}") for c in sorted(floats)])
+    return g.filter(F.col(W) != 0).select(*[F.col(f"__v_{c}").alias(c) if c in floats else F.col(c) for c in cols],
+                                          F.col(W))
 
 
 def positive_spark(df):
@@ -138,6 +166,12 @@ def clamp_in_order(parts: Sequence[pa.Table], deleted: pa.Table, stored: pa.Tabl
     """
     import duckdb
     import numpy as np
+    given = parts
+    out_schema = parts[0].schema
+    # DuckDB's GROUP BY and '=' make -0.0 0.0: a row keeps the sign of its zeros as columns of its own
+    parts = [with_zero_signs(p)[0] for p in parts]
+    parts = [p.select(data_columns(p.column_names) + [W]) for p in parts]
+    deleted, stored = with_zero_signs(deleted)[0], with_zero_signs(stored)[0]
     schema = parts[0].schema
     cols = data_columns(schema.names)
     q = ", ".join(f'"{c}"' for c in cols)
@@ -162,7 +196,7 @@ def clamp_in_order(parts: Sequence[pa.Table], deleted: pa.Table, stored: pa.Tabl
         short = con.sql(f'SELECT 1 FROM (SELECT {q}, -SUM("{W}") AS __d FROM a WHERE "{W}" < 0 GROUP BY ALL) x '
                         f'LEFT JOIN h ON {eq("x", "h", deleted)} WHERE COALESCE(h."{W}", 0) < x.__d LIMIT 1').fetchall()
         if not short:
-            return pa.concat_tables(parts)
+            return pa.concat_tables(given)
         # the running counts below take each batch's net weight per row, so the batches are consolidated first
         seq = pa.concat_tables([consolidate_arrow(p) for p in parts])
         seq = seq.append_column("__i", pa.array(np.arange(seq.num_rows, dtype=np.int64)))
@@ -181,4 +215,4 @@ def clamp_in_order(parts: Sequence[pa.Table], deleted: pa.Table, stored: pa.Tabl
         rest = con.sql(f'SELECT {q}, "{W}" FROM a ANTI JOIN tr ON {eq("a", "tr")}').to_arrow_table()
     finally:
         con.close()
-    return consolidate_arrow(pa.concat_tables([clamped.cast(schema), rest.cast(schema)]))
+    return consolidate_arrow(pa.concat_tables([clamped.cast(schema), rest.cast(schema)]).select(out_schema.names))

@@ -40,7 +40,7 @@ from sqlengine.executor.row_errors import RowErrors, named_row
 from sqlengine.state.store import Manifest, Run
 from sqlengine.state.cache import StateCache, is_column
 from sqlengine.state.row_groups import RowGroupReader
-from sqlengine.zset import W, all_positive, consolidate_arrow
+from sqlengine.zset import W, all_positive, consolidate_arrow, with_zero_signs
 
 SQL_INTEGER = {8: "TINYINT", 16: "SMALLINT", 32: "INT", 64: "BIGINT"}
 
@@ -556,9 +556,10 @@ class LocalExecutor:
         cols = [c for c in t.column_names if c != W]
         if t.num_rows < self.placement.bulk_rows or not cols:
             return consolidate_arrow(t)
-        sql = (f"SELECT {', '.join(cols)}, SUM({W})::BIGINT AS {W} FROM R GROUP BY {', '.join(cols)} "
-               f"HAVING SUM({W}) != 0")
-        return cast_to(lowerer.rule(sql, R=t), t.schema)
+        signed, signs = with_zero_signs(t)   # DuckDB's GROUP BY makes -0.0 0.0: a row keeps the sign of its zeros
+        keys = ', '.join(cols + signs)
+        sql = f"SELECT {keys}, SUM({W})::BIGINT AS {W} FROM R GROUP BY {keys} HAVING SUM({W}) != 0"
+        return cast_to(lowerer.rule(sql, R=signed).select(t.column_names), t.schema)
 
     def merge(self, op, paths: List[str], small: bool = False, lowerer: Optional[DuckDBBackend] = None
               ) -> Optional[pa.Table]:

@@ -53,10 +53,10 @@ CASES = [
 
 
 def exact(v):
-    """A value made comparable exactly: NaN equals NaN.  -0.0 equals 0.0, as in SQL: Z-set consolidation keeps
-    one of the two equal zeros (``sqlengine.zset.canonical_float``), so a stored -0.0 may read back as 0.0."""
+    """A value made comparable exactly: NaN equals NaN, and -0.0 is not 0.0 (a stored -0.0 reads back as -0.0,
+    as in DuckDB)."""
     if isinstance(v, float):
-        return ("nan",) if math.isnan(v) else (v + 0.0, type(v).__name__)
+        return ("nan",) if math.isnan(v) else (v, math.copysign(1.0, v), type(v).__name__)
     return v
 
 

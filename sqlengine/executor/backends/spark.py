@@ -34,9 +34,27 @@ def _dow(x: exp.Expression) -> exp.Expression:       # Spark DAYOFWEEK: Sunday =
     return exp.Anonymous(this="DAYOFWEEK", expressions=[x])
 
 
+def _nonzero_literal(x: exp.Expression) -> bool:
+    return isinstance(x, exp.Literal) and x.is_number and float(x.this) != 0
+
+
+def _ieee_div(a: exp.Expression, b: exp.Expression) -> exp.Expression:
+    """``a / b`` as DuckDB divides (in DOUBLE, IEEE 754), where Spark's ``/`` by zero raises (ANSI) or is NULL:
+    ``COALESCE(TRY_DIVIDE(a, b), a * +-inf)``, the infinity's sign the zero's own (-0.0); ``a * inf`` is +-inf,
+    or NaN for a = 0 and a = NaN, as ``a / 0`` is, and NULL where ``a`` or ``b`` is."""
+    negative = exp.Like(this=exp.cast(b.copy(), "STRING"), expression=exp.Literal.string("-%"))
+    inf = exp.If(this=negative, true=exp.cast(exp.Literal.string("-Infinity"), "DOUBLE"),
+                 false=exp.cast(exp.Literal.string("Infinity"), "DOUBLE"))
+    return exp.Coalesce(this=exp.Anonymous(this="TRY_DIVIDE", expressions=[a, b]),
+                        expressions=[exp.Mul(this=a.copy(), expression=exp.Paren(this=inf))])
+
+
 def _to_spark_semantics(n: exp.Expression) -> exp.Expression:
     """DuckDB meanings that sqlglot's transpiler does not carry over (type-dependent ones are fixed by the
-    planner, see ``planner.semantics``): day-of-week numbering, EPOCH, WEEK, ROUND_EVEN."""
+    planner, see ``planner.semantics``): division by zero (:func:`_ieee_div`), day-of-week numbering, EPOCH,
+    WEEK, ROUND_EVEN."""
+    if isinstance(n, exp.Div) and not _nonzero_literal(n.expression):   # (a replaced node is not walked into)
+        return _ieee_div(*(x.transform(_to_spark_semantics) for x in (n.this, n.expression)))
     unit = n.name.upper() if isinstance(n, exp.Extract) else None
     unit = {"DAYOFWEEK": "DOW", "WEEKDAY": "DOW", "DAYOFWEEKISO": "ISODOW", "DAYOFWEEK_ISO": "ISODOW"}.get(unit, unit)
     if unit == "DOW" or isinstance(n, exp.DayOfWeek):           # DuckDB: Sunday = 0 .. Saturday = 6
