@@ -95,3 +95,18 @@ def test_a_date_after_9999_is_a_row_error(make_pipeline):
     assert p.status()["errors"] == {"v": 1, "w": 1}
     errors = list(p.query("SELECT error FROM sqlengine_errors ORDER BY view"))
     assert all("outside the years 1 to 9999" in e["error"] for e in errors)
+
+
+def test_a_row_that_fails_only_in_a_batch_is_a_row_error(make_pipeline, executor):
+    """DuckDB fails ``NULLIF(c, c) / CAST(big AS DECIMAL(10,2))`` over a batch that holds a NULL, not over its one
+    row alone (a one-row batch is a constant vector, which it takes shortcuts on), and TRY evaluates rows alone:
+    a row is tested beside a row of NULLs, so the row that fails the batch is found and recorded (fuzz)."""
+    schema = "CREATE TABLE t (c DECIMAL(18,4), b BIGINT);"
+    rows = ["INSERT INTO t VALUES (1.5, 9007199254740993), (NULL, NULL), (2.5, 7)"]
+    p = run(make_pipeline, schema, {"v": "SELECT b, NULLIF(c, c) / CAST(b AS DECIMAL(10, 2)) AS o FROM t"}, rows)
+    with pytest.raises(duckdb.ConversionException):
+        expected(schema, rows, "SELECT NULLIF(c, c) / CAST(b AS DECIMAL(10, 2)) FROM t")
+    assert got(p, "v") == bag([(None, None), (7, None)])
+    assert p.status()["errors"] == {"v": 1}
+    (err,) = p.query("SELECT * FROM sqlengine_errors")
+    assert json.loads(err["row"])["b"] == 9007199254740993 and "DECIMAL(10,2)" in err["error"]

@@ -51,6 +51,11 @@ def duck(sql: str) -> str:
     return sqlglot.parse_one(sql, read=DIALECT).transform(_to_duckdb).sql(dialect="duckdb")
 
 
+def _beside_nulls(t: pa.Table) -> pa.Table:
+    """``t`` and a row of NULLs, in one chunk (one vector: DuckDB scans each chunk of a table as vectors of its own)."""
+    return pa.concat_tables([t, pa.table({f.name: pa.nulls(1, f.type) for f in t.schema})]).combine_chunks()
+
+
 def shift_columns(sql: str, by: int) -> str:
     """``sql`` with every positional column ``c<i>`` renamed ``c<i+by>`` (the planner's renumbering)."""
     return shift(Expr(sql, UNKNOWN), by).sql
@@ -92,9 +97,10 @@ class DuckDBBackend:
         return f"TRY({duck(sql)})" if self.careful else duck(sql)
 
     # ------------------------------------------------------------ row errors
-    def bad_rows(self, t: pa.Table, exprs: Sequence[str]) -> Tuple[np.ndarray, np.ndarray]:
+    def bad_rows(self, t: pa.Table, exprs: Sequence[str], failed: bool = False) -> Tuple[np.ndarray, np.ndarray]:
         """(row positions, index of the first failing expression) of the rows of ``t`` where an expression
-        fails."""
+        fails.  ``failed``: the expressions failed over ``t`` as a batch, so where TRY finds no row failing (it
+        evaluates a row alone, see :meth:`_fails`) the rows are looked for in halves of ``t``."""
         if not exprs or not t.num_rows:
             return np.zeros(0, np.int64), np.zeros(0, np.int64)
         flags = " ".join(f"WHEN TRY(hash({duck(e)})) IS NULL THEN {i}" for i, e in enumerate(exprs))  # hash(NULL) is not NULL
@@ -104,7 +110,22 @@ class DuckDBBackend:
                            f"WHERE __bad IS NOT NULL ORDER BY __rid", T=t)
         except DATA_ERRORS:   # TRY does not reach every failure (a CAST under IN (list)): halve the rows instead
             return self._bisect_bad_rows(t, exprs)
+        if failed and not out.num_rows:
+            return self._bisect_bad_rows(t, exprs)
         return out.column(0).to_numpy(), out.column(1).to_numpy()
+
+    def _fails(self, e: str, part: pa.Table) -> bool:
+        """Does ``e`` fail on the rows of ``part``?  One row is evaluated beside a row of NULLs: DuckDB takes
+        shortcuts on a batch of one row (a constant vector) that it does not take on a batch of many, so a row
+        may fail only beside others (``NULLIF(c, c) / CAST(big AS DECIMAL(10,2))`` beside a NULL); beside a row
+        of NULLs it is evaluated as in any batch."""
+        if part.num_rows == 1:
+            part = _beside_nulls(part)
+        try:
+            self.run(f"SELECT hash({duck(e)}) FROM T", T=part)
+            return False
+        except DATA_ERRORS:
+            return True
 
     def _bisect_bad_rows(self, t: pa.Table, exprs: Sequence[str]) -> Tuple[np.ndarray, np.ndarray]:
         """``bad_rows`` by evaluating each expression over halves of ``t`` (with its ``__rid``) until the rows that
@@ -114,11 +135,8 @@ class DuckDBBackend:
             pending = [t]
             while pending:
                 part = pending.pop()
-                try:
-                    self.run(f"SELECT hash({duck(e)}) FROM T", T=part)
+                if not self._fails(e, part):
                     continue
-                except DATA_ERRORS:
-                    pass
                 if part.num_rows == 1:
                     rids.append(part.column("__rid")[0].as_py())
                     which.append(i)
@@ -130,8 +148,9 @@ class DuckDBBackend:
         return np.array(rids, np.int64)[order], np.array(which, np.int64)[order]
 
     def message(self, row: pa.Table, expr: str) -> str:
-        try:
-            self.run(f"SELECT ({duck(expr)}) FROM T", T=row)
+        try:   # (beside a row of NULLs, as _fails evaluates it)
+            self.run(f"SELECT ({duck(expr)}) FROM T",
+                     T=_beside_nulls(row))
         except DATA_ERRORS as e:
             return first_line(e)
         return "error"   # pragma: no cover - the row failed under TRY

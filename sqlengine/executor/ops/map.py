@@ -81,7 +81,7 @@ def _careful(lw, op, d: pa.Table, exprs: List[str], clause: str) -> pa.Table:
     """A filter or projection of the rows of ``d`` where no expression fails; the others are recorded.  A
     batch that fails where no row fails alone (DuckDB evaluates some expressions over the whole batch) runs
     in parts."""
-    rids, which = lw.bad_rows(d, exprs)
+    rids, which = lw.bad_rows(d, exprs, failed=True)
     names = [f.name for f in op.node.input.fields]
     lw.record(op, d, rids, which, exprs, names, f"{clause} of {op.node.describe()}"[:200])
     keep = np.ones(d.num_rows, dtype=bool)
