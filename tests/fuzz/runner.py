@@ -201,7 +201,9 @@ def _values_sql(program: Program, table: str, rows) -> str:
     for i, r in enumerate(rows):
         vals = []
         for v, (_, ty) in zip(r, cols):
-            plain = i % 2 == 0 and isinstance(v, float) and math.isfinite(v) and category(ty) == "double"
+            # (a literal -0.0 is the DECIMAL 0.0 negated: 0.0)
+            plain = i % 2 == 0 and isinstance(v, float) and math.isfinite(v) and category(ty) == "double" and \
+                math.copysign(1.0, v) > 0
             vals.append(repr(v) if plain else literal(v, ty))
         out.append(f"({', '.join(vals)})")
     return f"INSERT INTO {table} VALUES {', '.join(out)}"
