@@ -79,6 +79,15 @@ def cols(n: int, start: int = 0) -> List[str]:
     return [col(i) for i in range(start, start + n)]
 
 
+def one_zero(fields, n: int) -> List[str]:
+    """The first ``n`` columns of an op that emits one row for values SQL finds equal (group keys, DISTINCT rows),
+    a float one with its zeros made 0.0: -0.0 and 0.0 are one group, and which of the two a GROUP BY returns
+    depends on the order of the rows, so what the op emits and later retracts would differ (a Z-set keeps the
+    sign of a zero, see ``sqlengine.zset.with_zero_signs``)."""
+    return [f"({col(i)} + CAST(0 AS {f.type.base})) AS {col(i)}" if f.type.base in ("REAL", "DOUBLE") else col(i)
+            for i, f in zip(range(n), fields)]
+
+
 def listed(items: Sequence[str]) -> str:
     return ", ".join(items)
 
@@ -262,7 +271,7 @@ def setop_sql(node, d0: bool, d1: bool) -> str:
     return (f"WITH touched AS (SELECT DISTINCT * FROM ({' UNION ALL '.join(changes)}) u), "
             f"g AS (SELECT {listed(cs)}, " + listed([f"SUM(m{i}) AS m{i}" for i in range(4)])
             + f" FROM ({' UNION ALL '.join(parts)}) v GROUP BY {listed(cs)}) "
-            f"SELECT {listed(cs)}, {w} AS {W} FROM g WHERE {w} != 0")
+            f"SELECT {listed(one_zero(node.fields, len(cs)))}, {w} AS {W} FROM g WHERE {w} != 0")
 
 
 def distinct_sql(node) -> str:
@@ -272,7 +281,7 @@ def distinct_sql(node) -> str:
     old = semi("S", cs, "D", cs + [W, f"{W} AS o"])
     return (f"WITH g AS (SELECT {listed(cs)}, SUM(o) AS o, SUM({W}) AS n FROM ({old} UNION ALL "
             f"SELECT {listed(cs)}, {W}, 0::BIGINT AS o FROM D) u GROUP BY {listed(cs)}) "
-            f"SELECT {listed(cs)}, {w} AS {W} FROM g WHERE {w} != 0")
+            f"SELECT {listed(one_zero(node.fields, len(cs)))}, {w} AS {W} FROM g WHERE {w} != 0")
 
 
 def window_sql(node: Window, emitted: bool = False) -> str:
@@ -332,7 +341,8 @@ def aggregate_sql(node: Aggregate, initial: bool = False, emitted: bool = False)
     n_in = len(node.input.fields)
 
     def agg(name, weight):
-        return f"SELECT {listed(keys + aggs)}, {weight}::BIGINT AS {W} FROM ({expanded(name, cols(n_in))}) x{group}"
+        return (f"SELECT {listed(one_zero(node.input.fields, k) + aggs)}, {weight}::BIGINT AS {W} "
+                f"FROM ({expanded(name, cols(n_in))}) x{group}")
 
     if initial:
         return agg("D", 1)
@@ -349,7 +359,7 @@ def partial_sql(node: Aggregate) -> str:
     """Per-group additive summary of a change ``D``: its accumulators (``accumulators.partial_sql``)."""
     k = len(node.keys)
     group = f" GROUP BY {listed(cols(k))}" if k else ""
-    return f"SELECT {listed(cols(k) + acc.partial_sql(node))} FROM D{group}"
+    return f"SELECT {listed(one_zero(node.input.fields, k) + acc.partial_sql(node))} FROM D{group}"
 
 
 def output_sql(node: Aggregate, accs: List[str], initial: bool = False) -> str:

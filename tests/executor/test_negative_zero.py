@@ -18,6 +18,12 @@ VIEWS = {
     "v_groups": "SELECT x = 0 AS zero, COUNT(*) AS n, SUM(1 / x) AS inv FROM t GROUP BY x = 0",
     "v_join": "SELECT a.k, b.k AS bk, 1 / b.x AS r FROM t a JOIN t b ON a.x = b.x WHERE a.x = 0",
     "v_distinct": "SELECT DISTINCT CAST(x AS VARCHAR) AS s FROM t",
+    # one row per group of equal values, whichever zero came first: what is emitted is later retracted
+    "v_by_x": "SELECT x, y, COUNT(*) AS n, SUM(k) AS sk FROM t GROUP BY x, y",
+    "v_by_x_float": "SELECT x, STDDEV_POP(k) AS sd, COUNT(DISTINCT k) AS nk FROM t GROUP BY x",
+    "v_by_x_distinct": "SELECT x, y, COUNT(DISTINCT k) AS nk, MIN(k) AS mk FROM t GROUP BY x, y",   # (SQL rule)
+    "v_distinct_x": "SELECT DISTINCT x, y FROM t",
+    "v_except": "SELECT x FROM t EXCEPT SELECT y FROM t WHERE k > 2",
 }
 NZ = "CAST('-0.0' AS DOUBLE)"
 STEPS = [
