@@ -16,6 +16,7 @@ from typing import Dict, List, Optional, Sequence, Tuple
 
 from sqlglot import exp
 
+from . import aggregate_functions
 from .bind_asof import AsofBinder
 from .bind_star import StarBinder, located
 from .bind_subquery import SubqueryBinder, rewrite_late, rewrite_subquery_predicates, scalar_subqueries
@@ -478,16 +479,27 @@ class Binder(SubqueryBinder, WindowBinder, AsofBinder, StarBinder):
             return m.group(1), m.start(1)
         return (n.sql_name() if isinstance(n, exp.Func) else type(n).__name__), pos
 
-    def agg_call(self, n: exp.Expression, scope: Scope) -> Tuple[str, Optional[exp.Expression], bool]:
-        """(function, argument expression or None for COUNT(*), distinct) with FILTER folded into the argument."""
+    def agg_call(self, n: exp.Expression, scope: Scope) -> Tuple[str, Tuple[exp.Expression, ...], bool,
+                                                                  Optional[str]]:
+        """(function, argument expressions (none for COUNT(*)), distinct, a constant fraction or None) with
+        FILTER folded into the arguments."""
         filt = None
         if isinstance(n, exp.Filter):
             filt = n.expression.this
             n = n.this
         func = AGGREGATES.get(type(n))
         if func is None:
-            name, at = self.called(n)
-            raise UnsupportedError(f"aggregate function {name} is not supported", sql=self.sql, offset=at)
+            if isinstance(n, exp.CountIf):   # COUNT_IF(p): DuckDB's is a SUM of p as 1 and 0 (NULL for no p)
+                p = n.this
+                n = exp.Sum(this=exp.Case(ifs=[exp.If(this=p.copy(), true=exp.Literal.number(1)),
+                                               exp.If(this=exp.Not(this=exp.Paren(this=p.copy())),
+                                                      true=exp.Literal.number(0))]))
+                func = "SUM"
+            elif isinstance(n, exp.AnyValue) or (isinstance(n, exp.IgnoreNulls) and isinstance(n.this, exp.AnyValue)):
+                n = exp.Min(this=(n.this if isinstance(n, exp.AnyValue) else n.this.this).copy())
+                func = "MIN"   # a value of the group that does not depend on the order of its rows
+            else:
+                return self.other_agg_call(n, filt)
         arg = n.this
         distinct = False
         if isinstance(arg, exp.Distinct):
@@ -506,7 +518,40 @@ class Binder(SubqueryBinder, WindowBinder, AsofBinder, StarBinder):
             if func == "COUNT_STAR":
                 func, arg = "COUNT", exp.Literal.number(1)
             arg = exp.Case(ifs=[exp.If(this=filt.copy(), true=arg.copy())])
-        return func, arg, distinct
+        return func, (() if arg is None else (arg,)), distinct, None
+
+    def other_agg_call(self, n: exp.Expression, filt) -> Tuple[str, Tuple[exp.Expression, ...], bool, Optional[str]]:
+        """An aggregate of :mod:`planner.aggregate_functions`: its arguments checked for number and form."""
+        spec = aggregate_functions.lookup(n)
+        name, at = self.called(n)
+        if spec is None:
+            raise UnsupportedError(f"aggregate function {name} is not supported", sql=self.sql, offset=at)
+        if isinstance(n, exp.Anonymous):
+            args = list(n.expressions)
+        else:
+            args = [n.this] + ([n.expression] if n.args.get("expression") is not None else []) + \
+                list(n.args.get("expressions") or [])
+            args += [v for k, v in n.args.items() if k not in ("this", "expression", "expressions") and v]
+        if any(isinstance(a, exp.Distinct) for a in args):
+            raise self.unsupported(f"{name.upper()}(DISTINCT ...)", n)
+        fraction = "0.5" if isinstance(n, exp.Median) else None
+        if spec.fraction:
+            if len(args) != 2:
+                raise self.unsupported(f"{name.upper()} without a fraction (write {name.upper()}(x, 0.5))", n)
+            value = args.pop()
+            try:
+                ok = isinstance(value, exp.Literal) and value.is_number and 0 <= float(value.this) <= 1
+            except ValueError:
+                ok = False
+            if not ok:
+                raise self.bind_error(f"the fraction of {name.upper()} must be a constant between 0 and 1", value)
+            fraction = value.this
+        if len(args) != spec.columns:
+            raise self.unsupported(f"{name.upper()} with {len(args)} argument{'s' if len(args) != 1 else ''} "
+                                   f"(it takes {spec.columns})", n)
+        if filt is not None:
+            args = [exp.Case(ifs=[exp.If(this=filt.copy(), true=a.copy())]) for a in args]
+        return spec.name, tuple(args), False, fraction
 
     def group_by_all(self, group: Optional[exp.Group], items) -> Optional[exp.Group]:
         """DuckDB's ``GROUP BY ALL``: by every SELECT item that reads a column and calls no aggregate (by their
@@ -596,14 +641,20 @@ class Binder(SubqueryBinder, WindowBinder, AsofBinder, StarBinder):
         call_index: Dict[Tuple, int] = {}
 
         def register(n):
-            func, arg, distinct = self.agg_call(n, scope)
-            if arg is not None:
+            func, args, distinct, fraction = self.agg_call(n, scope)
+            for arg in args:
                 self.check_scalar(arg, allow_agg=False, clause="an aggregate argument")
-            barg = self.bind_scalar(arg, scope) if arg is not None else None
-            sig = (func, barg.sql if barg else None, distinct)
+            bargs = tuple(self.bind_scalar(arg, scope) for arg in args)
+            spec = aggregate_functions.BY_NAME.get(func)
+            if spec is not None:
+                for arg, b in zip(args, bargs):
+                    if b.type.base not in spec.accepts and b.type.sql != "UNKNOWN" and b.type.base != "NULL":
+                        spelled = self.called(n.this if isinstance(n, exp.Filter) else n)[0].upper()
+                        raise self.bind_error(f"{spelled} takes {spec.what}, not {b.type.sql}", arg)
+            sig = (func, tuple(b.sql for b in bargs), distinct, fraction)
             if sig not in call_index:
                 call_index[sig] = len(calls)
-                calls.append((func, barg, distinct))
+                calls.append((func, bargs, distinct, fraction))
             return call_index[sig]
 
         for e in select_exprs + ([having] if having is not None else []):
@@ -612,17 +663,18 @@ class Binder(SubqueryBinder, WindowBinder, AsofBinder, StarBinder):
         # pre-projection: keys, then each distinct aggregate argument
         pre: List[Expr] = list(keys)
         arg_pos: Dict[str, int] = {}
-        for func, barg, _ in calls:
-            if barg is not None and barg.sql not in arg_pos:
-                arg_pos[barg.sql] = len(pre)
-                pre.append(barg)
+        for _, bargs, _, _ in calls:
+            for barg in bargs:
+                if barg.sql not in arg_pos:
+                    arg_pos[barg.sql] = len(pre)
+                    pre.append(barg)
         pre_names = tuple(f"k{i}" for i in range(len(keys))) + tuple(f"a{i}" for i in range(len(pre) - len(keys)))
         proj = Project(plan, tuple(pre), pre_names)
         pre_types = [e.type for e in pre]
         aggs = []
-        for func, barg, distinct in calls:
-            args = () if barg is None else (Expr(col(arg_pos[barg.sql]), barg.type),)
-            aggs.append(AggCall(func, args, distinct, None, self.agg_type(func, barg)))
+        for func, bargs, distinct, fraction in calls:
+            args = tuple(Expr(col(arg_pos[b.sql]), b.type) for b in bargs)
+            aggs.append(AggCall(func, args, distinct, None, self.agg_type(func, bargs), fraction))
         names = tuple(f"k{i}" for i in range(len(keys))) + tuple(f"agg{i}" for i in range(len(aggs)))
         agg_plan: Node = Aggregate(proj, tuple(Expr(col(i), pre_types[i]) for i in range(len(keys))),
                                    tuple(aggs), names)
@@ -672,7 +724,10 @@ class Binder(SubqueryBinder, WindowBinder, AsofBinder, StarBinder):
             raise AssertionError("aggregate registered late")
         return agg_plan, exprs
 
-    def agg_type(self, func: str, arg: Optional[Expr]) -> SqlType:
+    def agg_type(self, func: str, args: Sequence[Expr]) -> SqlType:
+        if func in aggregate_functions.BY_NAME:
+            return aggregate_functions.BY_NAME[func].result([a.type for a in args])
+        arg = args[0] if args else None
         if func in ("COUNT", "COUNT_STAR"):
             return BIGINT.with_nullable(False)
         if func.startswith(("STDDEV", "VAR")) or func == "AVG":

@@ -123,7 +123,7 @@ class WindowBinder:
         elif isinstance(func, DOUBLE_RESULT):
             t = SqlType("DOUBLE")
         elif isinstance(func, exp.Sum):
-            t = self.agg_type("SUM", self.bind_scalar(arg, scope))
+            t = self.agg_type("SUM", [self.bind_scalar(arg, scope)])
         else:
             t = arg_type.with_nullable(True)
         return Expr(out.sql(dialect="duckdb"), t)

@@ -57,12 +57,14 @@ class AggCall:
     distinct: bool
     filter: Optional[Expr]
     type: SqlType
+    fraction: Optional[str] = None   # QUANTILE_CONT / QUANTILE_DISC: the constant fraction after the arguments
 
     def __str__(self) -> str:
         if self.func == "COUNT_STAR":
             text = "COUNT(*)"
         else:
-            text = f"{self.func}({'DISTINCT ' if self.distinct else ''}{', '.join(a.sql for a in self.args)})"
+            args = [a.sql for a in self.args] + ([self.fraction] if self.fraction is not None else [])
+            text = f"{self.func}({'DISTINCT ' if self.distinct else ''}{', '.join(args)})"
         return text + (f" FILTER (WHERE {self.filter.sql})" if self.filter else "")
 
 

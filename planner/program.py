@@ -11,6 +11,7 @@ from sqlglot.dialects.dialect import Dialect
 from sqlglot.errors import ErrorLevel, ParseError as SqlglotParseError, TokenError
 from sqlglot.tokens import Token, TokenType
 
+from . import aggregate_functions
 from .bind import DIALECT, Binder, TableDef, ViewDef, name_of, position_of
 from .circuit import Circuit
 from .column_check import check_column_types
@@ -253,7 +254,7 @@ def parse_statements(sql: str) -> List[Statement]:
                 if at:
                     raise ParseError(f"syntax error: unexpected {_show(at, sql)}", sql=sql, offset=at.start)
                 raise ParseError("syntax error: unexpected end of input", sql=sql, offset=chunk[-1].end + 1)
-            out.append(Statement(tree, chunk, event_time))
+            out.append(Statement(aggregate_functions.as_engine_spells(tree), chunk, event_time))
     return out
 
 

@@ -43,6 +43,7 @@ from typing import Callable, List, Optional, Sequence, Tuple
 import sqlglot
 from sqlglot import exp
 
+from planner import aggregate_functions
 from planner.bind import DIALECT
 from planner.bind_window import total_order
 from planner.errors import UnsupportedError
@@ -317,6 +318,8 @@ def window_sql(node: Window, emitted: bool = False) -> str:
 def _agg_call(a, k: int, i: int) -> str:
     if a.func == "COUNT_STAR":
         return f"COUNT(*) AS {col(k + i)}"
+    if a.func in aggregate_functions.BY_NAME:
+        return f"{aggregate_functions.call_sql(a.func, [x.sql for x in a.args], a.fraction)} AS {col(k + i)}"
     if a.func not in AGG_FUNCS:
         raise UnsupportedError(f"aggregate {a.func} has no delta rule")
     call = f"{a.func}({'DISTINCT ' if a.distinct else ''}{a.args[0].sql})"

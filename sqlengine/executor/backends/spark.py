@@ -53,6 +53,14 @@ def _to_spark_semantics(n: exp.Expression) -> exp.Expression:
     """DuckDB meanings that sqlglot's transpiler does not carry over (type-dependent ones are fixed by the
     planner, see ``planner.semantics``): division by zero (:func:`_ieee_div`), day-of-week numbering, EPOCH,
     WEEK, ROUND_EVEN."""
+    if isinstance(n, exp.Anonymous) and n.name.upper() == "ROW":   # DuckDB's ROW(a, b): a struct
+        return exp.Struct(expressions=[x.transform(_to_spark_semantics) for x in n.expressions])
+    if isinstance(n, exp.PercentileCont):   # QUANTILE_CONT(x, f): Spark's exact, interpolated PERCENTILE
+        return exp.Anonymous(this="PERCENTILE", expressions=[n.this.transform(_to_spark_semantics), n.expression])
+    if isinstance(n, exp.PercentileDisc):   # QUANTILE_DISC(x, f): a value of the column, as its type
+        within = exp.WithinGroup(this=exp.Anonymous(this="PERCENTILE_DISC", expressions=[n.expression]),
+                                 expression=exp.Order(expressions=[exp.Ordered(this=n.this.transform(_to_spark_semantics))]))
+        return within
     if isinstance(n, exp.Div) and not _nonzero_literal(n.expression):   # (a replaced node is not walked into)
         return _ieee_div(*(x.transform(_to_spark_semantics) for x in (n.this, n.expression)))
     unit = n.name.upper() if isinstance(n, exp.Extract) else None

@@ -1,0 +1,124 @@
+"""The aggregate functions beyond COUNT, SUM, AVG, MIN, MAX, STDDEV and VAR: what each takes and returns.
+
+Each is recomputed per touched group from the group's stored rows (``planner.circuit.aggregate_mode``): none
+can be updated from a running sum under deletes.  One whose value is a float computed by arithmetic (CORR,
+COVAR, REGR, MEDIAN) retracts the row it emitted (``planner.circuit.keeps_output``).  Where DuckDB's result
+depends on the order of the rows, the engine fixes one:
+
+* ``ARG_MIN(a, b)`` / ``MIN_BY``: over the rows where neither ``a`` nor ``b`` is NULL (as DuckDB's), ``a`` of
+  the row with the least ``b``; among rows with that ``b``, the least ``a`` (DuckDB takes the first row it
+  meets).  ``ARG_MAX`` / ``MAX_BY``: the greatest ``b``, then the greatest ``a``.
+* ``ANY_VALUE(x)`` is ``MIN(x)``: a value of the group, the same one whatever the order of the rows.
+
+Spellings: ``EVERY`` is ``BOOL_AND``; ``COUNT_IF(p)`` is DuckDB's, a SUM of ``p`` as 1 and 0 (so NULL where
+no row has a non-NULL ``p``); ``PERCENTILE_CONT(f) WITHIN GROUP (ORDER BY x)`` is ``QUANTILE_CONT(x, f)`` and
+``PERCENTILE_DISC`` is ``QUANTILE_DISC``; ``MEDIAN(x)`` is ``QUANTILE_CONT(x, 0.5)``.  The quantiles take
+integers and DOUBLEs (a DOUBLE result; DISC: the argument's type); DuckDB's over DECIMAL, REAL, text or dates
+are rejected (Spark computes them in another type).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable, Dict, Optional, Sequence, Tuple, Type
+
+from sqlglot import exp
+
+from .types import SqlType
+
+INTEGERS = ("TINYINT", "SMALLINT", "INT", "BIGINT")
+NUMBERS = INTEGERS + ("REAL", "DOUBLE", "DECIMAL")
+ORDERED = NUMBERS + ("VARCHAR", "DATE", "TIMESTAMP", "BOOLEAN")
+
+
+@dataclass(frozen=True)
+class AggregateFunction:
+    name: str                        # the engine's name (rule SQL, plans)
+    columns: int                     # arguments that are expressions over the rows
+    accepts: Tuple[str, ...]         # base types the arguments may have (each)
+    what: str                        # the arguments, for a message: "a number"
+    result: Callable[[Sequence[SqlType]], SqlType]
+    fraction: bool = False           # a constant fraction in [0, 1] follows the columns (QUANTILE_*)
+
+
+DOUBLE = SqlType("DOUBLE")
+BOOLEAN = SqlType("BOOLEAN")
+BIGINT = SqlType("BIGINT")
+
+
+def _first(types: Sequence[SqlType]) -> SqlType:
+    return types[0].with_nullable(True)
+
+
+FUNCTIONS: Dict[Type[exp.Expression], AggregateFunction] = {
+    exp.LogicalAnd: AggregateFunction("BOOL_AND", 1, ("BOOLEAN",), "a BOOLEAN", lambda t: BOOLEAN),
+    exp.LogicalOr: AggregateFunction("BOOL_OR", 1, ("BOOLEAN",), "a BOOLEAN", lambda t: BOOLEAN),
+    exp.BitwiseAndAgg: AggregateFunction("BIT_AND", 1, INTEGERS, "an integer", _first),
+    exp.BitwiseOrAgg: AggregateFunction("BIT_OR", 1, INTEGERS, "an integer", _first),
+    exp.BitwiseXorAgg: AggregateFunction("BIT_XOR", 1, INTEGERS, "an integer", _first),
+    exp.ArgMin: AggregateFunction("ARG_MIN", 2, ORDERED, "values that can be ordered", _first),
+    exp.ArgMax: AggregateFunction("ARG_MAX", 2, ORDERED, "values that can be ordered", _first),
+    exp.Median: AggregateFunction("QUANTILE_CONT", 1, INTEGERS + ("DOUBLE",), "an integer or a DOUBLE",
+                                  lambda t: DOUBLE),
+    exp.PercentileCont: AggregateFunction("QUANTILE_CONT", 1, INTEGERS + ("DOUBLE",), "an integer or a DOUBLE",
+                                          lambda t: DOUBLE, fraction=True),
+    exp.PercentileDisc: AggregateFunction("QUANTILE_DISC", 1, INTEGERS + ("DOUBLE",), "an integer or a DOUBLE",
+                                          _first, fraction=True),
+    exp.CovarPop: AggregateFunction("COVAR_POP", 2, NUMBERS, "numbers", lambda t: DOUBLE),
+    exp.CovarSamp: AggregateFunction("COVAR_SAMP", 2, NUMBERS, "numbers", lambda t: DOUBLE),
+    exp.Corr: AggregateFunction("CORR", 2, NUMBERS, "numbers", lambda t: DOUBLE),
+    exp.RegrSlope: AggregateFunction("REGR_SLOPE", 2, NUMBERS, "numbers", lambda t: DOUBLE),
+    exp.RegrIntercept: AggregateFunction("REGR_INTERCEPT", 2, NUMBERS, "numbers", lambda t: DOUBLE),
+    exp.RegrR2: AggregateFunction("REGR_R2", 2, NUMBERS, "numbers", lambda t: DOUBLE),
+    exp.RegrAvgx: AggregateFunction("REGR_AVGX", 2, NUMBERS, "numbers", lambda t: DOUBLE),
+    exp.RegrAvgy: AggregateFunction("REGR_AVGY", 2, NUMBERS, "numbers", lambda t: DOUBLE),
+    exp.RegrSxx: AggregateFunction("REGR_SXX", 2, NUMBERS, "numbers", lambda t: DOUBLE),
+    exp.RegrSyy: AggregateFunction("REGR_SYY", 2, NUMBERS, "numbers", lambda t: DOUBLE),
+    exp.RegrSxy: AggregateFunction("REGR_SXY", 2, NUMBERS, "numbers", lambda t: DOUBLE),
+    exp.RegrCount: AggregateFunction("REGR_COUNT", 2, NUMBERS, "numbers", lambda t: BIGINT.with_nullable(False)),
+}
+BY_NAME = {f.name: f for f in FUNCTIONS.values()}
+# spellings sqlglot parses as a function call of no class of its own, and what they are
+ALIASES = {"EVERY": exp.LogicalAnd}
+
+
+def as_engine_spells(tree: exp.Expression) -> exp.Expression:
+    """``tree`` with ``EVERY(p)`` as ``BOOL_AND(p)`` and ``PERCENTILE_CONT(f) WITHIN GROUP (ORDER BY x)`` as
+    ``QUANTILE_CONT(x, f)`` (and DISC), each keeping its position in the program; other WITHIN GROUP forms are
+    left for the binder to reject."""
+    def one(n: exp.Expression) -> exp.Expression:
+        new = None
+        if isinstance(n, exp.Anonymous) and n.name.upper() in ALIASES and len(n.expressions) == 1:
+            new = ALIASES[n.name.upper()](this=n.expressions[0].copy())
+        elif isinstance(n, exp.WithinGroup) and isinstance(n.this, (exp.PercentileCont, exp.PercentileDisc)) and \
+                isinstance(n.expression, exp.Order) and len(n.expression.expressions) == 1 and \
+                not n.expression.expressions[0].args.get("desc") and n.this.args.get("expression") is None:
+            new = type(n.this)(this=n.expression.expressions[0].this.copy(), expression=n.this.this.copy())
+        if new is None:
+            return n
+        new.meta.update(n.meta)
+        return new
+    return tree.transform(one, copy=False)
+
+
+def lookup(n: exp.Expression) -> Optional[AggregateFunction]:
+    if isinstance(n, exp.Anonymous):
+        cls = ALIASES.get(n.name.upper())
+        return FUNCTIONS[cls] if cls else None
+    return FUNCTIONS.get(type(n))
+
+
+def call_sql(func: str, args: Sequence[str], fraction: Optional[str]) -> str:
+    """The call of aggregate ``func`` over argument columns ``args`` as the delta rules write it (DuckDB's
+    dialect; ``sqlengine.executor.backends.spark`` lowers it to Spark's), with the order fixed where DuckDB's
+    result depends on the order of the rows (see the module's text)."""
+    if func in ("ARG_MIN", "ARG_MAX"):
+        a, b = args
+        return f"{func}({a}, CASE WHEN {b} IS NOT NULL AND {a} IS NOT NULL THEN ROW({b}, {a}) END)"
+    if func in ("CORR", "REGR_SLOPE"):   # NaN for no variance in DuckDB (Spark: NULL)
+        return (f"CASE WHEN REGR_COUNT({', '.join(args)}) > 0 THEN COALESCE({func}({', '.join(args)}), "
+                f"CAST('nan' AS DOUBLE)) END")
+    if func == "REGR_COUNT":
+        return f"CAST(REGR_COUNT({', '.join(args)}) AS BIGINT)"
+    if func == "QUANTILE_DISC":
+        return f"QUANTILE_DISC({args[0]}, {fraction})"
+    return f"{func}({', '.join(list(args) + ([fraction] if fraction is not None else []))})"
