@@ -78,7 +78,11 @@ DOCUMENTED_FUNCTIONS = {"upper", "lower", "length", "substring", "trim", "replac
                         "coalesce", "date_trunc", "tumble", "hop", "row_number", "rank", "dense_rank", "ntile",
                         "percent_rank", "cume_dist", "lag", "lead", "first_value", "last_value", "nth_value",
                         "count", "sum", "avg", "min", "max", "stddev", "stddev_samp", "stddev_pop", "variance",
-                        "var_samp", "var_pop", "grouping"}
+                        "var_samp", "var_pop", "grouping", "bool_and", "bool_or", "every", "bit_and", "bit_or",
+                        "bit_xor", "count_if", "any_value", "arg_min", "arg_max", "min_by", "max_by", "median",
+                        "quantile_cont", "quantile_disc", "percentile_cont", "percentile_disc", "covar_pop",
+                        "covar_samp", "corr", "regr_slope", "regr_intercept", "regr_r2", "regr_count", "regr_avgx",
+                        "regr_avgy", "regr_sxx", "regr_syy", "regr_sxy"}
 
 
 # The table functions of FROM (README.md), with an example of each, for a call of one in an expression.

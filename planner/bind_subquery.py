@@ -44,18 +44,21 @@ def scalar_subqueries(e: exp.Expression) -> List[exp.Subquery]:
     return out
 
 
+ZERO_OVER_NO_ROWS = (exp.Count, exp.RegrCount)   # the aggregates that are 0, not NULL, over no rows
+
+
 def empty_value(value: exp.Expression) -> Tuple[exp.Expression, bool]:
     """The value of an aggregate expression over no rows, and whether that is simply NULL."""
     def fn(n):
         if isinstance(n, exp.Filter) and isinstance(n.this, exp.AggFunc):
             n = n.this
-        if isinstance(n, exp.Count):
+        if isinstance(n, ZERO_OVER_NO_ROWS):
             return exp.Literal.number(0)
         if isinstance(n, exp.AggFunc):
             return exp.Null()
         return n
 
-    has_count = any(isinstance(n, exp.Count) for n in value.walk())
+    has_count = any(isinstance(n, ZERO_OVER_NO_ROWS) for n in value.walk())
     plain = all(isinstance(n, NULL_PROPAGATING + (exp.AggFunc, exp.Filter, exp.Where, exp.Distinct))
                 for n in value.walk())
     return value.copy().transform(fn), plain and not has_count

@@ -19,7 +19,6 @@ from .logical import Aggregate, Node, Window
 INVERTIBLE = {"COUNT_STAR", "COUNT", "SUM", "AVG"}
 FLOATS = ("REAL", "DOUBLE")
 # aggregate and window functions whose result is one of their input values (exact whatever the order of rows)
-PICKS = {"MIN", "MAX", "FIRST_VALUE", "LAST_VALUE", "NTH_VALUE", "LAG", "LEAD", "ANY_VALUE", "ARG_MIN", "ARG_MAX"}
 
 
 @dataclass(frozen=True)
@@ -119,18 +118,17 @@ def keeps_output(node: Node) -> bool:
     Its change for a touched group is new rows minus old rows.  Where an output is a float computed by
     arithmetic (STDDEV, AVG, a SUM of floats, a window AVG), recomputing the old rows may give other bits than
     the ones emitted (another order of additions, or the other executor), and a retraction that differs in the
-    last bit never cancels: the view keeps a stale row.  Such an op reads the integral of its own output and
-    retracts exactly the rows stored there.  Other outputs (counts, exact sums, MIN/MAX, ranks) recompute to
-    the same value from the same rows, and need no such state."""
+    last bit never cancels: the view keeps a stale row.  A float that is picked (MIN/MAX, LAG/LEAD, ARG_MIN)
+    or a row of float values that a window orders may be -0.0 in one computation and 0.0 in the next (the two
+    are equal in SQL, so which comes first depends on the order of the rows, and a Z-set keeps the sign of a
+    zero).  Such an op reads the integral of its own output and retracts exactly the rows stored there.  Other
+    outputs (counts, exact sums, MIN/MAX of exact types, ranks over exact types) recompute to the same value
+    from the same rows, and need no such state."""
     if isinstance(node, Aggregate):
-        return any(a.type.base in FLOATS and a.func not in PICKS for a in node.aggs)
+        return any(a.type.base in FLOATS for a in node.aggs)
     if isinstance(node, Window):
-        return any(c.type.base in FLOATS and _window_func(c.sql) not in PICKS for c in node.calls)
+        return any(f.type.base in FLOATS for f in node.fields)
     return False
-
-
-def _window_func(sql: str) -> str:
-    return sql.split("(", 1)[0].strip().upper()
 
 
 def stream_tables(circuit: Circuit, tables) -> Circuit:

@@ -22,6 +22,7 @@ from __future__ import annotations
 from typing import Sequence, Tuple
 
 from sqlglot import exp
+from sqlglot.dialects.dialect import Dialect
 from sqlglot.optimizer.annotate_types import annotate_types
 
 from .function_types import value_type
@@ -38,12 +39,22 @@ def _is(node: exp.Expression, types) -> bool:
     return t is not None and t.this in types
 
 
+def _round_type(annotator, e: exp.Round) -> exp.Round:
+    """DuckDB's ROUND keeps its argument's type (a DECIMAL stays a DECIMAL: ``CAST(ROUND(d, 1) * 3 AS INT)`` then
+    rounds half away from zero); sqlglot's DuckDB types it DOUBLE."""
+    annotator._set_type(e, e.this.type)
+    return e
+
+
+_METADATA = {**Dialect.get_or_raise(DIALECT).EXPRESSION_METADATA, exp.Round: {"annotator": _round_type}}
+
+
 def _annotate(e: exp.Expression, types: Sequence[SqlType]) -> exp.Expression:
     q = exp.select(e.copy().as_("r")).from_("t")
     for c in q.find_all(exp.Column):
         c.set("table", exp.to_identifier("t"))
     schema = {col(i): t.sql for i, t in enumerate(types) if t.sql != "UNKNOWN"}
-    q = annotate_types(q, schema={"t": schema} if schema else None, dialect=DIALECT)
+    q = annotate_types(q, schema={"t": schema} if schema else None, dialect=DIALECT, expression_metadata=_METADATA)
     return q.expressions[0].this
 
 

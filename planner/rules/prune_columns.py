@@ -215,8 +215,8 @@ class _Pruner:
             child, m = _select(child, m, need)
         if child is node.input:
             return node, _identity(width(node))
-        aggs = tuple(AggCall(a.func, tuple(remap(x, m) for x in a.args), a.distinct,
-                             remap(a.filter, m) if a.filter is not None else None, a.type) for a in node.aggs)
+        aggs = tuple(replace(a, args=tuple(remap(x, m) for x in a.args),
+                             filter=remap(a.filter, m) if a.filter is not None else None) for a in node.aggs)
         return replace(node, input=child, keys=tuple(remap(k, m) for k in node.keys), aggs=aggs), \
             _identity(width(node))
 

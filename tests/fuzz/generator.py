@@ -57,7 +57,19 @@ ORDERABLE = NUMERIC + ("varchar", "boolean", "date", "timestamp")
 DUCK_TYPE = {"int": "BIGINT", "decimal": "DECIMAL(10,2)", "double": "DOUBLE", "real": "REAL", "varchar": "VARCHAR",
              "boolean": "BOOLEAN", "date": "DATE", "timestamp": "TIMESTAMP"}
 AGGREGATES = ("COUNT", "SUM", "AVG", "MIN", "MAX", "COUNT_DISTINCT", "SUM_DISTINCT", "AVG_DISTINCT", "STDDEV_SAMP",
-              "STDDEV_POP", "VAR_SAMP", "VAR_POP", "SUM_FILTER", "COUNT_STAR")
+              "STDDEV_POP", "VAR_SAMP", "VAR_POP", "SUM_FILTER", "COUNT_STAR", "OTHER", "OTHER", "OTHER")
+# planner.aggregate_functions (and COUNT_IF, ANY_VALUE, EVERY): (name, argument categories); "any": any orderable
+OTHER_AGGREGATES = [
+    ("BOOL_AND", ("boolean",)), ("BOOL_OR", ("boolean",)), ("EVERY", ("boolean",)), ("COUNT_IF", ("boolean",)),
+    ("BIT_AND", ("int",)), ("BIT_OR", ("int",)), ("BIT_XOR", ("int",)), ("ANY_VALUE", ("any",)),
+    ("ARG_MIN", ("any", "any")), ("ARG_MAX", ("any", "any")), ("MIN_BY", ("any", "any")), ("MAX_BY", ("any", "any")),
+    ("MEDIAN", ("int|double",)), ("QUANTILE_CONT", ("int|double", "fraction")),
+    ("QUANTILE_DISC", ("int|double", "fraction")), ("PERCENTILE_CONT", ("fraction", "int|double")),
+    ("COVAR_POP", ("numeric", "numeric")), ("COVAR_SAMP", ("numeric", "numeric")), ("CORR", ("numeric", "numeric")),
+    ("REGR_SLOPE", ("numeric", "numeric")), ("REGR_INTERCEPT", ("numeric", "numeric")),
+    ("REGR_R2", ("numeric", "numeric")), ("REGR_COUNT", ("numeric", "numeric")), ("REGR_SXY", ("numeric", "numeric")),
+    ("REGR_AVGX", ("numeric", "numeric")),
+]
 
 
 class Relation:
@@ -234,10 +246,25 @@ class Generator:
         distinct = "DISTINCT " if self.rnd.random() < 0.2 else ""
         return f"SELECT {distinct}{', '.join(self.select_list(g))} FROM {frm}{self.where(g)}"
 
+    def other_aggregate(self, g: ExprGen) -> str:
+        name, kinds = self.rnd.choice(OTHER_AGGREGATES)
+        args = []
+        for k in kinds:
+            if k == "fraction":
+                args.append(self.rnd.choice(["0.5", "0.25", "0", "1", "0.9"]))
+            else:
+                cats = {"any": ORDERABLE, "numeric": NUMERIC, "int|double": ("int", "double")}.get(k, (k,))
+                args.append(g.expr(g.any_cat(cats), 1))
+        if name == "PERCENTILE_CONT":
+            return f"PERCENTILE_CONT({args[0]}) WITHIN GROUP (ORDER BY {args[1]})"
+        return f"{name}({', '.join(args)})"
+
     def aggregate(self, g: ExprGen) -> str:
         kind = self.rnd.choice(AGGREGATES)
         if kind == "COUNT_STAR":
             return "COUNT(*)"
+        if kind == "OTHER":
+            return self.other_aggregate(g)
         if kind in ("COUNT", "MIN", "MAX", "COUNT_DISTINCT"):
             x = g.expr(g.any_cat(), 1)
         else:

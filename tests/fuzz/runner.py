@@ -97,7 +97,7 @@ class Model:
                 ph = ", ".join("?" for _ in t.columns)
                 con.executemany(f"INSERT INTO {t.name} VALUES ({ph})", [list(r) for r in self.rows[t.name]])
         for v in views:
-            con.execute(f"CREATE VIEW {v.name} AS {v.sql}")
+            con.execute(f"CREATE VIEW {v.name} AS {oracle_sql(v.sql)}")
         return con
 
     def delete_where(self, table: str, where: str) -> int:
@@ -120,7 +120,7 @@ def classify(program: Program, out: Outcome) -> List[View]:
     try:
         for v in program.views:
             try:
-                con.execute(f"CREATE VIEW {v.name} AS {v.sql}")
+                con.execute(f"CREATE VIEW {v.name} AS {oracle_sql(v.sql)}")
                 duck_ok, duck_err = True, ""
             except duckdb.Error as e:
                 duck_ok, duck_err = False, str(e).splitlines()[0]
@@ -252,6 +252,35 @@ def apply_op(p, program: Program, model: Model, op: Op) -> None:
     else:
         model.delete(op.table, rows)
         model.insert(op.table, new)
+
+
+def oracle_sql(sql: str) -> str:
+    """``sql`` as DuckDB is to compute what the engine does: ``ARG_MIN(a, b)`` (``ARG_MAX``, ``MIN_BY``,
+    ``MAX_BY``) with ties in ``b`` broken by ``a`` and ``ANY_VALUE(x)`` as ``MIN(x)`` (where DuckDB's result
+    depends on the order of the rows: ``planner.aggregate_functions``), ``EVERY`` as ``BOOL_AND`` (DuckDB has
+    no EVERY).
+
+    >>> oracle_sql("SELECT ARG_MAX(s, i), ANY_VALUE(s), EVERY(p) FROM t")
+    'SELECT ARG_MAX(s, CASE WHEN NOT i IS NULL AND NOT s IS NULL THEN ROW(i, s) END), MIN(s), BOOL_AND(CAST(p AS BOOLEAN)) FROM t'
+    """
+    if not re.search(r"ARG_M|_BY\(|ANY_VALUE|EVERY", sql, re.IGNORECASE):
+        return sql
+
+    def one(n):
+        if isinstance(n, (exp.ArgMin, exp.ArgMax)):
+            a, b = n.this, n.expression
+            key = exp.Anonymous(this="ROW", expressions=[b.copy(), a.copy()])
+            cond = exp.and_(exp.not_(exp.Is(this=b.copy(), expression=exp.Null())),
+                            exp.not_(exp.Is(this=a.copy(), expression=exp.Null())))
+            return type(n)(this=a.copy(), expression=exp.Case(ifs=[exp.If(this=cond, true=key)]))
+        if isinstance(n, exp.AnyValue):
+            return exp.Min(this=n.this.copy())
+        if isinstance(n, exp.IgnoreNulls) and isinstance(n.this, exp.AnyValue):
+            return exp.Min(this=n.this.this.copy())
+        if isinstance(n, exp.Anonymous) and n.name.upper() == "EVERY":
+            return exp.LogicalAnd(this=n.expressions[0].copy())
+        return n
+    return sqlglot.parse_one(sql, read="duckdb").transform(one).sql(dialect="duckdb")
 
 
 def filters_as_case(sql: str) -> str:

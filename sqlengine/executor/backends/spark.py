@@ -58,9 +58,9 @@ def _to_spark_semantics(n: exp.Expression) -> exp.Expression:
     if isinstance(n, exp.PercentileCont):   # QUANTILE_CONT(x, f): Spark's exact, interpolated PERCENTILE
         return exp.Anonymous(this="PERCENTILE", expressions=[n.this.transform(_to_spark_semantics), n.expression])
     if isinstance(n, exp.PercentileDisc):   # QUANTILE_DISC(x, f): a value of the column, as its type
-        within = exp.WithinGroup(this=exp.Anonymous(this="PERCENTILE_DISC", expressions=[n.expression]),
-                                 expression=exp.Order(expressions=[exp.Ordered(this=n.this.transform(_to_spark_semantics))]))
-        return within
+        key = exp.Ordered(this=n.this.transform(_to_spark_semantics))
+        return exp.WithinGroup(this=exp.Anonymous(this="PERCENTILE_DISC", expressions=[n.expression]),
+                               expression=exp.Order(expressions=[key]))
     if isinstance(n, exp.Div) and not _nonzero_literal(n.expression):   # (a replaced node is not walked into)
         return _ieee_div(*(x.transform(_to_spark_semantics) for x in (n.this, n.expression)))
     unit = n.name.upper() if isinstance(n, exp.Extract) else None
