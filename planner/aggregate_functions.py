@@ -9,6 +9,8 @@ depends on the order of the rows, the engine fixes one:
   the row with the least ``b``; among rows with that ``b``, the least ``a`` (DuckDB takes the first row it
   meets).  ``ARG_MAX`` / ``MAX_BY``: the greatest ``b``, then the greatest ``a``.
 * ``ANY_VALUE(x)`` is ``MIN(x)``: a value of the group, the same one whatever the order of the rows.
+* ``STRING_AGG(s, sep [ORDER BY k, ...])`` / ``LISTAGG``: the texts in the order of the keys, then of the texts
+  themselves (without ORDER BY: in the texts' order); NULL texts are left out, and a key's NULLs come last.
 
 Spellings: ``EVERY`` is ``BOOL_AND``; ``COUNT_IF(p)`` is DuckDB's, a SUM of ``p`` as 1 and 0 (so NULL where
 no row has a non-NULL ``p``); ``PERCENTILE_CONT(f) WITHIN GROUP (ORDER BY x)`` is ``QUANTILE_CONT(x, f)`` and
@@ -75,6 +77,8 @@ FUNCTIONS: Dict[Type[exp.Expression], AggregateFunction] = {
     exp.RegrSyy: AggregateFunction("REGR_SYY", 2, NUMBERS, "numbers", lambda t: DOUBLE),
     exp.RegrSxy: AggregateFunction("REGR_SXY", 2, NUMBERS, "numbers", lambda t: DOUBLE),
     exp.RegrCount: AggregateFunction("REGR_COUNT", 2, NUMBERS, "numbers", lambda t: BIGINT.with_nullable(False)),
+    exp.GroupConcat: AggregateFunction("STRING_AGG", 1, ("VARCHAR",), "text (cast it: CAST(x AS VARCHAR))",
+                                       lambda t: SqlType("VARCHAR")),
 }
 BY_NAME = {f.name: f for f in FUNCTIONS.values()}
 # spellings sqlglot parses as a function call of no class of its own, and what they are
@@ -107,10 +111,10 @@ def lookup(n: exp.Expression) -> Optional[AggregateFunction]:
     return FUNCTIONS.get(type(n))
 
 
-def call_sql(func: str, args: Sequence[str], fraction: Optional[str]) -> str:
-    """The call of aggregate ``func`` over argument columns ``args`` as the delta rules write it (DuckDB's
-    dialect; ``sqlengine.executor.backends.spark`` lowers it to Spark's), with the order fixed where DuckDB's
-    result depends on the order of the rows (see the module's text)."""
+def call_sql(func: str, args: Sequence[str], params: Sequence[str]) -> str:
+    """The call of aggregate ``func`` over argument columns ``args`` and constants ``params`` as the delta rules
+    write it (DuckDB's dialect; ``sqlengine.executor.backends.spark`` lowers it to Spark's), with the order fixed
+    where DuckDB's result depends on the order of the rows (see the module's text)."""
     if func in ("ARG_MIN", "ARG_MAX"):
         a, b = args
         return f"{func}({a}, CASE WHEN {b} IS NOT NULL AND {a} IS NOT NULL THEN ROW({b}, {a}) END)"
@@ -119,6 +123,8 @@ def call_sql(func: str, args: Sequence[str], fraction: Optional[str]) -> str:
                 f"CAST('nan' AS DOUBLE)) END")
     if func == "REGR_COUNT":
         return f"CAST(REGR_COUNT({', '.join(args)}) AS BIGINT)"
-    if func == "QUANTILE_DISC":
-        return f"QUANTILE_DISC({args[0]}, {fraction})"
-    return f"{func}({', '.join(list(args) + ([fraction] if fraction is not None else []))})"
+    if func == "STRING_AGG":   # in the keys' order, then the text's: one order whatever the rows' order
+        sep, directions = params[0], params[1:]
+        keys = [f"{k} {d} NULLS LAST" for k, d in zip(args[1:], directions)] + [f"{args[0]} ASC NULLS LAST"]
+        return f"STRING_AGG({args[0]}, {sep} ORDER BY {', '.join(keys)})"
+    return f"{func}({', '.join(list(args) + list(params))})"

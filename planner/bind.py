@@ -484,8 +484,8 @@ class Binder(SubqueryBinder, WindowBinder, AsofBinder, StarBinder):
         return (n.sql_name() if isinstance(n, exp.Func) else type(n).__name__), pos
 
     def agg_call(self, n: exp.Expression, scope: Scope) -> Tuple[str, Tuple[exp.Expression, ...], bool,
-                                                                  Optional[str]]:
-        """(function, argument expressions (none for COUNT(*)), distinct, a constant fraction or None) with
+                                                                  Tuple[str, ...]]:
+        """(function, argument expressions (none for COUNT(*)), distinct, constant parameters) with
         FILTER folded into the arguments."""
         filt = None
         if isinstance(n, exp.Filter):
@@ -522,10 +522,12 @@ class Binder(SubqueryBinder, WindowBinder, AsofBinder, StarBinder):
             if func == "COUNT_STAR":
                 func, arg = "COUNT", exp.Literal.number(1)
             arg = exp.Case(ifs=[exp.If(this=filt.copy(), true=arg.copy())])
-        return func, (() if arg is None else (arg,)), distinct, None
+        return func, (() if arg is None else (arg,)), distinct, ()
 
-    def other_agg_call(self, n: exp.Expression, filt) -> Tuple[str, Tuple[exp.Expression, ...], bool, Optional[str]]:
+    def other_agg_call(self, n: exp.Expression, filt) -> Tuple[str, Tuple[exp.Expression, ...], bool, Tuple[str, ...]]:
         """An aggregate of :mod:`planner.aggregate_functions`: its arguments checked for number and form."""
+        if isinstance(n, exp.GroupConcat):
+            return self.string_agg_call(n, filt)
         spec = aggregate_functions.lookup(n)
         name, at = self.called(n)
         if spec is None:
@@ -536,9 +538,9 @@ class Binder(SubqueryBinder, WindowBinder, AsofBinder, StarBinder):
             args = [n.this] + ([n.expression] if n.args.get("expression") is not None else []) + \
                 list(n.args.get("expressions") or [])
             args += [v for k, v in n.args.items() if k not in ("this", "expression", "expressions") and v]
-        if any(isinstance(a, exp.Distinct) for a in args):
-            raise self.unsupported(f"{name.upper()}(DISTINCT ...)", n)
-        fraction = "0.5" if isinstance(n, exp.Median) else None
+        if any(isinstance(a, (exp.Distinct, exp.Order)) for a in args):
+            raise self.unsupported(f"{name.upper()}(DISTINCT ...) or ORDER BY inside it", n)
+        params: Tuple[str, ...] = ("0.5",) if isinstance(n, exp.Median) else ()
         if spec.fraction:
             if len(args) != 2:
                 raise self.unsupported(f"{name.upper()} without a fraction (write {name.upper()}(x, 0.5))", n)
@@ -549,13 +551,35 @@ class Binder(SubqueryBinder, WindowBinder, AsofBinder, StarBinder):
                 ok = False
             if not ok:
                 raise self.bind_error(f"the fraction of {name.upper()} must be a constant between 0 and 1", value)
-            fraction = value.this
+            params = (value.this,)
         if len(args) != spec.columns:
             raise self.unsupported(f"{name.upper()} with {len(args)} argument{'s' if len(args) != 1 else ''} "
                                    f"(it takes {spec.columns})", n)
         if filt is not None:
             args = [exp.Case(ifs=[exp.If(this=filt.copy(), true=a.copy())]) for a in args]
-        return spec.name, tuple(args), False, fraction
+        return spec.name, tuple(args), False, params
+
+    def string_agg_call(self, n: exp.GroupConcat, filt) -> Tuple[str, Tuple[exp.Expression, ...], bool, Tuple[str, ...]]:
+        """``STRING_AGG(s, sep [ORDER BY k [DESC], ...])`` / ``LISTAGG(s, sep) WITHIN GROUP (ORDER BY ...)``: the
+        text and the order keys as arguments; the separator (a constant string, ',' if none) and each key's
+        direction as parameters."""
+        name, _ = self.called(n)
+        arg, keys = n.this, []
+        if isinstance(arg, exp.Order):
+            arg, keys = arg.this, list(arg.expressions)
+        if isinstance(arg, exp.Distinct):
+            raise self.unsupported(f"{name.upper()}(DISTINCT ...)", n)
+        sep = n.args.get("separator")
+        if sep is not None and not (isinstance(sep, exp.Literal) and sep.is_string):
+            raise self.bind_error(f"the separator of {name.upper()} must be a constant string", sep)
+        if any(k.args.get("nulls_first") for k in keys):
+            raise self.unsupported(f"NULLS FIRST in {name.upper()}'s ORDER BY", n)
+        args = [arg] + [k.this for k in keys]
+        if filt is not None:
+            args = [exp.Case(ifs=[exp.If(this=filt.copy(), true=args[0].copy())])] + args[1:]
+        sep_sql = (sep if sep is not None else exp.Literal.string(",")).sql(dialect=DIALECT)
+        return "STRING_AGG", tuple(args), False, (sep_sql,) + tuple("DESC" if k.args.get("desc") else "ASC"
+                                                                    for k in keys)
 
     def group_by_all(self, group: Optional[exp.Group], items) -> Optional[exp.Group]:
         """DuckDB's ``GROUP BY ALL``: by every SELECT item that reads a column and calls no aggregate (by their
@@ -645,20 +669,20 @@ class Binder(SubqueryBinder, WindowBinder, AsofBinder, StarBinder):
         call_index: Dict[Tuple, int] = {}
 
         def register(n):
-            func, args, distinct, fraction = self.agg_call(n, scope)
+            func, args, distinct, params = self.agg_call(n, scope)
             for arg in args:
                 self.check_scalar(arg, allow_agg=False, clause="an aggregate argument")
             bargs = tuple(self.bind_scalar(arg, scope) for arg in args)
             spec = aggregate_functions.BY_NAME.get(func)
             if spec is not None:
-                for arg, b in zip(args, bargs):
+                for arg, b in list(zip(args, bargs))[:spec.columns]:   # (STRING_AGG's order keys: any type)
                     if b.type.base not in spec.accepts and b.type.sql != "UNKNOWN" and b.type.base != "NULL":
                         spelled = self.called(n.this if isinstance(n, exp.Filter) else n)[0].upper()
                         raise self.bind_error(f"{spelled} takes {spec.what}, not {b.type.sql}", arg)
-            sig = (func, tuple(b.sql for b in bargs), distinct, fraction)
+            sig = (func, tuple(b.sql for b in bargs), distinct, params)
             if sig not in call_index:
                 call_index[sig] = len(calls)
-                calls.append((func, bargs, distinct, fraction))
+                calls.append((func, bargs, distinct, params))
             return call_index[sig]
 
         for e in select_exprs + ([having] if having is not None else []):
@@ -676,9 +700,9 @@ class Binder(SubqueryBinder, WindowBinder, AsofBinder, StarBinder):
         proj = Project(plan, tuple(pre), pre_names)
         pre_types = [e.type for e in pre]
         aggs = []
-        for func, bargs, distinct, fraction in calls:
+        for func, bargs, distinct, params in calls:
             args = tuple(Expr(col(arg_pos[b.sql]), b.type) for b in bargs)
-            aggs.append(AggCall(func, args, distinct, None, self.agg_type(func, bargs), fraction))
+            aggs.append(AggCall(func, args, distinct, None, self.agg_type(func, bargs), params))
         names = tuple(f"k{i}" for i in range(len(keys))) + tuple(f"agg{i}" for i in range(len(aggs)))
         agg_plan: Node = Aggregate(proj, tuple(Expr(col(i), pre_types[i]) for i in range(len(keys))),
                                    tuple(aggs), names)

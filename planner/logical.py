@@ -57,13 +57,13 @@ class AggCall:
     distinct: bool
     filter: Optional[Expr]
     type: SqlType
-    fraction: Optional[str] = None   # QUANTILE_CONT / QUANTILE_DISC: the constant fraction after the arguments
+    params: Tuple[str, ...] = ()   # constants after the arguments (planner.aggregate_functions): a fraction, ...
 
     def __str__(self) -> str:
         if self.func == "COUNT_STAR":
             text = "COUNT(*)"
         else:
-            args = [a.sql for a in self.args] + ([self.fraction] if self.fraction is not None else [])
+            args = [a.sql for a in self.args] + list(self.params)
             text = f"{self.func}({'DISTINCT ' if self.distinct else ''}{', '.join(args)})"
         return text + (f" FILTER (WHERE {self.filter.sql})" if self.filter else "")
 

@@ -319,7 +319,7 @@ def _agg_call(a, k: int, i: int) -> str:
     if a.func == "COUNT_STAR":
         return f"COUNT(*) AS {col(k + i)}"
     if a.func in aggregate_functions.BY_NAME:
-        return f"{aggregate_functions.call_sql(a.func, [x.sql for x in a.args], a.fraction)} AS {col(k + i)}"
+        return f"{aggregate_functions.call_sql(a.func, [x.sql for x in a.args], a.params)} AS {col(k + i)}"
     if a.func not in AGG_FUNCS:
         raise UnsupportedError(f"aggregate {a.func} has no delta rule")
     call = f"{a.func}({'DISTINCT ' if a.distinct else ''}{a.args[0].sql})"

@@ -3,7 +3,7 @@ deletes, each view compared with DuckDB after every step.
 
 Each is recomputed per touched group from the group's stored rows.  Where DuckDB's result depends on the order
 of the rows the engine fixes one, and the oracle's query says the same thing in DuckDB: ``ARG_MIN(a, b)`` breaks
-ties in ``b`` by the least ``a``, ``ANY_VALUE(x)`` is ``MIN(x)``.
+ties in ``b`` by the least ``a``, ``ANY_VALUE(x)`` is ``MIN(x)``, ``STRING_AGG`` orders by its keys and then by the text.
 """
 from decimal import Decimal
 
@@ -45,6 +45,12 @@ VIEWS = [
                 "REGR_INTERCEPT(y, x) AS ri, REGR_R2(y, x) AS r2, REGR_COUNT(y, d) AS rc, REGR_AVGX(y, x) AS ax, "
                 "REGR_AVGY(y, x) AS ay, REGR_SXX(y, x) AS sxx, REGR_SYY(y, x) AS syy, REGR_SXY(y, x) AS sxy "
                 "FROM t GROUP BY g", True),
+    ("v_strings", "SELECT g, STRING_AGG(s, ',' ORDER BY s) AS a, STRING_AGG(s, '|' ORDER BY i DESC) AS b, "
+                  "LISTAGG(s, ';') WITHIN GROUP (ORDER BY x) AS c, STRING_AGG(s) AS d, "
+                  "STRING_AGG(s, '+') FILTER (WHERE p) AS e FROM t GROUP BY g", True,
+     "SELECT g, STRING_AGG(s, ',' ORDER BY s) AS a, STRING_AGG(s, '|' ORDER BY i DESC, s) AS b, "
+     "STRING_AGG(s, ';' ORDER BY x, s) AS c, STRING_AGG(s, ',' ORDER BY s) AS d, "
+     "STRING_AGG(s, '+' ORDER BY s) FILTER (WHERE p) AS e FROM t GROUP BY g"),
     ("v_global", "SELECT BOOL_OR(p) AS bo, BIT_XOR(i) AS bx, MEDIAN(x) AS m, CORR(x, y) AS c, COUNT_IF(p) AS ci "
                  "FROM t", True),
     ("v_on_top", "SELECT ci, COUNT(*) AS n FROM v_bool GROUP BY ci", False),
@@ -64,6 +70,9 @@ def test_more_aggregates(make_pipeline, steps):
     ("SELECT QUANTILE_CONT(x, i) FROM t", "the fraction of QUANTILE_CONT must be a constant between 0 and 1"),
     ("SELECT ARG_MIN(x, y, i) FROM t", "ARG_MIN with 3 arguments (it takes 2)"),
     ("SELECT MODE(x) FROM t", "aggregate function MODE is not supported"),
+    ("SELECT STRING_AGG(i, ',') FROM t", "STRING_AGG takes text (cast it: CAST(x AS VARCHAR)), not INT"),
+    ("SELECT STRING_AGG(s, s) FROM t", "the separator of STRING_AGG must be a constant string"),
+    ("SELECT STRING_AGG(DISTINCT s, ',') FROM t", "STRING_AGG(DISTINCT ...)"),
 ])
 def test_rejected_with_a_position(sql, message):
     from planner.errors import EngineError

@@ -68,7 +68,7 @@ OTHER_AGGREGATES = [
     ("COVAR_POP", ("numeric", "numeric")), ("COVAR_SAMP", ("numeric", "numeric")), ("CORR", ("numeric", "numeric")),
     ("REGR_SLOPE", ("numeric", "numeric")), ("REGR_INTERCEPT", ("numeric", "numeric")),
     ("REGR_R2", ("numeric", "numeric")), ("REGR_COUNT", ("numeric", "numeric")), ("REGR_SXY", ("numeric", "numeric")),
-    ("REGR_AVGX", ("numeric", "numeric")),
+    ("REGR_AVGX", ("numeric", "numeric")), ("STRING_AGG", ("varchar",)),
 ]
 
 
@@ -257,6 +257,12 @@ class Generator:
                 args.append(g.expr(g.any_cat(cats), 1))
         if name == "PERCENTILE_CONT":
             return f"PERCENTILE_CONT({args[0]}) WITHIN GROUP (ORDER BY {args[1]})"
+        if name == "STRING_AGG":
+            order = ""
+            if self.rnd.random() < 0.6:
+                order = f" ORDER BY {g.expr(g.any_cat(), 1)}{self.rnd.choice(['', ' DESC'])}"
+            sep = self.rnd.choice(["','", "''", "' | '"])
+            return f"STRING_AGG({args[0]}, {sep}{order})"
         return f"{name}({', '.join(args)})"
 
     def aggregate(self, g: ExprGen) -> str:

@@ -256,14 +256,14 @@ def apply_op(p, program: Program, model: Model, op: Op) -> None:
 
 def oracle_sql(sql: str) -> str:
     """``sql`` as DuckDB is to compute what the engine does: ``ARG_MIN(a, b)`` (``ARG_MAX``, ``MIN_BY``,
-    ``MAX_BY``) with ties in ``b`` broken by ``a`` and ``ANY_VALUE(x)`` as ``MIN(x)`` (where DuckDB's result
-    depends on the order of the rows: ``planner.aggregate_functions``), ``EVERY`` as ``BOOL_AND`` (DuckDB has
-    no EVERY).
+    ``MAX_BY``) with ties in ``b`` broken by ``a``, ``ANY_VALUE(x)`` as ``MIN(x)`` and ``STRING_AGG`` ordered by
+    its keys and then its text (where DuckDB's result depends on the order of the rows:
+    ``planner.aggregate_functions``), ``EVERY`` as ``BOOL_AND`` (DuckDB has no EVERY).
 
     >>> oracle_sql("SELECT ARG_MAX(s, i), ANY_VALUE(s), EVERY(p) FROM t")
     'SELECT ARG_MAX(s, CASE WHEN NOT i IS NULL AND NOT s IS NULL THEN ROW(i, s) END), MIN(s), BOOL_AND(CAST(p AS BOOLEAN)) FROM t'
     """
-    if not re.search(r"ARG_M|_BY\(|ANY_VALUE|EVERY", sql, re.IGNORECASE):
+    if not re.search(r"ARG_M|_BY\(|ANY_VALUE|EVERY|STRING_AGG|LISTAGG", sql, re.IGNORECASE):
         return sql
 
     def one(n):
@@ -279,6 +279,10 @@ def oracle_sql(sql: str) -> str:
             return exp.Min(this=n.this.this.copy())
         if isinstance(n, exp.Anonymous) and n.name.upper() == "EVERY":
             return exp.LogicalAnd(this=n.expressions[0].copy())
+        if isinstance(n, exp.GroupConcat):   # in the keys' order, then the text's
+            text, keys = (n.this.this, list(n.this.expressions)) if isinstance(n.this, exp.Order) else (n.this, [])
+            order = exp.Order(this=text.copy(), expressions=[k.copy() for k in keys] + [exp.Ordered(this=text.copy())])
+            return exp.GroupConcat(this=order, separator=(n.args.get("separator") or exp.Literal.string(",")).copy())
         return n
     return sqlglot.parse_one(sql, read="duckdb").transform(one).sql(dialect="duckdb")
 
