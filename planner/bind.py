@@ -43,6 +43,16 @@ class TableDef:
     materialized: bool = field(default=False, compare=False)
     # WITH ('append_only' = 'true'): inserts only (deletes are rejected); kept only where something reads it
     append_only: bool = field(default=False, compare=False)
+    # FOREIGN KEY (cols) REFERENCES table (cols) / a column's REFERENCES: recorded, not enforced (as in Feldera)
+    foreign_keys: Tuple["ForeignKey", ...] = field(default=(), compare=False)
+
+
+@dataclass(frozen=True)
+class ForeignKey:
+    columns: Tuple[str, ...]
+    table: str
+    referenced: Tuple[str, ...]   # () where the clause names no columns: the table's PRIMARY KEY
+    offset: Optional[int] = None  # of the REFERENCES clause in the program
 
 
 @dataclass(frozen=True)
@@ -54,6 +64,7 @@ class ViewDef:
     bound: Optional[Node] = field(default=None, compare=False, repr=False)   # as bound, before the rules
     options: Tuple[Tuple[str, str], ...] = ()   # WITH (...) options of the view, e.g. (('join_order', 'as_written'),)
     connectors: Optional[Tuple[str, int]] = field(default=None, compare=False)   # as for TableDef
+    local: bool = field(default=False, compare=False)   # CREATE LOCAL VIEW: read by other views, no output
 
     @property
     def emit_final(self) -> Optional[str]:

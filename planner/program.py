@@ -12,7 +12,7 @@ from sqlglot.errors import ErrorLevel, ParseError as SqlglotParseError, TokenErr
 from sqlglot.tokens import Token, TokenType
 
 from . import aggregate_functions
-from .bind import DIALECT, Binder, TableDef, ViewDef, name_of, position_of
+from .bind import DIALECT, Binder, ForeignKey, TableDef, ViewDef, name_of, position_of
 from .circuit import Circuit
 from .column_check import check_column_types
 from .errors import BindError, ParseError, UnsupportedError
@@ -21,7 +21,7 @@ from .incrementalize import incrementalize
 from .rules.aggregate_contents import aggregate_contents
 from .rules.share_table_state import share_table_state
 from .circuit import stream_tables
-from .logical import Field, format_plan
+from .logical import Expr, Field, Node, Project, col, format_plan
 from .parsed_nodes import check_parsed
 from .rules import Context, format_trace, optimize
 from .clock import CLOCK, clock_table, rewrite_now
@@ -107,6 +107,7 @@ class Statement:
     tree: exp.Expression
     tokens: List[Token]
     event_time: Tuple[EventTimeClause, ...] = ()   # CREATE TABLE's LATENESS / WATERMARK FOR, taken out
+    local: bool = False   # CREATE LOCAL VIEW (the word LOCAL taken out)
 
     @property
     def start(self) -> int:
@@ -227,6 +228,10 @@ def parse_statements(sql: str) -> List[Statement]:
             if t.token_type == TokenType.SESSION and after.token_type == TokenType.L_PAREN:
                 t.token_type = TokenType.VAR
         chunk = match_condition_to_on(chunk)
+        local = len(chunk) > 2 and chunk[0].token_type == TokenType.CREATE and chunk[1].text.upper() == "LOCAL" \
+            and chunk[2].text.upper() in ("VIEW", "MATERIALIZED")
+        if local:   # Feldera's CREATE LOCAL VIEW: a view other views read, with no output of its own
+            chunk = chunk[:1] + chunk[2:]
         if chunk[0].token_type in (TokenType.VAR, TokenType.IDENTIFIER, TokenType.NUMBER, TokenType.STRING):
             check_event_time(chunk, sql)
             raise ParseError(f"syntax error: unexpected {_show(chunk[0], sql)} at the start of a statement (a program "
@@ -254,7 +259,7 @@ def parse_statements(sql: str) -> List[Statement]:
                 if at:
                     raise ParseError(f"syntax error: unexpected {_show(at, sql)}", sql=sql, offset=at.start)
                 raise ParseError("syntax error: unexpected end of input", sql=sql, offset=chunk[-1].end + 1)
-            out.append(Statement(aggregate_functions.as_engine_spells(tree), chunk, event_time))
+            out.append(Statement(aggregate_functions.as_engine_spells(tree), chunk, event_time, local))
     return out
 
 
@@ -311,7 +316,7 @@ def compile_program(sql: str, disabled_rules: Optional[frozenset] = None) -> Pro
                                   else f"AS and a query after CREATE VIEW {name_of(stmt.this)}"),
                                  sql=sql, offset=st.end)
             try:
-                v = view_def(stmt, sql, prog, st.tokens)
+                v = view_def(stmt, sql, prog, st.tokens, local=st.local)
             except (SqlglotParseError, TokenError) as e:   # raised while re-reading a bound expression
                 raise ParseError(f"cannot compile view {name_of(stmt.this)}: {plain_message(e)}", sql=sql,
                                  offset=st.start) from None
@@ -324,6 +329,7 @@ def compile_program(sql: str, disabled_rules: Optional[frozenset] = None) -> Pro
             raise UnsupportedError(f"statement {what} in a program is not supported "
                                    "(only CREATE TABLE and CREATE [MATERIALIZED] VIEW)",
                                    sql=sql, offset=st.start)
+    check_foreign_keys(prog.tables, sql)
     prog.circuit = incrementalize(prog.tables, prog.views)
     for rule in (share_table_state, aggregate_contents):   # the rules on the circuit
         if prog.rules_context().enabled(rule):
@@ -438,10 +444,15 @@ def table_def(stmt: exp.Create, sql: str, tokens: Sequence[Token] = (),
         check_create_options(stmt, sql, tokens)
     name = name_of(schema.this)
     fields, pk = [], []
+    foreign: List[ForeignKey] = []
     after = position_of(schema.this) or 0   # elements are searched for in the text from here on
     for c in schema.expressions:
         if isinstance(c, exp.PrimaryKey):
             pk += [name_of(i) if isinstance(i, exp.Identifier) else name_of(i.this) for i in c.expressions]
+            continue
+        if isinstance(c, exp.ForeignKey):
+            foreign.append(_foreign_key([name_of(i) for i in c.expressions], c.args.get("reference"), tokens, after,
+                                        sql))
             continue
         if not isinstance(c, exp.ColumnDef):
             word = c.sql(dialect=DIALECT).split()[0].upper()
@@ -461,6 +472,8 @@ def table_def(stmt: exp.Create, sql: str, tokens: Sequence[Token] = (),
                 pk.append(name_of(c.this))
             elif isinstance(kind, exp.NotNullColumnConstraint):
                 pass
+            elif isinstance(kind, exp.Reference):
+                foreign.append(_foreign_key([name_of(c.this)], kind, tokens, after, sql))
             else:
                 word = cons.sql(dialect=DIALECT).split()[0].upper()
                 raise UnsupportedError(f"{word} constraints are not supported (a column may be NOT NULL or PRIMARY "
@@ -489,8 +502,47 @@ def table_def(stmt: exp.Create, sql: str, tokens: Sequence[Token] = (),
         raise UnsupportedError(f"table {name}: 'append_only' = 'true' and a PRIMARY KEY do not go together (an "
                                "insert of a key that exists replaces its row: a delete)", sql=sql,
                                offset=position_of(schema))
+    for fk in foreign:
+        for col_name in fk.columns:
+            if col_name.lower() not in names:
+                raise BindError(f"FOREIGN KEY column '{col_name}' is not a column of {name}", sql=sql, offset=fk.offset)
     return TableDef(name, tuple(fields), pk_names, connectors_option(stmt), lateness=lateness,
-                    materialized=materialized, append_only=append_only)
+                    materialized=materialized, append_only=append_only, foreign_keys=tuple(foreign))
+
+
+def _foreign_key(columns: List[str], ref: Optional[exp.Expression], tokens: Sequence[Token], after: int,
+                 sql: str) -> ForeignKey:
+    at = _token_after(tokens, "REFERENCES", after)
+    if ref is not None and (ref.args.get("options") or ref.args.get("expressions")):
+        raise UnsupportedError("ON DELETE / ON UPDATE actions of a FOREIGN KEY are not supported (references are "
+                               "recorded, not enforced: drop the action)", sql=sql, offset=at)
+    target = ref.this if ref is not None else None
+    table = name_of(target.this if isinstance(target, exp.Schema) else target) if target is not None else ""
+    referenced = tuple(name_of(i) for i in target.expressions) if isinstance(target, exp.Schema) else ()
+    return ForeignKey(tuple(columns), table, referenced, at)
+
+
+def check_foreign_keys(tables: Dict[str, TableDef], sql: str) -> None:
+    """Each FOREIGN KEY / REFERENCES names a table of the program and as many of its columns (or its PRIMARY
+    KEY): checked at compile time, not enforced on the rows."""
+    for t in tables.values():
+        for fk in t.foreign_keys:
+            target = tables.get(fk.table)
+            if target is None:
+                raise BindError(f"table {t.name} references table {fk.table}, which the program does not declare",
+                                sql=sql, offset=fk.offset)
+            referenced = fk.referenced or target.primary_key
+            if not referenced:
+                raise BindError(f"table {t.name} references table {fk.table} without naming columns, and "
+                                f"{fk.table} has no PRIMARY KEY", sql=sql, offset=fk.offset)
+            have = {f.name.lower() for f in target.fields}
+            missing = [c for c in referenced if c.lower() not in have]
+            if missing:
+                raise BindError(f"table {t.name} references column '{missing[0]}', which is not a column of "
+                                f"{fk.table}", sql=sql, offset=fk.offset)
+            if len(referenced) != len(fk.columns):
+                raise BindError(f"table {t.name}'s FOREIGN KEY has {len(fk.columns)} column(s) and references "
+                                f"{len(referenced)}", sql=sql, offset=fk.offset)
 
 
 def table_lateness(table: str, fields: Sequence[Field], clauses: Sequence[EventTimeClause],
@@ -620,10 +672,25 @@ def emit_final_option(name: str, plan, options, props, prog: "Program", sql: str
     return tuple((k, names[hits[0]] if k == "emit_final" else v) for k, v in options)
 
 
-def view_def(stmt: exp.Create, sql: str, prog: Program, tokens: Sequence[Token] = ()) -> ViewDef:
-    name = name_of(stmt.this)
-    if isinstance(stmt.this, exp.Schema):
-        raise UnsupportedError("column lists in CREATE VIEW", sql=sql, offset=position_of(stmt.this))
+def renamed(bound: Node, names: List[str], column_list: Sequence[exp.Expression], view: str, sql: str
+            ) -> Tuple[Node, List[str]]:
+    """The view's plan with its columns named by the view's column list, which names each of them once."""
+    new = [name_of(c) for c in column_list]
+    if len(new) != len(names):
+        raise BindError(f"view {view} names {len(new)} column{'s' if len(new) != 1 else ''} but its query gives "
+                        f"{len(names)}", sql=sql, offset=position_of(column_list[0]))
+    seen = set()
+    for c, n in zip(column_list, new):
+        if n.lower() in seen:
+            raise BindError(f"column {n} is named twice in view {view}'s column list", sql=sql, offset=position_of(c))
+        seen.add(n.lower())
+    plan = Project(bound, tuple(Expr(col(i), f.type) for i, f in enumerate(bound.fields)), tuple(new))
+    return plan, new
+
+
+def view_def(stmt: exp.Create, sql: str, prog: Program, tokens: Sequence[Token] = (), local: bool = False) -> ViewDef:
+    column_list = list(stmt.this.expressions) if isinstance(stmt.this, exp.Schema) else None
+    name = name_of(stmt.this.this if column_list is not None else stmt.this)
     props = stmt.args.get("properties")
     materialized = bool(props and any(isinstance(p, exp.MaterializedProperty) for p in props.expressions))
     if tokens:
@@ -647,8 +714,15 @@ def view_def(stmt: exp.Create, sql: str, prog: Program, tokens: Sequence[Token] 
         q.set("order", None)
     binder = Binder(sql, prog.tables, prog.views)
     bound, names = binder.bind_query(q, {})
+    if column_list is not None:   # CREATE VIEW v (a, b) AS ...: the columns renamed, in order
+        bound, names = renamed(bound, names, column_list, name, sql)
     check_column_types(name, bound, tuple(names), binder.origins, sql, position_of, position_of(q))
     plan = optimize(bound, prog.rules_context(options=options))
     options = emit_final_option(name, plan, options, props.expressions if props else (), prog, sql)
     check_closed_windows(name, plan, options, materialized, props.expressions if props else (), prog, sql)
-    return ViewDef(name, plan, materialized, q.sql(dialect=DIALECT), bound, options, connectors_option(stmt))
+    if local and (materialized or connectors_option(stmt) is not None):
+        raise UnsupportedError(f"a LOCAL view has no output, so view {name} cannot be "
+                               f"{'MATERIALIZED' if materialized else 'given connectors'} (drop LOCAL)",
+                               sql=sql, offset=position_of(stmt.this))
+    return ViewDef(name, plan, materialized, q.sql(dialect=DIALECT), bound, options, connectors_option(stmt),
+                   local=local)

@@ -571,6 +571,9 @@ class Pipeline:
         v = view.lower()
         if v not in self.program.views:
             raise BindError(f"unknown view '{view}'. Views: {', '.join(self.program.views) or '(none)'}")
+        if self.program.views[v].local:
+            raise BindError(f"view '{view}' is a LOCAL view: other views read it, and it has no output of its own "
+                            "(declare it CREATE VIEW to listen to it)")
         return v
 
     def listen(self, view: str) -> OutputHandler:

@@ -290,9 +290,6 @@ def test_unknown_function_suggests_only_close_names():
     ("CREATE TABLE a (k INT UNIQUE)", "UNIQUE constraints are not supported (a column may be NOT NULL or PRIMARY "
      "KEY): the engine does not enforce uniqueness; declare the column(s) PRIMARY KEY", "UNIQUE"),
     ("CREATE TABLE a (k INT, UNIQUE (k))", "UNIQUE constraints are not supported", "UNIQUE"),
-    ("CREATE TABLE a (k INT, FOREIGN KEY (k) REFERENCES u (k))", "FOREIGN KEY constraints are not supported: the "
-     "engine does not check references; drop the FOREIGN KEY clause", "FOREIGN"),
-    ("CREATE TABLE a (k INT REFERENCES u (k))", "REFERENCES constraints are not supported", "REFERENCES"),
     ("CREATE TABLE a (k INT CHECK (k > 0))", "CHECK constraints are not supported", "CHECK"),
 ])
 def test_table_constraints_say_what_is_unsupported_and_what_to_do(table, fragment, at):
