@@ -11,6 +11,11 @@ rewriting into an equivalent DuckDB expression that Spark evaluates the same way
   the point, 0.444444 for ``1 / 2.25``) -> both operands cast to DOUBLE, which is what DuckDB does;
 * ``a % b`` with a DOUBLE or REAL operand is NaN where ``b`` is 0 (Spark: an error) -> ``CASE WHEN b = 0 AND a IS
   NOT NULL THEN NaN ELSE a % b END``;
+* FLOOR / CEIL of a DOUBLE or REAL is a float (Spark: a BIGINT) -> ``CASE`` over NaN, infinities, zeros and
+  values beyond 2^52, else the BIGINT cast back (:func:`_float_round`);
+* a DOUBLE or REAL as text (``CAST(x AS VARCHAR)``, and an operand of ``||`` or CONCAT) is DuckDB's shortest
+  text (``1e+20``, ``inf``; Spark: ``1.0E20``, ``Infinity``) -> marked ``CAST(CAST(x AS DOUBLE) AS VARCHAR)``, a
+  UDF on Spark (``sqlengine.executor.backends.duckdb_text``);
 * ``CAST(x AS <integer>)`` rounds (Spark truncates): a DECIMAL half away from zero
   -> ``CAST(ROUND(x) AS <integer>)``, a DOUBLE or REAL half to even -> ``CAST(ROUND_EVEN(x, 0) AS ...)``.
 
@@ -31,6 +36,7 @@ from .types import UNKNOWN, SqlType
 
 DIALECT = "duckdb"
 T = exp.DataType.Type
+TEXT = {T.VARCHAR, T.TEXT, T.CHAR, T.NVARCHAR, T.NCHAR}
 INTEGRAL = {T.TINYINT, T.SMALLINT, T.INT, T.BIGINT, T.INT128, T.UTINYINT, T.USMALLINT, T.UINT, T.UBIGINT}
 
 
@@ -65,6 +71,29 @@ def _decimal_literal(x: exp.Expression) -> bool:
     return isinstance(x, exp.Literal) and not x.is_string and "." in x.this and "e" not in x.this.lower()
 
 
+def _float_round(n: exp.Expression) -> exp.Expression:
+    """FLOOR / CEIL of a float as a float, as DuckDB gives (Spark: a BIGINT, 0 for NaN, an overflow from 2^63):
+    NaN, infinities, zeros and values from 2^52 up (integers already) are themselves; CEIL of a value in (-1, 0)
+    is -0.0; else the integral BIGINT result cast back."""
+    x, width = _r(n.this), ("REAL" if _is(n.this, {T.FLOAT}) else "DOUBLE")
+    itself = exp.or_(exp.Anonymous(this="ISNAN", expressions=[x.copy()]),
+                     exp.GTE(this=exp.Abs(this=x.copy()), expression=exp.Literal.number(4503599627370496)),
+                     exp.EQ(this=x.copy(), expression=exp.Literal.number(0)))
+    ifs = [exp.If(this=itself, true=x.copy())]
+    if isinstance(n, exp.Ceil):
+        ifs.append(exp.If(this=exp.and_(exp.GT(this=x.copy(), expression=exp.Literal.number(-1)),
+                                        exp.LT(this=x.copy(), expression=exp.Literal.number(0))),
+                          true=exp.cast(exp.Literal.string("-0.0"), width)))
+    return exp.Case(ifs=ifs, default=exp.cast(type(n)(this=x.copy()), width))
+
+
+def _as_text(x: exp.Expression) -> exp.Expression:
+    """A float as text, marked for Spark: ``CAST(CAST(x AS DOUBLE) AS VARCHAR)`` (REAL for a REAL), which
+    ``sqlengine.executor.backends.spark`` lowers to a UDF that writes DuckDB's text (``1e+20``, ``inf``)."""
+    width = "REAL" if _is(x, {T.FLOAT}) else "DOUBLE"
+    return exp.cast(exp.cast(_r(x), width), "VARCHAR")
+
+
 def _r(x: exp.Expression) -> exp.Expression:
     """A copy of ``x`` with the rewrites applied inside it (``transform`` does not walk into a node it replaced)."""
     return x.copy().transform(_rewrite)
@@ -89,6 +118,18 @@ def _rewrite(n: exp.Expression):
                            exp.not_(exp.Is(this=a.copy(), expression=exp.Null())))
         return exp.Case(ifs=[exp.If(this=by_zero, true=exp.cast(exp.Literal.string("nan"), "DOUBLE"))],
                         default=exp.Mod(this=exp.Paren(this=a), expression=exp.Paren(this=b)))
+    if isinstance(n, (exp.Floor, exp.Ceil)) and not n.args.get("decimals") and _is(n.this, {T.DOUBLE, T.FLOAT}):
+        return _float_round(n)
+    if isinstance(n, exp.Cast) and n.to.this in TEXT and _is(n.this, {T.DOUBLE, T.FLOAT}):
+        return _as_text(n.this)
+    if isinstance(n, (exp.DPipe, exp.Concat)) and any(_is(x, {T.DOUBLE, T.FLOAT}) for x in n.iter_expressions()):
+        out = n.copy()
+        for key, value in list(out.args.items()):
+            if isinstance(value, list):
+                out.set(key, [_as_text(v) if _is(v, {T.DOUBLE, T.FLOAT}) else _r(v) for v in value])
+            elif isinstance(value, exp.Expression):
+                out.set(key, _as_text(value) if _is(value, {T.DOUBLE, T.FLOAT}) else _r(value))
+        return out
     if isinstance(n, exp.Cast) and n.to.this in INTEGRAL and (_is(n.this, {T.DECIMAL}) or _decimal_literal(n.this)):
         return exp.Cast(this=exp.Round(this=_r(n.this)), to=n.to.copy())
     if isinstance(n, exp.Cast) and n.to.this in INTEGRAL and _is(n.this, {T.DOUBLE, T.FLOAT}):

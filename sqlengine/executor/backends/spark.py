@@ -28,6 +28,9 @@ from planner.bind import DIALECT
 from planner.circuit import Op
 
 from sqlengine.executor import ops
+from sqlengine.executor.backends import duckdb_text
+
+_TEXT = (exp.DataType.Type.VARCHAR, exp.DataType.Type.TEXT)
 
 
 def _dow(x: exp.Expression) -> exp.Expression:       # Spark DAYOFWEEK: Sunday = 1 .. Saturday = 7
@@ -40,19 +43,42 @@ def _nonzero_literal(x: exp.Expression) -> bool:
 
 def _ieee_div(a: exp.Expression, b: exp.Expression) -> exp.Expression:
     """``a / b`` as DuckDB divides (in DOUBLE, IEEE 754), where Spark's ``/`` by zero raises (ANSI) or is NULL:
-    ``COALESCE(TRY_DIVIDE(a, b), a * +-inf)``, the infinity's sign the zero's own (-0.0); ``a * inf`` is +-inf,
-    or NaN for a = 0 and a = NaN, as ``a / 0`` is, and NULL where ``a`` or ``b`` is."""
+    ``COALESCE(TRY_DIVIDE(a, b), CASE WHEN b = 0 THEN a * +-inf END)``, the infinity's sign the zero's own
+    (-0.0); ``a * inf`` is +-inf, or NaN for a = 0 and a = NaN, as ``a / 0`` is, and NULL where ``a`` or ``b``
+    is."""
     negative = exp.Like(this=exp.cast(b.copy(), "STRING"), expression=exp.Literal.string("-%"))
     inf = exp.If(this=negative, true=exp.cast(exp.Literal.string("-Infinity"), "DOUBLE"),
                  false=exp.cast(exp.Literal.string("Infinity"), "DOUBLE"))
-    return exp.Coalesce(this=exp.Anonymous(this="TRY_DIVIDE", expressions=[a, b]),
-                        expressions=[exp.Mul(this=a.copy(), expression=exp.Paren(this=inf))])
+    by_zero = exp.Case(ifs=[exp.If(this=exp.EQ(this=b.copy(), expression=exp.Literal.number(0)),
+                                   true=exp.Mul(this=a.copy(), expression=exp.Paren(this=inf)))])
+    return exp.Coalesce(this=exp.Anonymous(this="TRY_DIVIDE", expressions=[a, b]), expressions=[by_zero])
 
 
 def _to_spark_semantics(n: exp.Expression) -> exp.Expression:
     """DuckDB meanings that sqlglot's transpiler does not carry over (type-dependent ones are fixed by the
     planner, see ``planner.semantics``): division by zero (:func:`_ieee_div`), day-of-week numbering, EPOCH,
     WEEK, ROUND_EVEN."""
+    if isinstance(n, exp.Cast) and n.to.this in _TEXT and isinstance(n.this, exp.Cast) and \
+            n.this.to.this in (exp.DataType.Type.DOUBLE, exp.DataType.Type.FLOAT):   # (planner.semantics._as_text)
+        udf = duckdb_text.REAL_TEXT if n.this.to.this == exp.DataType.Type.FLOAT else duckdb_text.DOUBLE_TEXT
+        return exp.Anonymous(this=udf, expressions=[n.this.transform(_to_spark_semantics)])
+    if isinstance(n, (exp.Ln, exp.Log)):   # DuckDB: NaN below 0, -inf at 0 (Spark: NULL); LOG(x) is base 10
+        two = isinstance(n, exp.Log) and n.args.get("expression") is not None
+        x = (n.expression if two else n.this).transform(_to_spark_semantics)
+        if isinstance(n, exp.Ln):
+            inner = exp.Ln(this=x)
+        else:
+            inner = exp.Log(this=n.this.transform(_to_spark_semantics) if two else exp.Literal.number(10), expression=x)
+        return exp.Case(ifs=[
+            exp.If(this=exp.LT(this=x.copy(), expression=exp.Literal.number(0)),
+                   true=exp.cast(exp.Literal.string("NaN"), "DOUBLE")),
+            exp.If(this=exp.EQ(this=x.copy(), expression=exp.Literal.number(0)),
+                   true=exp.cast(exp.Literal.string("-Infinity"), "DOUBLE"))],
+            default=inner)
+    if isinstance(n, exp.Sign):   # DuckDB: SIGN(NaN) is 0 (Spark: NaN)
+        x = n.this.transform(_to_spark_semantics)
+        return exp.Case(ifs=[exp.If(this=exp.Anonymous(this="ISNAN", expressions=[exp.cast(x.copy(), "DOUBLE")]),
+                                    true=exp.Literal.number(0))], default=exp.Sign(this=x))
     if isinstance(n, exp.Anonymous) and n.name.upper() == "ROW":   # DuckDB's ROW(a, b): a struct
         return exp.Struct(expressions=[x.transform(_to_spark_semantics) for x in n.expressions])
     if isinstance(n, exp.PercentileCont):   # QUANTILE_CONT(x, f): Spark's exact, interpolated PERCENTILE
@@ -110,6 +136,7 @@ class SparkBackend:
         self._lock = threading.Lock()
         self._calls = itertools.count()
         self._tag = f"__sq{id(self) & 0xFFFFFF:x}"
+        duckdb_text.register(spark)
 
     def rule(self, sql: str, **frames: DataFrame) -> DataFrame:
         """The plan of rule ``sql`` over ``frames``.  ``spark.sql`` analyzes eagerly, so the views it reads
