@@ -125,11 +125,17 @@ def prefix_columns(sql: str, names: Tuple[str, ...], prefix: str) -> str:
     return e.sql(dialect=DIALECT)
 
 
-def expanded(rows: str, columns: List[str]) -> str:
-    """``columns`` of the rows of ``rows`` with positive consolidated weight, each repeated weight times."""
+def expanded(rows: str, columns: List[str], fields=()) -> str:
+    """``columns`` of the rows of ``rows`` with positive consolidated weight, each repeated weight times.  A float
+    column (``fields``: the columns' fields) is grouped by the sign of its zeros too: GROUP BY makes -0.0 and 0.0
+    one value, and a row keeps its own (``sqlengine.zset.with_zero_signs``)."""
     if columns:
-        pos = (f"SELECT {listed(columns)}, SUM({W})::BIGINT AS __n FROM {rows} GROUP BY {listed(columns)} "
-               f"HAVING SUM({W}) > 0")
+        sign = {c: (f"CASE WHEN {c} = 0 THEN CAST({c} AS VARCHAR) LIKE '-%' END", f.type.base)
+                for c, f in zip(columns, fields) if f.type.base in ("REAL", "DOUBLE")}
+        out = [f"CASE WHEN {sign[c][0]} THEN CAST('-0.0' AS {sign[c][1]}) ELSE {c} END AS {c}" if c in sign else c
+               for c in columns]   # (Spark's GROUP BY makes a key's -0.0 0.0)
+        pos = (f"SELECT {listed(out)}, SUM({W})::BIGINT AS __n FROM {rows} "
+               f"GROUP BY {listed(columns + [e for e, _ in sign.values()])} HAVING SUM({W}) > 0")
     else:
         pos = f"SELECT SUM({W})::BIGINT AS __n FROM {rows} HAVING SUM({W}) > 0"
     return f"SELECT {listed(columns) if columns else '1 AS __one'} FROM " \
@@ -300,7 +306,7 @@ def window_sql(node: Window, emitted: bool = False) -> str:
     calls = [f"{total_order(c.sql, n)} AS {col(n + i)}" for i, c in enumerate(node.calls)]
 
     def compute(name, sign):
-        return f"SELECT {listed(cs + calls)}, {sign}::BIGINT AS {W} FROM ({expanded(name, cs)}) x"
+        return f"SELECT {listed(cs + calls)}, {sign}::BIGINT AS {W} FROM ({expanded(name, cs, node.input.fields)}) x"
 
     if emitted:   # the touched partitions' rows as emitted before, read from the op's own output ``O``
         outs = cols(n + len(node.calls))
@@ -345,7 +351,7 @@ def aggregate_sql(node: Aggregate, initial: bool = False, emitted: bool = False)
 
     def agg(name, weight):
         return (f"SELECT {listed(one_zero(node.input.fields, k) + aggs)}, {weight}::BIGINT AS {W} "
-                f"FROM ({expanded(name, cols(n_in))}) x{group}")
+                f"FROM ({expanded(name, cols(n_in), node.input.fields)}) x{group}")
 
     if initial:
         return agg("D", 1)

@@ -82,3 +82,19 @@ def test_consolidation_keeps_the_sign_of_zero_on_spark(spark):
     key = sorted((repr(r["c0"]), r["c1"], r[W]) for r in got)
     assert key == [("-0.0", "a", 2), ("1.0", "a", 1), ("nan", "a", 1)]
     assert key == sorted((repr(r["c0"]), r["c1"], r[W]) for r in consolidate_arrow(t).to_pylist())
+
+
+def test_a_window_over_both_zeros_emits_each(make_pipeline):
+    """A window reads its partitions' rows summed per row: -0.0 and 0.0 stay two rows with their own signs."""
+    p = make_pipeline(SCHEMA + "CREATE MATERIALIZED VIEW w AS SELECT k, 1 / x AS r, "
+                               "COUNT(*) OVER (PARTITION BY k % 2) AS n FROM t;")
+    con = duckdb.connect()
+    con.execute(SCHEMA)
+    for stmt in [f"INSERT INTO t VALUES (1, {NZ}, 0), (1, 0.0, 0), (3, 0.0, 0), (2, 1.0, 0)", "DELETE FROM t WHERE k = 3",
+                 f"INSERT INTO t VALUES (3, {NZ}, 0), (3, 0.0, 0)"]:
+        p.execute(stmt)
+        con.execute(stmt)
+        p.wait_for_idle()
+        want = bag(con.execute("SELECT k, 1 / x AS r, COUNT(*) OVER (PARTITION BY k % 2) AS n FROM t").fetchall())
+        problem = diff(bag([tuple(r.values()) for r in p.query("SELECT * FROM w")]), want)
+        assert not problem, f"{stmt}: {problem}"
