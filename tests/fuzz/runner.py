@@ -281,7 +281,10 @@ def oracle_sql(sql: str) -> str:
             return exp.LogicalAnd(this=n.expressions[0].copy())
         if isinstance(n, exp.GroupConcat):   # in the keys' order, then the text's
             text, keys = (n.this.this, list(n.this.expressions)) if isinstance(n.this, exp.Order) else (n.this, [])
-            order = exp.Order(this=text.copy(), expressions=[k.copy() for k in keys] + [exp.Ordered(this=text.copy())])
+            tie = [] if not list(text.find_all(exp.Column)) else [exp.Ordered(this=text.copy())]   # (no literal key)
+            if not keys and not tie:
+                return n
+            order = exp.Order(this=text.copy(), expressions=[k.copy() for k in keys] + tie)
             return exp.GroupConcat(this=order, separator=(n.args.get("separator") or exp.Literal.string(",")).copy())
         return n
     return sqlglot.parse_one(sql, read="duckdb").transform(one).sql(dialect="duckdb")

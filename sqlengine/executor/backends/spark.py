@@ -79,6 +79,17 @@ def _to_spark_semantics(n: exp.Expression) -> exp.Expression:
         x = n.this.transform(_to_spark_semantics)
         return exp.Case(ifs=[exp.If(this=exp.Anonymous(this="ISNAN", expressions=[exp.cast(x.copy(), "DOUBLE")]),
                                     true=exp.Literal.number(0))], default=exp.Sign(this=x))
+    if isinstance(n, exp.Window) and isinstance(n.this, exp.Avg) and not isinstance(n.this.this, exp.Distinct):
+        # AVG(x) OVER w as SUM / COUNT in DOUBLE, as DuckDB averages (Spark's AVG of a DECIMAL keeps 6 digits)
+        x = n.this.this.transform(_to_spark_semantics)
+
+        def over(f: exp.Expression) -> exp.Expression:
+            w = n.copy()
+            w.set("this", f)
+            return w
+        return exp.Paren(this=exp.Div(this=exp.cast(over(exp.Sum(this=x.copy())), "DOUBLE"),
+                                      expression=exp.Nullif(this=over(exp.Count(this=x.copy())),
+                                                            expression=exp.Literal.number(0))))
     if isinstance(n, exp.Anonymous) and n.name.upper() == "ROW":   # DuckDB's ROW(a, b): a struct
         return exp.Struct(expressions=[x.transform(_to_spark_semantics) for x in n.expressions])
     if isinstance(n, exp.PercentileCont):   # QUANTILE_CONT(x, f): Spark's exact, interpolated PERCENTILE
