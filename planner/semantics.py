@@ -11,6 +11,8 @@ rewriting into an equivalent DuckDB expression that Spark evaluates the same way
   the point, 0.444444 for ``1 / 2.25``) -> both operands cast to DOUBLE, which is what DuckDB does;
 * ``a % b`` with a DOUBLE or REAL operand is NaN where ``b`` is 0 (Spark: an error) -> ``CASE WHEN b = 0 AND a IS
   NOT NULL THEN NaN ELSE a % b END``;
+* a DOUBLE or REAL cast to DECIMAL fails for NaN and the infinities (Spark: NULL) -> marked
+  ``CAST(CAST(x AS DOUBLE) AS DECIMAL(p, s))``, which Spark lowers to a cast that raises for them;
 * FLOOR / CEIL of a DOUBLE or REAL is a float (Spark: a BIGINT) -> ``CASE`` over NaN, infinities, zeros and
   values beyond 2^52, else the BIGINT cast back (:func:`_float_round`);
 * a DOUBLE or REAL as text (``CAST(x AS VARCHAR)``, and an operand of ``||`` or CONCAT) is DuckDB's shortest
@@ -122,6 +124,8 @@ def _rewrite(n: exp.Expression):
         return _float_round(n)
     if isinstance(n, exp.Cast) and n.to.this in TEXT and _is(n.this, {T.DOUBLE, T.FLOAT}):
         return _as_text(n.this)
+    if isinstance(n, exp.Cast) and n.to.this == T.DECIMAL and _is(n.this, {T.DOUBLE, T.FLOAT}):
+        return exp.Cast(this=exp.cast(_r(n.this), "DOUBLE"), to=n.to.copy())   # (marked for Spark: NaN, inf)
     if isinstance(n, (exp.DPipe, exp.Concat)) and any(_is(x, {T.DOUBLE, T.FLOAT}) for x in n.iter_expressions()):
         out = n.copy()
         for key, value in list(out.args.items()):

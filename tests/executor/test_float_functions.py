@@ -3,7 +3,7 @@
 A DOUBLE or REAL as text (``CAST``, ``||``, CONCAT: DuckDB writes ``1e+20``, ``inf``; Spark ``1.0E20``,
 ``Infinity``), LN / LOG / LOG10 / LOG2 of 0 and of negatives (-inf and NaN; Spark: NULL; and DuckDB's one-argument
 LOG is base 10, Spark's is e), SIGN(NaN) (0; Spark: NaN), FLOOR / CEIL of a float (a float; Spark: a BIGINT,
-0 for NaN).  With every step on Spark no step may fail and be re-run on the driver.  Values are compared with
+0 for NaN), SUBSTRING with a start of 0 or a negative length.  With every step on Spark no step may fail and be re-run on the driver.  Values are compared with
 DuckDB's recomputation as bags with exact multiplicities, the texts exactly.
 """
 import duckdb
@@ -18,6 +18,9 @@ VIEWS = {
     "v_logs": "SELECT k, LN(x) AS ln, LOG(x) AS lg, LOG10(x) AS l10, LOG2(x) AS l2, SIGN(x) AS sg, "
               "FLOOR(x) AS fl, CEIL(x) AS ce, FLOOR(r) AS fr, CEIL(r) AS cr FROM t",
     "v_grouped": "SELECT CAST(x AS VARCHAR) AS xs, COUNT(*) AS n FROM t GROUP BY CAST(x AS VARCHAR)",
+    # DuckDB's SUBSTRING: a start of 0, a negative length (Spark: 1, none)
+    "v_substring": "SELECT k, SUBSTRING('abcdef' || k, k % 5 - 2, k % 7 - 3) AS s, SUBSTRING('xyz', k % 3 - 1) AS t "
+                   "FROM t",
 }
 VALUES = ["1e20", "CAST('inf' AS DOUBLE)", "CAST('-inf' AS DOUBLE)", "CAST('nan' AS DOUBLE)", "CAST('-0.0' AS DOUBLE)",
           "0.1", "16777216.0", "1e-5", "-2.5", "0.0", "123456789.125", "1e16", "-0.5", "4.5e15", "NULL"]
@@ -54,3 +57,15 @@ def test_float_functions_as_duckdb(make_pipeline, executor):
     assert stats.spark_fallbacks == 0, stats.last_spark_error
     if executor == "spark":
         assert stats.steps_spark and not stats.steps_local
+
+
+def test_a_float_cast_to_decimal_fails_its_row_for_nan_and_infinities(make_pipeline, executor):
+    """DuckDB fails CAST(NaN AS DECIMAL) (Spark gives NULL): the row is a row error on both executors (on Spark
+    the step fails and is re-run on the driver, which records it)."""
+    p = make_pipeline("CREATE TABLE t (k INT, x DOUBLE);"
+                      "CREATE MATERIALIZED VIEW v AS SELECT k, CAST(x AS DECIMAL(10, 2)) AS d FROM t;")
+    p.execute("INSERT INTO t VALUES (1, 1.505), (2, CAST('nan' AS DOUBLE)), (3, CAST('-inf' AS DOUBLE)), (4, -2.5)")
+    p.wait_for_idle()
+    want = duckdb.sql("SELECT k, CAST(x AS DECIMAL(10, 2)) FROM (VALUES (1, 1.505::DOUBLE), (4, -2.5::DOUBLE)) v(k, x)")
+    assert not diff(bag([tuple(r.values()) for r in p.query("SELECT * FROM v")]), bag(want.fetchall()))
+    assert p.status()["errors"] == {"v": 2}

@@ -41,6 +41,27 @@ def _nonzero_literal(x: exp.Expression) -> bool:
     return isinstance(x, exp.Literal) and x.is_number and float(x.this) != 0
 
 
+def _int_literal(x: exp.Expression, ok) -> bool:
+    value = x.this if isinstance(x, exp.Neg) else x
+    if not (isinstance(value, exp.Literal) and value.is_int):
+        return False
+    return ok(-int(value.this) if isinstance(x, exp.Neg) else int(value.this))
+
+
+def _duckdb_substring(s: exp.Expression, start: exp.Expression, length: exp.Expression) -> exp.Expression:
+    """DuckDB's ``SUBSTRING(s, start, length)``: the characters at positions [a, a + length) (or [a + length, a)
+    for a negative length), a = start, counted from the end for a negative start, and 0 for 0; Spark's reads a
+    start of 0 as 1 and a negative length as none."""
+    sql = lambda e: e.sql(dialect="spark")  # noqa: E731
+    n = f"CHAR_LENGTH({sql(s)})"
+    a = f"(CASE WHEN {sql(start)} > 0 THEN {sql(start)} WHEN {sql(start)} < 0 THEN {n} + {sql(start)} + 1 ELSE 0 END)"
+    lo = f"GREATEST(CASE WHEN {sql(length)} >= 0 THEN {a} ELSE {a} + {sql(length)} END, 1)"
+    hi = f"LEAST(CASE WHEN {sql(length)} >= 0 THEN {a} + {sql(length)} ELSE {a} END, {n} + 1)"
+    text = (f"CASE WHEN {sql(s)} IS NULL OR {sql(start)} IS NULL OR {sql(length)} IS NULL THEN NULL "
+            f"WHEN {hi} > {lo} THEN SUBSTRING({sql(s)}, {lo}, {hi} - {lo}) ELSE '' END")
+    return exp.Paren(this=sqlglot.parse_one(text, read="spark"))
+
+
 def _ieee_div(a: exp.Expression, b: exp.Expression) -> exp.Expression:
     """``a / b`` as DuckDB divides (in DOUBLE, IEEE 754), where Spark's ``/`` by zero raises (ANSI) or is NULL:
     ``COALESCE(TRY_DIVIDE(a, b), CASE WHEN b = 0 THEN a * +-inf END)``, the infinity's sign the zero's own
@@ -62,6 +83,16 @@ def _to_spark_semantics(n: exp.Expression) -> exp.Expression:
             n.this.to.this in (exp.DataType.Type.DOUBLE, exp.DataType.Type.FLOAT):   # (planner.semantics._as_text)
         udf = duckdb_text.REAL_TEXT if n.this.to.this == exp.DataType.Type.FLOAT else duckdb_text.DOUBLE_TEXT
         return exp.Anonymous(this=udf, expressions=[n.this.transform(_to_spark_semantics)])
+    if isinstance(n, exp.Cast) and n.to.this == exp.DataType.Type.DECIMAL and isinstance(n.this, exp.Cast) and \
+            n.this.to.this == exp.DataType.Type.DOUBLE:   # (planner.semantics): NaN and inf fail, as in DuckDB
+        x = n.this.this.transform(_to_spark_semantics)
+        bad = exp.or_(exp.Anonymous(this="ISNAN", expressions=[exp.cast(x.copy(), "DOUBLE")]),
+                      exp.EQ(this=exp.Abs(this=exp.cast(x.copy(), "DOUBLE")),
+                             expression=exp.cast(exp.Literal.string("Infinity"), "DOUBLE")))
+        fail = exp.Anonymous(this="RAISE_ERROR", expressions=[exp.Literal.string(
+            "Conversion Error: a NaN or an infinity cannot be cast to DECIMAL")])
+        guarded = exp.Case(ifs=[exp.If(this=bad, true=fail)], default=exp.cast(x, "DOUBLE"))
+        return exp.Cast(this=guarded, to=n.to.copy())
     if isinstance(n, (exp.Ln, exp.Log)):   # DuckDB: NaN below 0, -inf at 0 (Spark: NULL); LOG(x) is base 10
         two = isinstance(n, exp.Log) and n.args.get("expression") is not None
         x = (n.expression if two else n.this).transform(_to_spark_semantics)
@@ -90,6 +121,9 @@ def _to_spark_semantics(n: exp.Expression) -> exp.Expression:
         return exp.Paren(this=exp.Div(this=exp.cast(over(exp.Sum(this=x.copy())), "DOUBLE"),
                                       expression=exp.Nullif(this=over(exp.Count(this=x.copy())),
                                                             expression=exp.Literal.number(0))))
+    if isinstance(n, exp.Substring) and n.args.get("length") is not None and not (
+            _int_literal(n.args["start"], lambda v: v != 0) and _int_literal(n.args["length"], lambda v: v >= 0)):
+        return _duckdb_substring(*(n.args[k].transform(_to_spark_semantics) for k in ("this", "start", "length")))
     if isinstance(n, exp.Anonymous) and n.name.upper() == "ROW":   # DuckDB's ROW(a, b): a struct
         return exp.Struct(expressions=[x.transform(_to_spark_semantics) for x in n.expressions])
     if isinstance(n, exp.PercentileCont):   # QUANTILE_CONT(x, f): Spark's exact, interpolated PERCENTILE
