@@ -41,6 +41,37 @@ def _nonzero_literal(x: exp.Expression) -> bool:
     return isinstance(x, exp.Literal) and x.is_number and float(x.this) != 0
 
 
+_MICROS = {"HOUR": 3600000000, "MINUTE": 60000000, "SECOND": 1000000, "MILLISECOND": 1000}
+
+
+def _boundaries_between(unit: str, a: exp.Expression, b: exp.Expression):
+    """DuckDB's ``date_diff(unit, a, b)``: the unit boundaries crossed from ``a`` to ``b`` (Spark's DATEDIFF
+    counts whole units: from 2024-02-29 to 2024-03-01 is 1 month in DuckDB, 0 in Spark; a week is 7 of the day
+    boundaries crossed), or None where both agree (MICROSECOND)."""
+    x, y = a.sql(dialect="spark"), b.sql(dialect="spark")
+    unit = unit.rstrip("S") if unit.endswith("S") and unit != "S" else unit
+    if unit in ("YEAR", "QUARTER", "MONTH"):
+        per = {"YEAR": ("1", None), "QUARTER": ("4", "QUARTER"), "MONTH": ("12", "MONTH")}[unit]
+
+        def index(v):
+            return f"YEAR({v})" if per[1] is None else f"(YEAR({v}) * {per[0]} + {per[1]}({v}))"
+        text = f"({index(y)} - {index(x)})"
+    elif unit == "DAY":
+        text = f"DATEDIFF(CAST({y} AS DATE), CAST({x} AS DATE))"
+    elif unit == "WEEK":   # DuckDB: the day boundaries crossed, over 7 (toward zero)
+        text = f"(DATEDIFF(CAST({y} AS DATE), CAST({x} AS DATE)) DIV 7)"
+    elif unit in _MICROS:
+        m = _MICROS[unit]
+
+        def floor_div(v):
+            u = f"UNIX_MICROS(CAST({v} AS TIMESTAMP))"
+            return f"(({u} - PMOD({u}, {m})) DIV {m})"
+        text = f"({floor_div(y)} - {floor_div(x)})"
+    else:
+        return None
+    return exp.Paren(this=sqlglot.parse_one(f"CAST({text} AS BIGINT)", read="spark"))
+
+
 def _int_literal(x: exp.Expression, ok) -> bool:
     value = x.this if isinstance(x, exp.Neg) else x
     if not (isinstance(value, exp.Literal) and value.is_int):
@@ -93,6 +124,21 @@ def _to_spark_semantics(n: exp.Expression) -> exp.Expression:
             "Conversion Error: a NaN or an infinity cannot be cast to DECIMAL")])
         guarded = exp.Case(ifs=[exp.If(this=bad, true=fail)], default=exp.cast(x, "DOUBLE"))
         return exp.Cast(this=guarded, to=n.to.copy())
+    if isinstance(n, exp.DateDiff) and n.args.get("unit") is not None:   # (the rules are DuckDB's: boundaries)
+        boundary = _boundaries_between(n.args["unit"].name.upper(), n.expression.transform(_to_spark_semantics),
+                                       n.this.transform(_to_spark_semantics))
+        if boundary is not None:
+            return boundary
+    if isinstance(n, exp.Extract) and n.this.name.upper() in ("SECOND", "SECONDS", "MILLISECOND", "MILLISECONDS",
+                                                               "MICROSECOND", "MICROSECONDS"):
+        t = n.expression.transform(_to_spark_semantics)   # DuckDB: whole seconds, and ms / us within the minute
+        if n.this.name.upper().startswith("SECOND"):
+            return exp.Anonymous(this="SECOND", expressions=[t])
+        micros = sqlglot.parse_one(f"PMOD(UNIX_MICROS(CAST({t.sql(dialect='spark')} AS TIMESTAMP)), 60000000)",
+                                   read="spark")
+        if n.this.name.upper().startswith("MILLI"):
+            return exp.Paren(this=exp.IntDiv(this=micros, expression=exp.Literal.number(1000)))
+        return micros
     if isinstance(n, (exp.Ln, exp.Log)):   # DuckDB: NaN below 0, -inf at 0 (Spark: NULL); LOG(x) is base 10
         two = isinstance(n, exp.Log) and n.args.get("expression") is not None
         x = (n.expression if two else n.this).transform(_to_spark_semantics)
