@@ -45,6 +45,15 @@ class TableDef:
     append_only: bool = field(default=False, compare=False)
     # FOREIGN KEY (cols) REFERENCES table (cols) / a column's REFERENCES: recorded, not enforced (as in Feldera)
     foreign_keys: Tuple["ForeignKey", ...] = field(default=(), compare=False)
+    # DEFAULT <constant>: (column, value as Python, its SQL) for the columns an input row may leave out
+    defaults: Tuple[Tuple[str, object, str], ...] = field(default=(), compare=False)
+
+    def default(self, column: str):
+        """The value an input row that leaves ``column`` out gets: its DEFAULT, else NULL."""
+        return next((v for c, v, _ in self.defaults if c == column), None)
+
+    def has_default(self, column: str) -> bool:
+        return any(c == column for c, _, _ in self.defaults)
 
 
 @dataclass(frozen=True)

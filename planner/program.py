@@ -398,7 +398,6 @@ CONSTRAINT_ADVICE = {
     "REFERENCES": ": the engine does not check references; drop the REFERENCES clause (a join finds the matching "
                   "rows)",
     "CHECK": ": the engine does not check conditions on input; drop the CHECK, and filter in a view instead",
-    "DEFAULT": ": every input row gives every column (NULL if absent); drop the DEFAULT",
 }
 
 
@@ -445,6 +444,7 @@ def table_def(stmt: exp.Create, sql: str, tokens: Sequence[Token] = (),
     name = name_of(schema.this)
     fields, pk = [], []
     foreign: List[ForeignKey] = []
+    defaults: List[Tuple[str, object, str]] = []
     after = position_of(schema.this) or 0   # elements are searched for in the text from here on
     for c in schema.expressions:
         if isinstance(c, exp.PrimaryKey):
@@ -474,6 +474,8 @@ def table_def(stmt: exp.Create, sql: str, tokens: Sequence[Token] = (),
                 pass
             elif isinstance(kind, exp.Reference):
                 foreign.append(_foreign_key([name_of(c.this)], kind, tokens, after, sql))
+            elif isinstance(kind, exp.DefaultColumnConstraint):
+                defaults.append(_default(name_of(c.this), kind.this, t, sql, _token_after(tokens, "DEFAULT", after)))
             else:
                 word = cons.sql(dialect=DIALECT).split()[0].upper()
                 raise UnsupportedError(f"{word} constraints are not supported (a column may be NOT NULL or PRIMARY "
@@ -506,8 +508,30 @@ def table_def(stmt: exp.Create, sql: str, tokens: Sequence[Token] = (),
         for col_name in fk.columns:
             if col_name.lower() not in names:
                 raise BindError(f"FOREIGN KEY column '{col_name}' is not a column of {name}", sql=sql, offset=fk.offset)
+    defaults = [(next(f.name for f in fields if f.name.lower() == c.lower()), v, text) for c, v, text in defaults]
     return TableDef(name, tuple(fields), pk_names, connectors_option(stmt), lateness=lateness,
-                    materialized=materialized, append_only=append_only, foreign_keys=tuple(foreign))
+                    materialized=materialized, append_only=append_only, foreign_keys=tuple(foreign),
+                    defaults=tuple(defaults))
+
+
+def _default(column: str, value: exp.Expression, t, sql: str, at: Optional[int]) -> Tuple[str, object, str]:
+    """A column's DEFAULT: a constant, cast to the column's type by DuckDB at compile time (an input row that
+    leaves the column out gets it, on every input path).  A default that reads a column, the clock or a
+    random value is rejected: it would not be one value."""
+    import duckdb
+    constant = (exp.Literal, exp.Neg, exp.Cast, exp.DataType, exp.DataTypeParam, exp.Null, exp.Boolean, exp.Paren,
+                exp.Add, exp.Sub, exp.Mul, exp.Div, exp.Interval, exp.Var)
+    if not all(isinstance(n, constant) for n in value.walk()):
+        raise UnsupportedError(f"DEFAULT of column {column}: only a constant is supported (a literal, or a CAST of "
+                               "one)", sql=sql, offset=at)
+    text = value.sql(dialect=DIALECT)
+    try:
+        got = duckdb.sql(f"SELECT CAST({text} AS {t.sql}) AS v").fetchall()[0][0]
+    except duckdb.Error as e:
+        raise BindError(f"DEFAULT of column {column}: {str(e).splitlines()[0]}", sql=sql, offset=at) from None
+    if got is None and not t.nullable:
+        raise BindError(f"DEFAULT of column {column} is NULL, and the column is NOT NULL", sql=sql, offset=at)
+    return column, got, text
 
 
 def _foreign_key(columns: List[str], ref: Optional[exp.Expression], tokens: Sequence[Token], after: int,

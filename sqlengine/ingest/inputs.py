@@ -329,9 +329,18 @@ def match_columns(t: TableDef, given: Sequence[str], delete: bool = False,
             raise InputError(f"table {t.name}: column '{f.name}' given twice")
         mapping[f.name] = g
     for f in t.fields:
-        if f.name not in mapping and not f.type.nullable and not (delete and _key_only(t, f)):
+        if f.name not in mapping and not f.type.nullable and not (delete and _key_only(t, f)) and \
+                not t.has_default(f.name):
             raise InputError(f"table {t.name}: missing value for NOT NULL column '{f.name}'")
     return mapping
+
+
+def left_out(t: TableDef, f, n: int) -> pa.Array:
+    """The values of column ``f`` for ``n`` input rows that leave it out: its DEFAULT, else NULL."""
+    target = arrow_type(f.type)
+    if not t.has_default(f.name):
+        return pa.nulls(n, target)
+    return pa.array([t.default(f.name)] * n, target)
 
 
 def finish(t: TableDef, arrays: List[pa.Array], weights, errs: Errors, seen: dict):
@@ -391,7 +400,7 @@ def arrow_chunks(t: TableDef, table: pa.Table, delete: bool, errs: Errors, chunk
         for f in t.fields:
             target = arrow_type(f.type)
             if f.name not in mapping:
-                arrays.append(pa.nulls(part.num_rows, target))
+                arrays.append(left_out(t, f, part.num_rows))
                 continue
             arr = part.column(mapping[f.name]).combine_chunks()
             try:
@@ -428,7 +437,7 @@ def _pandas_column(t: TableDef, f, df, mapping, errs: Errors) -> pa.Array:
     import pandas as pd
     target = arrow_type(f.type)
     if f.name not in mapping:
-        return pa.nulls(len(df), target)
+        return left_out(t, f, len(df))
     s = df[mapping[f.name]]
     try:
         if pa.types.is_timestamp(target) and isinstance(s.dtype, pd.DatetimeTZDtype):
@@ -529,7 +538,7 @@ def json_chunks(t: TableDef, data, update_format: str, errs: Errors, chunk_rows:
     A field that is not a column of the table (names match ignoring case) makes its record bad, naming the
     field (``unknown_fields="reject"``, the default of ``Pipeline.input_json``), or is skipped (``"ignore"``,
     the default of the connectors' formats: a producer that adds a field does not break the pipeline).  A
-    missing field is NULL (a row error if its column is NOT NULL)."""
+    missing field is its column's DEFAULT, else NULL (a row error if its column is NOT NULL)."""
     if update_format not in ("raw", "insert_delete"):
         raise InputError(f"unknown update_format {update_format!r}; use 'raw' or 'insert_delete'")
     if unknown_fields not in UNKNOWN_FIELDS:
@@ -568,7 +577,8 @@ def json_chunks(t: TableDef, data, update_format: str, errs: Errors, chunk_rows:
                     continue
                 row[name] = v
             rows.append(row)
-        arrays = [convert_values([r.get(f.name) for r in rows], f.type, f.name, errs) for f in t.fields]
+        arrays = [convert_values([r[f.name] if f.name in r else t.default(f.name) for r in rows], f.type, f.name,
+                                 errs) for f in t.fields]
         yield finish(t, arrays, weights, errs, seen)
 
 
@@ -685,7 +695,7 @@ def csv_chunks(t: TableDef, data, delete: bool, errs: Errors, chunk_rows: int) -
         arrays = []
         for f in t.fields:
             if f.name not in mapping:
-                arrays.append(pa.nulls(n, arrow_type(f.type)))
+                arrays.append(left_out(t, f, n))
                 continue
             arrays.append(convert_strings(cols[mapping[f.name]], f.type, f.name, errs))
         yield finish(t, arrays, weight, errs, seen)
