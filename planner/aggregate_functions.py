@@ -9,6 +9,8 @@ depends on the order of the rows, the engine fixes one:
   the row with the least ``b``; among rows with that ``b``, the least ``a`` (DuckDB takes the first row it
   meets).  ``ARG_MAX`` / ``MAX_BY``: the greatest ``b``, then the greatest ``a``.
 * ``ANY_VALUE(x)`` is ``MIN(x)``: a value of the group, the same one whatever the order of the rows.
+* ``MODE(x)``: the most frequent non-NULL value, the least of them on a tie (DuckDB's ``mode(x)`` takes one of
+  them; ``MODE() WITHIN GROUP (ORDER BY x)`` is the same as the engine's).
 * ``STRING_AGG(s, sep [ORDER BY k, ...])`` / ``LISTAGG``: the texts in the order of the keys, then of the texts
   themselves (without ORDER BY: in the texts' order); NULL texts are left out, and a key's NULLs come last.
 
@@ -77,6 +79,7 @@ FUNCTIONS: Dict[Type[exp.Expression], AggregateFunction] = {
     exp.RegrSyy: AggregateFunction("REGR_SYY", 2, NUMBERS, "numbers", lambda t: DOUBLE),
     exp.RegrSxy: AggregateFunction("REGR_SXY", 2, NUMBERS, "numbers", lambda t: DOUBLE),
     exp.RegrCount: AggregateFunction("REGR_COUNT", 2, NUMBERS, "numbers", lambda t: BIGINT.with_nullable(False)),
+    exp.Mode: AggregateFunction("MODE", 1, ORDERED, "values that can be ordered", _first),
     exp.GroupConcat: AggregateFunction("STRING_AGG", 1, ("VARCHAR",), "text (cast it: CAST(x AS VARCHAR))",
                                        lambda t: SqlType("VARCHAR")),
 }
@@ -93,6 +96,10 @@ def as_engine_spells(tree: exp.Expression) -> exp.Expression:
         new = None
         if isinstance(n, exp.Anonymous) and n.name.upper() in ALIASES and len(n.expressions) == 1:
             new = ALIASES[n.name.upper()](this=n.expressions[0].copy())
+        elif isinstance(n, exp.WithinGroup) and isinstance(n.this, exp.Mode) and n.this.this is None and \
+                isinstance(n.expression, exp.Order) and len(n.expression.expressions) == 1 and \
+                not n.expression.expressions[0].args.get("desc"):   # MODE() WITHIN GROUP (ORDER BY x)
+            new = exp.Mode(this=n.expression.expressions[0].this.copy())
         elif isinstance(n, exp.WithinGroup) and isinstance(n.this, (exp.PercentileCont, exp.PercentileDisc)) and \
                 isinstance(n.expression, exp.Order) and len(n.expression.expressions) == 1 and \
                 not n.expression.expressions[0].args.get("desc") and n.this.args.get("expression") is None:
@@ -123,6 +130,8 @@ def call_sql(func: str, args: Sequence[str], params: Sequence[str]) -> str:
                 f"CAST('nan' AS DOUBLE)) END")
     if func == "REGR_COUNT":
         return f"CAST(REGR_COUNT({', '.join(args)}) AS BIGINT)"
+    if func == "MODE":   # the most frequent value, the least of those on a tie (Spark: MODE(x, TRUE))
+        return f"MODE() WITHIN GROUP (ORDER BY {args[0]} ASC NULLS LAST)"
     if func == "STRING_AGG":   # in the keys' order, then the text's: one order whatever the rows' order
         sep, directions = params[0], params[1:]
         keys = [f"{k} {d} NULLS LAST" for k, d in zip(args[1:], directions)] + [f"{args[0]} ASC NULLS LAST"]

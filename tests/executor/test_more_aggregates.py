@@ -3,7 +3,7 @@ deletes, each view compared with DuckDB after every step.
 
 Each is recomputed per touched group from the group's stored rows.  Where DuckDB's result depends on the order
 of the rows the engine fixes one, and the oracle's query says the same thing in DuckDB: ``ARG_MIN(a, b)`` breaks
-ties in ``b`` by the least ``a``, ``ANY_VALUE(x)`` is ``MIN(x)``, ``STRING_AGG`` orders by its keys and then by the text.
+ties in ``b`` by the least ``a``, ``ANY_VALUE(x)`` is ``MIN(x)``, ``STRING_AGG`` orders by its keys and then by the text, ``MODE`` takes the least of the most frequent.
 """
 from decimal import Decimal
 
@@ -51,6 +51,9 @@ VIEWS = [
      "SELECT g, STRING_AGG(s, ',' ORDER BY s) AS a, STRING_AGG(s, '|' ORDER BY i DESC, s) AS b, "
      "STRING_AGG(s, ';' ORDER BY x, s) AS c, STRING_AGG(s, ',' ORDER BY s) AS d, "
      "STRING_AGG(s, '+' ORDER BY s) FILTER (WHERE p) AS e FROM t GROUP BY g"),
+    ("v_mode", "SELECT g, MODE(i) AS mi, MODE(s) AS ms, MODE() WITHIN GROUP (ORDER BY x) AS mx FROM t GROUP BY g", True,
+     "SELECT g, MODE() WITHIN GROUP (ORDER BY i) AS mi, MODE() WITHIN GROUP (ORDER BY s) AS ms, "
+     "MODE() WITHIN GROUP (ORDER BY x) AS mx FROM t GROUP BY g"),
     ("v_global", "SELECT BOOL_OR(p) AS bo, BIT_XOR(i) AS bx, MEDIAN(x) AS m, CORR(x, y) AS c, COUNT_IF(p) AS ci "
                  "FROM t", True),
     ("v_on_top", "SELECT ci, COUNT(*) AS n FROM v_bool GROUP BY ci", False),
@@ -69,7 +72,7 @@ def test_more_aggregates(make_pipeline, steps):
     ("SELECT QUANTILE_CONT(x, 1.5) FROM t", "the fraction of QUANTILE_CONT must be a constant between 0 and 1"),
     ("SELECT QUANTILE_CONT(x, i) FROM t", "the fraction of QUANTILE_CONT must be a constant between 0 and 1"),
     ("SELECT ARG_MIN(x, y, i) FROM t", "ARG_MIN with 3 arguments (it takes 2)"),
-    ("SELECT MODE(x) FROM t", "aggregate function MODE is not supported"),
+    ("SELECT ARRAY_AGG(x) FROM t", "aggregate function ARRAY_AGG is not supported"),
     ("SELECT STRING_AGG(i, ',') FROM t", "STRING_AGG takes text (cast it: CAST(x AS VARCHAR)), not INT"),
     ("SELECT STRING_AGG(s, s) FROM t", "the separator of STRING_AGG must be a constant string"),
     ("SELECT STRING_AGG(DISTINCT s, ',') FROM t", "STRING_AGG(DISTINCT ...)"),

@@ -68,7 +68,7 @@ OTHER_AGGREGATES = [
     ("COVAR_POP", ("numeric", "numeric")), ("COVAR_SAMP", ("numeric", "numeric")), ("CORR", ("numeric", "numeric")),
     ("REGR_SLOPE", ("numeric", "numeric")), ("REGR_INTERCEPT", ("numeric", "numeric")),
     ("REGR_R2", ("numeric", "numeric")), ("REGR_COUNT", ("numeric", "numeric")), ("REGR_SXY", ("numeric", "numeric")),
-    ("REGR_AVGX", ("numeric", "numeric")), ("STRING_AGG", ("varchar",)),
+    ("REGR_AVGX", ("numeric", "numeric")), ("STRING_AGG", ("varchar",)), ("MODE", ("any",)),
 ]
 
 

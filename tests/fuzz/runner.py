@@ -263,7 +263,7 @@ def oracle_sql(sql: str) -> str:
     >>> oracle_sql("SELECT ARG_MAX(s, i), ANY_VALUE(s), EVERY(p) FROM t")
     'SELECT ARG_MAX(s, CASE WHEN NOT i IS NULL AND NOT s IS NULL THEN ROW(i, s) END), MIN(s), BOOL_AND(CAST(p AS BOOLEAN)) FROM t'
     """
-    if not re.search(r"ARG_M|_BY\(|ANY_VALUE|EVERY|STRING_AGG|LISTAGG", sql, re.IGNORECASE):
+    if not re.search(r"ARG_M|_BY\(|ANY_VALUE|EVERY|STRING_AGG|LISTAGG|MODE", sql, re.IGNORECASE):
         return sql
 
     def one(n):
@@ -277,6 +277,8 @@ def oracle_sql(sql: str) -> str:
             return exp.Min(this=n.this.copy())
         if isinstance(n, exp.IgnoreNulls) and isinstance(n.this, exp.AnyValue):
             return exp.Min(this=n.this.this.copy())
+        if isinstance(n, exp.Mode) and n.this is not None:   # the least of the most frequent
+            return exp.WithinGroup(this=exp.Mode(), expression=exp.Order(expressions=[exp.Ordered(this=n.this.copy())]))
         if isinstance(n, exp.Anonymous) and n.name.upper() == "EVERY":
             return exp.LogicalAnd(this=n.expressions[0].copy())
         if isinstance(n, exp.GroupConcat):   # in the keys' order, then the text's

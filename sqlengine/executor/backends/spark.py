@@ -170,6 +170,9 @@ def _to_spark_semantics(n: exp.Expression) -> exp.Expression:
     if isinstance(n, exp.Substring) and n.args.get("length") is not None and not (
             _int_literal(n.args["start"], lambda v: v != 0) and _int_literal(n.args["length"], lambda v: v >= 0)):
         return _duckdb_substring(*(n.args[k].transform(_to_spark_semantics) for k in ("this", "start", "length")))
+    if isinstance(n, exp.WithinGroup) and isinstance(n.this, exp.Mode):   # the least of the most frequent
+        x = n.expression.expressions[0].this.transform(_to_spark_semantics)
+        return exp.Anonymous(this="MODE", expressions=[x, exp.true()])
     if isinstance(n, exp.Anonymous) and n.name.upper() == "ROW":   # DuckDB's ROW(a, b): a struct
         return exp.Struct(expressions=[x.transform(_to_spark_semantics) for x in n.expressions])
     if isinstance(n, exp.PercentileCont):   # QUANTILE_CONT(x, f): Spark's exact, interpolated PERCENTILE
