@@ -11,7 +11,7 @@ from sqlglot.dialects.dialect import Dialect
 from sqlglot.errors import ErrorLevel, ParseError as SqlglotParseError, TokenError
 from sqlglot.tokens import Token, TokenType
 
-from . import aggregate_functions
+from . import aggregate_functions, query_forms
 from .bind import DIALECT, Binder, ForeignKey, TableDef, ViewDef, name_of, position_of
 from .circuit import Circuit
 from .column_check import check_column_types
@@ -730,6 +730,7 @@ def view_def(stmt: exp.Create, sql: str, prog: Program, tokens: Sequence[Token] 
     if bad is not None:
         raise UnsupportedError(f"non-deterministic function {bad[0]} is not supported in a view: its value would "
                                "differ between a row's insert and its delete", sql=sql, offset=bad[1])
+    q = query_forms.rewrite(q, sql)   # named windows, VALUES in FROM, SEMI / ANTI JOIN
     check_parsed(q, sql)
     # ORDER BY without LIMIT or OFFSET does not change a view's contents (a bag); drop it.
     if isinstance(q, (exp.Select, exp.Union)) and q.args.get("order") is not None and q.args.get("limit") is None \

@@ -27,7 +27,7 @@ def test_planner_imports_neither_spark_nor_pandas():
     ("SELECT a, (SELECT b FROM u) AS x FROM t", UnsupportedError, "scalar subquery that is not an aggregate", "b FROM"),
     ("SELECT a, (SELECT MAX(u.a) + t.b FROM u WHERE u.b < t.b) AS x FROM t", UnsupportedError,
      "outer column in a scalar subquery's SELECT list", "t.b FROM"),
-    ("SELECT t.a FROM t SEMI JOIN u ON t.a = u.a", UnsupportedError, "SEMI JOIN", "u ON"),
+    ("SELECT t.a FROM t SEMI JOIN u USING (a)", UnsupportedError, "SEMI JOIN without ON", "u USING"),
     ("SELECT a FROM t ORDER BY a LIMIT 1 + 1", UnsupportedError, "LIMIT that is not a non-negative integer", "1 + 1"),
     ("SELECT zz FROM t", BindError, "unknown column 'zz'. Valid columns: t.a, t.b, t.c", "zz"),
     ("SELECT a FROM nope", BindError, "unknown table or view 'nope'", "nope"),

@@ -1,0 +1,103 @@
+"""Query forms written as the forms the binder knows, before binding (pure rewrites of the parsed query).
+
+* Named windows: ``WINDOW w AS (PARTITION BY k ORDER BY t)`` and ``OVER w`` / ``OVER (w ORDER BY x)``: each
+  window that names one takes its PARTITION BY, and its ORDER BY and frame unless it gives its own.
+* ``VALUES`` in FROM: ``(VALUES (1, 'a'), (2, 'b')) v(x, y)`` is ``(SELECT 1 AS x, 'a' AS y UNION ALL SELECT 2,
+  'b') v`` (columns ``col0, col1, ...`` without a column list, as in DuckDB).
+* ``a SEMI JOIN b ON c`` / ``a ANTI JOIN b ON c`` (DuckDB's): ``WHERE [NOT] EXISTS (SELECT 1 FROM b WHERE c)``,
+  where the other joins of the FROM are inner or LEFT joins (a filter after them is then the same as one before).
+
+>>> import sqlglot
+>>> q = sqlglot.parse_one("SELECT SUM(x) OVER w FROM t WINDOW w AS (PARTITION BY k)", read="duckdb")
+>>> rewrite(q, "").sql(dialect="duckdb")
+'SELECT SUM(x) OVER (PARTITION BY k) FROM t'
+"""
+from __future__ import annotations
+
+from sqlglot import exp
+
+from .errors import UnsupportedError
+from .scope import position_of
+
+
+def rewrite(q: exp.Expression, sql: str) -> exp.Expression:
+    q = q.copy()
+    for select in list(q.find_all(exp.Select)):
+        _inline_named_windows(select)
+        _semi_anti_as_exists(select, sql)
+    for values in list(q.find_all(exp.Values)):
+        if isinstance(values.parent, (exp.From, exp.Join)):
+            values.replace(_values_as_union(values))
+    return q
+
+
+def _inline_named_windows(select: exp.Select) -> None:
+    named = select.args.get("windows")
+    if not named:
+        return
+    defs = {w.this.name.lower(): w for w in named if isinstance(w.this, exp.Identifier)}
+
+    def inline(n: exp.Expression) -> exp.Expression:
+        alias = n.args.get("alias") if isinstance(n, exp.Window) else None
+        if alias is None or not n.args.get("over") or alias.name.lower() not in defs:
+            return n
+        base = defs[alias.name.lower()]
+        out = n.copy()
+        out.set("alias", None)
+        for key in ("partition_by", "order", "spec"):
+            if base.args.get(key) and not n.args.get(key):
+                value = base.args[key]
+                out.set(key, [v.copy() for v in value] if isinstance(value, list) else value.copy())
+        return out
+
+    for key in ("expressions", "order", "qualify"):
+        value = select.args.get(key)
+        if isinstance(value, list):
+            select.set(key, [v.transform(inline) for v in value])
+        elif isinstance(value, exp.Expression):
+            select.set(key, value.transform(inline))
+    select.set("windows", None)
+
+
+def _values_as_union(values: exp.Values) -> exp.Expression:
+    alias = values.args.get("alias")
+    rows = [r.expressions if isinstance(r, exp.Tuple) else [r] for r in values.expressions]
+    width = len(rows[0]) if rows else 0
+    names = [c.name for c in alias.columns] if alias is not None and alias.columns else []
+    names += [f"col{i}" for i in range(len(names), width)]
+    query = None
+    for row in rows:
+        one = exp.select(*[exp.alias_(v.copy(), names[i]) for i, v in enumerate(row)])
+        query = one if query is None else exp.union(query, one, distinct=False)
+    out = exp.Subquery(this=query)
+    if alias is not None and alias.this is not None:
+        out.set("alias", exp.TableAlias(this=alias.this.copy()))
+    return out
+
+
+def _semi_anti_as_exists(select: exp.Select, sql: str) -> None:
+    joins = select.args.get("joins") or []
+    kinds = [str(j.args.get("kind") or "").upper() for j in joins]
+    if not any(k in ("SEMI", "ANTI") for k in kinds):
+        return
+    for j, k in zip(joins, kinds):
+        side = str(j.args.get("side") or "").upper()
+        if k not in ("SEMI", "ANTI") and side in ("RIGHT", "FULL"):
+            raise UnsupportedError("a SEMI or ANTI JOIN beside a RIGHT or FULL JOIN (write [NOT] EXISTS)", sql=sql,
+                                   offset=position_of(j))
+        if k in ("SEMI", "ANTI") and (j.args.get("using") or j.args.get("on") is None or side):
+            raise UnsupportedError(f"{k} JOIN without ON (or with USING or a side)", sql=sql, offset=position_of(j))
+    kept, conds = [], []
+    for j, k in zip(joins, kinds):
+        if k not in ("SEMI", "ANTI"):
+            kept.append(j)
+            continue
+        inner = exp.select(exp.Literal.number(1)).from_(j.this.copy()).where(j.args["on"].copy())
+        test = exp.Exists(this=inner)
+        conds.append(exp.Not(this=test) if k == "ANTI" else test)
+    select.set("joins", kept or None)
+    where = select.args.get("where")
+    cond = conds[0]
+    for c in conds[1:]:
+        cond = exp.and_(cond, c)
+    select.set("where", exp.Where(this=exp.and_(exp.Paren(this=where.this.copy()), cond) if where else cond))
