@@ -117,6 +117,18 @@ _CLASS_RULES = {
 CLASSES: Dict[type, Rule] = {getattr(exp, k): v for k, v in _CLASS_RULES.items() if hasattr(exp, k)}
 
 
+def _extract(n: exp.Expression, types: Sequence[SqlType]) -> SqlType:
+    """EXTRACT from a NULL constant (``CAST(NULL AS TIMESTAMP)`` included) is a DOUBLE in DuckDB (it binds a NULL
+    argument to another overload); from a value, the annotated type."""
+    x = n.expression
+    while isinstance(x, (exp.Cast, exp.Paren)):
+        x = x.this
+    return SqlType("DOUBLE") if isinstance(x, exp.Null) else UNKNOWN
+
+
+CLASSES[exp.Extract] = _extract
+
+
 def annotated_type(dt: Optional[exp.DataType]) -> SqlType:
     """An annotation as a column type: the engine's name, or DuckDB's name of a type it cannot store."""
     if dt is None or dt.this in (T.UNKNOWN, T.NULL):

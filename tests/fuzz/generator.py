@@ -294,6 +294,10 @@ class Generator:
     def join_from(self) -> Tuple[str, List[Tuple[str, str]]]:
         lf, ls = self.from_one()
         rf, rs = self.from_one()
+        if self.rnd.random() < 0.15:   # VALUES in FROM (planner.query_forms)
+            v = self.alias()
+            rf = f"(VALUES (0, 'a'), (1, 'b'), (2, NULL), (2, 'b'), (NULL, '')) {v}(n, s)"
+            rs = [(f"{v}.n", "int"), (f"{v}.s", "varchar")]
         kind = self.rnd.choice(["JOIN", "JOIN", "LEFT JOIN", "RIGHT JOIN", "FULL JOIN", "CROSS JOIN"])
         on = self.join_key(ls, rs)
         if kind == "CROSS JOIN" or on is None:
@@ -313,9 +317,11 @@ class Generator:
         inner = self.scoped(rel, b)
         g = ExprGen(self.rnd, scope)
         key = self.join_key(scope, inner)
-        form = self.rnd.choice(["EXISTS", "NOT EXISTS", "IN", "NOT IN"])
+        form = self.rnd.choice(["EXISTS", "NOT EXISTS", "IN", "NOT IN", "SEMI JOIN", "ANTI JOIN"])
         if key is None:
             return self.shape_project()
+        if form.endswith("JOIN"):   # DuckDB's SEMI / ANTI JOIN (planner.query_forms)
+            return f"SELECT {', '.join(self.select_list(g))} FROM {frm} {form} {rel.name} {b} ON {key}{self.where(g)}"
         if form.endswith("EXISTS"):
             cond = f"{form} (SELECT 1 FROM {rel.name} {b} WHERE {key})"
         else:
@@ -368,6 +374,10 @@ class Generator:
             over = f"({over_p}ORDER BY {order}{frame})"
         cols = ", ".join(f"{s} AS o{i}" for i, (s, _) in enumerate(scope))
         w = f"SELECT {cols}, {f} OVER {over} AS w FROM {rel.name} {a}"
+        if over_p and self.rnd.random() < 0.3:   # a named window (planner.query_forms)
+            inline = over[1:-1][len(over_p):]
+            w = (f"SELECT {cols}, {f} OVER ({'nw ' + inline if inline else 'nw'}) AS w FROM {rel.name} {a} "
+                 f"WINDOW nw AS ({over_p.strip()})")
         if self.rnd.random() < 0.3 and f == "ROW_NUMBER()":   # top-k per group
             return f"SELECT * FROM ({w}) z WHERE w <= 2"
         return w
