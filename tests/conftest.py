@@ -30,6 +30,16 @@ def placement():
     return {}
 
 
+@pytest.fixture(params=["driver", "spark"])
+def executor(request, placement):
+    """Each test that takes it runs twice: its steps on the driver, and with every step and every operator on
+    Spark (the pipelines of ``make_pipeline`` made after it)."""
+    if request.param == "spark":
+        placement["local_step_rows"] = 0
+        placement["driver_rows"] = 0   # every op on Spark, not only the step
+    return request.param
+
+
 @pytest.fixture
 def make_pipeline(spark, tmp_path, placement):
     """Factory: make_pipeline(sql, **kw) -> started Pipeline on the shared session; stopped at teardown."""

@@ -7,9 +7,9 @@ zero; an integer ``%`` or ``//`` by zero is an error in DuckDB, so a row error h
 no step may fail and be re-run on the driver.
 """
 import duckdb
-import pytest
 
-from ..support.oracle import bag, diff
+from ..support.differential import statements_against_duckdb
+from ..support.oracle import bag
 
 SCHEMA = "CREATE TABLE t (k INT, x DOUBLE, y DOUBLE, r REAL, m DECIMAL(10,2), i INT);"
 VIEWS = {
@@ -28,30 +28,9 @@ STEPS = [
 ]
 
 
-@pytest.fixture(params=["driver", "spark"])
-def executor(request, placement):
-    if request.param == "spark":
-        placement["local_step_rows"] = 0
-        placement["driver_rows"] = 0   # every op on Spark, not only the step
-    return request.param
-
 
 def test_division_and_remainder_by_zero_as_duckdb(make_pipeline, executor):
-    p = make_pipeline(SCHEMA + "".join(f"CREATE MATERIALIZED VIEW {n} AS {q};" for n, q in VIEWS.items()))
-    con = duckdb.connect()
-    con.execute(SCHEMA)
-    for si, stmt in enumerate(STEPS):
-        p.execute(stmt)
-        con.execute(stmt)
-        p.wait_for_idle()
-        for name, q in VIEWS.items():
-            problem = diff(bag([tuple(r.values()) for r in p.query(f"SELECT * FROM {name}")]),
-                           bag(con.execute(q).fetchall()))
-            assert not problem, f"step {si}: view {name} differs from DuckDB: {problem}"
-    stats = p.engine.stats
-    assert stats.spark_fallbacks == 0, stats.last_spark_error
-    if executor == "spark":
-        assert stats.steps_spark and not stats.steps_local
+    statements_against_duckdb(make_pipeline, SCHEMA, VIEWS, STEPS, executor)
 
 
 def test_integer_remainder_by_zero_is_a_row_error(make_pipeline, executor):

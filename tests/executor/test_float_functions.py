@@ -7,8 +7,8 @@ LOG is base 10, Spark's is e), SIGN(NaN) (0; Spark: NaN), FLOOR / CEIL of a floa
 DuckDB's recomputation as bags with exact multiplicities, the texts exactly.
 """
 import duckdb
-import pytest
 
+from ..support.differential import statements_against_duckdb
 from ..support.oracle import bag, diff
 
 SCHEMA = "CREATE TABLE t (k INT, x DOUBLE, r REAL);"
@@ -33,30 +33,9 @@ STEPS = [
 ]
 
 
-@pytest.fixture(params=["driver", "spark"])
-def executor(request, placement):
-    if request.param == "spark":
-        placement["local_step_rows"] = 0
-        placement["driver_rows"] = 0   # every op on Spark, not only the step
-    return request.param
-
 
 def test_float_functions_as_duckdb(make_pipeline, executor):
-    p = make_pipeline(SCHEMA + "".join(f"CREATE MATERIALIZED VIEW {n} AS {q};" for n, q in VIEWS.items()))
-    con = duckdb.connect()
-    con.execute(SCHEMA)
-    for si, stmt in enumerate(STEPS):
-        p.execute(stmt)
-        con.execute(stmt)
-        p.wait_for_idle()
-        for name, q in VIEWS.items():
-            problem = diff(bag([tuple(r.values()) for r in p.query(f"SELECT * FROM {name}")]),
-                           bag(con.execute(q).fetchall()))
-            assert not problem, f"step {si}: view {name} differs from DuckDB: {problem}"
-    stats = p.engine.stats
-    assert stats.spark_fallbacks == 0, stats.last_spark_error
-    if executor == "spark":
-        assert stats.steps_spark and not stats.steps_local
+    statements_against_duckdb(make_pipeline, SCHEMA, VIEWS, STEPS, executor)
 
 
 def test_a_float_cast_to_decimal_fails_its_row_for_nan_and_infinities(make_pipeline, executor):

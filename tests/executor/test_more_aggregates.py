@@ -9,12 +9,12 @@ from decimal import Decimal
 
 import pytest
 from hypothesis import given
+from hypothesis import strategies as st
 
 from ..support.differential import maybe, run_program, steps_strategy
 
 SCHEMA = "CREATE TABLE t (g INT, i INT, b BIGINT, x DOUBLE, y DOUBLE, d DECIMAL(6,2), p BOOLEAN, s VARCHAR);"
 COLUMNS = {"t": ["g", "i", "b", "x", "y", "d", "p", "s"]}
-from hypothesis import strategies as st  # noqa: E402
 
 ROW = st.tuples(maybe(range(3)), maybe(range(-3, 4)), maybe([0, 1, 6, 12, -7, 2 ** 40]),
                 maybe([0.5, -1.25, 2.0, 3.5, 10.0]), maybe([1.0, -2.5, 4.0, 0.25]),

@@ -13,13 +13,6 @@ import pytest
 from ..support.oracle import bag, diff
 
 
-@pytest.fixture(params=["driver", "spark"])
-def executor(request, placement):
-    if request.param == "spark":
-        placement["local_step_rows"] = 0
-        placement["driver_rows"] = 0   # every op on Spark, not only the step
-    return request.param
-
 
 def run(make_pipeline, schema, views, inserts):
     p = make_pipeline(schema + "".join(f"CREATE MATERIALIZED VIEW {n} AS {q};" for n, q in views.items()))

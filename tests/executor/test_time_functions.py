@@ -8,10 +8,7 @@ every step on Spark no step may fail and be re-run on the driver.
 import datetime as dt
 import random
 
-import duckdb
-import pytest
-
-from ..support.oracle import bag, diff
+from ..support.differential import statements_against_duckdb
 
 SCHEMA = "CREATE TABLE t (k INT, a TIMESTAMP, b TIMESTAMP, d DATE, e DATE);"
 UNITS = ["year", "quarter", "month", "week", "day", "hour", "minute", "second", "millisecond", "microsecond"]
@@ -37,31 +34,11 @@ def rows(seed: int, n: int):
     return out
 
 
-@pytest.fixture(params=["driver", "spark"])
-def executor(request, placement):
-    if request.param == "spark":
-        placement["local_step_rows"] = 0
-        placement["driver_rows"] = 0   # every op on Spark, not only the step
-    return request.param
-
 
 def test_date_diff_and_extract_as_duckdb(make_pipeline, executor):
-    p = make_pipeline(SCHEMA + "".join(f"CREATE MATERIALIZED VIEW {n} AS {q};" for n, q in VIEWS.items()))
-    con = duckdb.connect()
-    con.execute("SET TimeZone = 'UTC'")
-    con.execute(SCHEMA)
+    steps = []
     for step in range(2):
-        batch = rows(step, 30)
-        batch = [(k + 100 * step, *r) for k, *r in batch]
-        values = ", ".join(f"({k}, TIMESTAMP '{a}', TIMESTAMP '{b}', DATE '{d}', DATE '{e}')" for k, a, b, d, e in batch)
-        p.execute(f"INSERT INTO t VALUES {values}")
-        con.execute(f"INSERT INTO t VALUES {values}")
-        p.wait_for_idle()
-        for name, q in VIEWS.items():
-            problem = diff(bag([tuple(r.values()) for r in p.query(f"SELECT * FROM {name}")]),
-                           bag(con.execute(q).fetchall()))
-            assert not problem, f"step {step}: view {name} differs from DuckDB: {problem}"
-    stats = p.engine.stats
-    assert stats.spark_fallbacks == 0, stats.last_spark_error
-    if executor == "spark":
-        assert stats.steps_spark and not stats.steps_local
+        batch = [(k + 100 * step, *r) for k, *r in rows(step, 30)]
+        steps.append("INSERT INTO t VALUES " + ", ".join(
+            f"({k}, TIMESTAMP '{a}', TIMESTAMP '{b}', DATE '{d}', DATE '{e}')" for k, a, b, d, e in batch))
+    statements_against_duckdb(make_pipeline, SCHEMA, VIEWS, steps, executor)

@@ -96,3 +96,27 @@ def run_program(make_pipeline, schema: str, columns: Dict[str, List[str]],
         for t in columns:
             got_t = bag([tuple(r.values()) for r in p.query(f"SELECT * FROM {t}")])
             assert not diff(got_t, bag(list(model.rows[t].elements()))), f"table {t} contents differ"
+
+
+def statements_against_duckdb(make_pipeline, schema: str, views: Dict[str, str], steps: Sequence[str],
+                              executor: str) -> None:
+    """Run each step's statement on a pipeline of ``schema`` and materialized ``views`` and on DuckDB; after each,
+    every view must equal DuckDB's as a bag with exact multiplicities.  With every step on Spark (``executor``
+    "spark"), no step may have failed on Spark and been re-run on the driver."""
+    import duckdb
+    p = make_pipeline(schema + "".join(f"CREATE MATERIALIZED VIEW {n} AS {q};" for n, q in views.items()))
+    con = duckdb.connect()
+    con.execute("SET TimeZone = 'UTC'")
+    con.execute(schema)
+    for si, stmt in enumerate(steps):
+        p.execute(stmt)
+        con.execute(stmt)
+        p.wait_for_idle()
+        for name, q in views.items():
+            problem = diff(bag([tuple(r.values()) for r in p.query(f"SELECT * FROM {name}")]),
+                           bag(con.execute(q).fetchall()))
+            assert not problem, f"step {si}: view {name} differs from DuckDB: {problem}"
+    stats = p.engine.stats
+    assert stats.spark_fallbacks == 0, stats.last_spark_error
+    if executor == "spark":
+        assert stats.steps_spark and not stats.steps_local
