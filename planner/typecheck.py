@@ -156,6 +156,16 @@ def _folded(n: exp.Expression) -> bool:
     return isinstance(p, exp.Neg)
 
 
+def _constant_failure(n: exp.Expression) -> Optional[str]:
+    """DuckDB's error for the constant expression ``n`` (no column in it), or None if it evaluates."""
+    import duckdb
+    try:
+        duckdb.sql(f"SELECT {n.sql(dialect='duckdb')}").fetchall()
+        return None
+    except duckdb.Error as e:
+        return str(e).splitlines()[0]
+
+
 _NOT_INTEGRAL = re.compile(r"^\s*[+-]?(nan|inf|infinity)\s*$", re.I)
 
 
@@ -253,6 +263,11 @@ class _Checker:
                 # a CAST of a constant that cannot succeed under a minus sign: DuckDB folds it when it binds the
                 # view and rejects the view (elsewhere such a CAST fails each row at run time: row errors here)
                 raise self.error(f"cannot CAST {n.this.this!r} to {to[1]}: the string is not a valid {to[1]}", n)
+            if type(n) is exp.Cast and _folded(n) and not isinstance(n.this, exp.Literal) and \
+                    not list(n.find_all(exp.Column)):
+                failure = _constant_failure(n)   # CAST(CAST('nan' AS DOUBLE) AS BIGINT) under a minus: folded too
+                if failure:
+                    raise self.error(f"cannot CAST {n.this.sql(dialect='duckdb')} to {to[1]}: {failure}", n)
             return to
         for cls, op in ARITHMETIC.items():
             if type(n) is cls:
