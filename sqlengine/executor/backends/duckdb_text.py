@@ -42,7 +42,12 @@ def real_text(v: Optional[float]) -> Optional[str]:
 
 
 def register(spark) -> None:
-    """Register the UDFs on ``spark`` (once per session: a second call replaces them)."""
+    """Register the UDFs on ``spark`` (once per session: a second call replaces them).  They are pickled by
+    value, so that a cluster's executors need not import this package."""
+    import sys
+
+    from pyspark import cloudpickle
     from pyspark.sql.functions import udf
+    cloudpickle.register_pickle_by_value(sys.modules[__name__])
     spark.udf.register(DOUBLE_TEXT, udf(double_text, "string", useArrow=True))
     spark.udf.register(REAL_TEXT, udf(real_text, "string", useArrow=True))
