@@ -112,9 +112,6 @@ def as_engine_spells(tree: exp.Expression) -> exp.Expression:
 
 
 def lookup(n: exp.Expression) -> Optional[AggregateFunction]:
-    if isinstance(n, exp.Anonymous):
-        cls = ALIASES.get(n.name.upper())
-        return FUNCTIONS[cls] if cls else None
     return FUNCTIONS.get(type(n))
 
 

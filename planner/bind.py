@@ -552,12 +552,9 @@ class Binder(SubqueryBinder, WindowBinder, AsofBinder, StarBinder):
         name, at = self.called(n)
         if spec is None:
             raise UnsupportedError(f"aggregate function {name} is not supported", sql=self.sql, offset=at)
-        if isinstance(n, exp.Anonymous):
-            args = list(n.expressions)
-        else:
-            args = [n.this] + ([n.expression] if n.args.get("expression") is not None else []) + \
-                list(n.args.get("expressions") or [])
-            args += [v for k, v in n.args.items() if k not in ("this", "expression", "expressions") and v]
+        args = [n.this] + ([n.expression] if n.args.get("expression") is not None else []) + \
+            list(n.args.get("expressions") or [])
+        args += [v for k, v in n.args.items() if k not in ("this", "expression", "expressions") and v]
         if any(isinstance(a, (exp.Distinct, exp.Order)) for a in args):
             raise self.unsupported(f"{name.upper()}(DISTINCT ...) or ORDER BY inside it", n)
         params: Tuple[str, ...] = ("0.5",) if isinstance(n, exp.Median) else ()

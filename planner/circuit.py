@@ -18,7 +18,6 @@ from .logical import Aggregate, Node, Window
 # aggregate functions that can be maintained by adding and subtracting sums
 INVERTIBLE = {"COUNT_STAR", "COUNT", "SUM", "AVG"}
 FLOATS = ("REAL", "DOUBLE")
-# aggregate and window functions whose result is one of their input values (exact whatever the order of rows)
 
 
 @dataclass(frozen=True)

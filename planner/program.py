@@ -393,10 +393,6 @@ def check_create_options(stmt: exp.Create, sql: str, tokens: Sequence[Token]) ->
 CONSTRAINT_ADVICE = {
     "UNIQUE": ": the engine does not enforce uniqueness; declare the column(s) PRIMARY KEY (an insert of an "
               "existing key then replaces its row), or drop UNIQUE",
-    "FOREIGN": ": the engine does not check references; drop the FOREIGN KEY clause (a join finds the matching "
-               "rows)",
-    "REFERENCES": ": the engine does not check references; drop the REFERENCES clause (a join finds the matching "
-                  "rows)",
     "CHECK": ": the engine does not check conditions on input; drop the CHECK, and filter in a view instead",
 }
 
@@ -456,7 +452,7 @@ def table_def(stmt: exp.Create, sql: str, tokens: Sequence[Token] = (),
             continue
         if not isinstance(c, exp.ColumnDef):
             word = c.sql(dialect=DIALECT).split()[0].upper()
-            raise UnsupportedError(f"{'FOREIGN KEY' if word == 'FOREIGN' else word} constraints are not supported{CONSTRAINT_ADVICE.get(word, '')}", sql=sql,
+            raise UnsupportedError(f"{word} constraints are not supported{CONSTRAINT_ADVICE.get(word, '')}", sql=sql,
                                    offset=_token_after(tokens, word, after) or position_of(c))
         after = position_of(c.this) or after
         t = from_datatype(c.args["kind"]) if c.args.get("kind") else None

@@ -38,6 +38,7 @@ from .types import UNKNOWN, SqlType
 
 DIALECT = "duckdb"
 T = exp.DataType.Type
+FLOATING = {T.DOUBLE, T.FLOAT}
 TEXT = {T.VARCHAR, T.TEXT, T.CHAR, T.NVARCHAR, T.NCHAR}
 INTEGRAL = {T.TINYINT, T.SMALLINT, T.INT, T.BIGINT, T.INT128, T.UTINYINT, T.USMALLINT, T.UINT, T.UBIGINT}
 
@@ -64,6 +65,11 @@ def _annotate(e: exp.Expression, types: Sequence[SqlType]) -> exp.Expression:
     schema = {col(i): t.sql for i, t in enumerate(types) if t.sql != "UNKNOWN"}
     q = annotate_types(q, schema={"t": schema} if schema else None, dialect=DIALECT, expression_metadata=_METADATA)
     return q.expressions[0].this
+
+
+def nonzero_number(x: exp.Expression) -> bool:
+    """Is ``x`` a number literal other than 0 (a division or remainder by it cannot be one by zero)?"""
+    return isinstance(x, exp.Literal) and x.is_number and float(x.this) != 0
 
 
 def _decimal_literal(x: exp.Expression) -> bool:
@@ -113,30 +119,30 @@ def _rewrite(n: exp.Expression):
     if isinstance(n, exp.Div) and not isinstance(n, exp.IntDiv) and any(
             _is(x, {T.DECIMAL}) or _decimal_literal(x) for x in (n.this, n.expression)):
         return exp.Div(this=exp.cast(_r(n.this), "DOUBLE"), expression=exp.cast(_r(n.expression), "DOUBLE"))
-    if isinstance(n, exp.Mod) and any(_is(x, {T.DOUBLE, T.FLOAT}) for x in (n.this, n.expression)) and not (
-            isinstance(n.expression, exp.Literal) and n.expression.is_number and float(n.expression.this) != 0):
+    if isinstance(n, exp.Mod) and any(_is(x, FLOATING) for x in (n.this, n.expression)) and \
+            not nonzero_number(n.expression):
         a, b = _r(n.this), _r(n.expression)
         by_zero = exp.and_(exp.EQ(this=b.copy(), expression=exp.Literal.number(0)),
                            exp.not_(exp.Is(this=a.copy(), expression=exp.Null())))
         return exp.Case(ifs=[exp.If(this=by_zero, true=exp.cast(exp.Literal.string("nan"), "DOUBLE"))],
                         default=exp.Mod(this=exp.Paren(this=a), expression=exp.Paren(this=b)))
-    if isinstance(n, (exp.Floor, exp.Ceil)) and not n.args.get("decimals") and _is(n.this, {T.DOUBLE, T.FLOAT}):
+    if isinstance(n, (exp.Floor, exp.Ceil)) and not n.args.get("decimals") and _is(n.this, FLOATING):
         return _float_round(n)
-    if isinstance(n, exp.Cast) and n.to.this in TEXT and _is(n.this, {T.DOUBLE, T.FLOAT}):
+    if isinstance(n, exp.Cast) and n.to.this in TEXT and _is(n.this, FLOATING):
         return _as_text(n.this)
-    if isinstance(n, exp.Cast) and n.to.this == T.DECIMAL and _is(n.this, {T.DOUBLE, T.FLOAT}):
+    if isinstance(n, exp.Cast) and n.to.this == T.DECIMAL and _is(n.this, FLOATING):
         return exp.Cast(this=exp.cast(_r(n.this), "DOUBLE"), to=n.to.copy())   # (marked for Spark: NaN, inf)
-    if isinstance(n, (exp.DPipe, exp.Concat)) and any(_is(x, {T.DOUBLE, T.FLOAT}) for x in n.iter_expressions()):
+    if isinstance(n, (exp.DPipe, exp.Concat)) and any(_is(x, FLOATING) for x in n.iter_expressions()):
         out = n.copy()
         for key, value in list(out.args.items()):
             if isinstance(value, list):
-                out.set(key, [_as_text(v) if _is(v, {T.DOUBLE, T.FLOAT}) else _r(v) for v in value])
+                out.set(key, [_as_text(v) if _is(v, FLOATING) else _r(v) for v in value])
             elif isinstance(value, exp.Expression):
-                out.set(key, _as_text(value) if _is(value, {T.DOUBLE, T.FLOAT}) else _r(value))
+                out.set(key, _as_text(value) if _is(value, FLOATING) else _r(value))
         return out
     if isinstance(n, exp.Cast) and n.to.this in INTEGRAL and (_is(n.this, {T.DECIMAL}) or _decimal_literal(n.this)):
         return exp.Cast(this=exp.Round(this=_r(n.this)), to=n.to.copy())
-    if isinstance(n, exp.Cast) and n.to.this in INTEGRAL and _is(n.this, {T.DOUBLE, T.FLOAT}):
+    if isinstance(n, exp.Cast) and n.to.this in INTEGRAL and _is(n.this, FLOATING):
         even = exp.Anonymous(this="ROUND_EVEN", expressions=[_r(n.this), exp.Literal.number(0)])
         return exp.Cast(this=even, to=n.to.copy())
     return n

@@ -26,13 +26,17 @@ def data_columns(names: Sequence[str]) -> List[str]:
     return [n for n in names if n != W]
 
 
+def one_nan(a):
+    """A float array with every NaN (whatever its payload) as the one NaN."""
+    return pa.compute.if_else(pa.compute.is_nan(a), pa.scalar(float("nan"), a.type), a)
+
+
 def canonical_float(a):
     """A float array with -0.0 as 0.0 and every NaN as the one NaN: SQL's equality (0.0 = -0.0, NaN = NaN in
     GROUP BY, DISTINCT and joins), where Arrow's hashing compares bits."""
     if not pa.types.is_floating(a.type) or not len(a):
         return a
-    a = pa.compute.add(a, pa.scalar(0.0, a.type))   # IEEE: -0.0 + 0.0 is 0.0
-    return pa.compute.if_else(pa.compute.is_nan(a), pa.scalar(float("nan"), a.type), a)
+    return one_nan(pa.compute.add(a, pa.scalar(0.0, a.type)))   # IEEE: -0.0 + 0.0 is 0.0
 
 
 def canonical_floats(t: pa.Table, columns: Sequence[str]) -> pa.Table:
@@ -78,14 +82,10 @@ def consolidate_arrow(t: pa.Table) -> pa.Table:
     if not cols:
         total = pa.compute.sum(t.column(W)).as_py() or 0
         return t.slice(0, 0) if total == 0 else pa.table({W: pa.array([total], WEIGHT_TYPE)})
-    floats = [c for c in cols if pa.types.is_floating(t.schema.field(c).type)]
-    if floats:   # Arrow's hashing compares bits: -0.0 and 0.0 stay apart, and every NaN is made one NaN
-        keyed = t
-        for c in floats:
-            a = t.column(c)
-            keyed = keyed.set_column(keyed.schema.get_field_index(c), c,
-                                     pa.compute.if_else(pa.compute.is_nan(a), pa.scalar(float("nan"), a.type), a))
-        t = keyed
+    for c in cols:   # Arrow's hashing compares bits: -0.0 and 0.0 stay apart, and every NaN is made one NaN
+        i = t.schema.get_field_index(c)
+        if pa.types.is_floating(t.schema.field(i).type):
+            t = t.set_column(i, c, one_nan(t.column(i)))
     g = t.group_by(cols, use_threads=False).aggregate([(W, "sum")])
     g = g.rename_columns(cols + [W])
     g = g.filter(pa.compute.not_equal(g.column(W), 0))

@@ -46,6 +46,7 @@ from sqlglot import exp
 from planner import aggregate_functions
 from planner.bind import DIALECT
 from planner.bind_window import total_order
+from planner.circuit import FLOATS
 from planner.errors import UnsupportedError
 from planner.logical import Aggregate, Filter, Join, Project, Window, col
 
@@ -85,7 +86,7 @@ def one_zero(fields, n: int) -> List[str]:
     a float one with its zeros made 0.0: -0.0 and 0.0 are one group, and which of the two a GROUP BY returns
     depends on the order of the rows, so what the op emits and later retracts would differ (a Z-set keeps the
     sign of a zero, see ``sqlengine.zset.with_zero_signs``)."""
-    return [f"({col(i)} + CAST(0 AS {f.type.base})) AS {col(i)}" if f.type.base in ("REAL", "DOUBLE") else col(i)
+    return [f"({col(i)} + CAST(0 AS {f.type.base})) AS {col(i)}" if f.type.base in FLOATS else col(i)
             for i, f in zip(range(n), fields)]
 
 
@@ -131,7 +132,7 @@ def expanded(rows: str, columns: List[str], fields=()) -> str:
     one value, and a row keeps its own (``sqlengine.zset.with_zero_signs``)."""
     if columns:
         sign = {c: (f"CASE WHEN {c} = 0 THEN CAST({c} AS VARCHAR) LIKE '-%' END", f.type.base)
-                for c, f in zip(columns, fields) if f.type.base in ("REAL", "DOUBLE")}
+                for c, f in zip(columns, fields) if f.type.base in FLOATS}
         out = [f"CASE WHEN {sign[c][0]} THEN CAST('-0.0' AS {sign[c][1]}) ELSE {c} END AS {c}" if c in sign else c
                for c in columns]   # (Spark's GROUP BY makes a key's -0.0 0.0)
         pos = (f"SELECT {listed(out)}, SUM({W})::BIGINT AS __n FROM {rows} "

@@ -26,6 +26,7 @@ from pyspark.sql import DataFrame
 
 from planner.bind import DIALECT
 from planner.circuit import Op
+from planner.semantics import nonzero_number
 
 from sqlengine.executor import ops
 from sqlengine.executor.backends import duckdb_text
@@ -35,10 +36,6 @@ _TEXT = (exp.DataType.Type.VARCHAR, exp.DataType.Type.TEXT)
 
 def _dow(x: exp.Expression) -> exp.Expression:       # Spark DAYOFWEEK: Sunday = 1 .. Saturday = 7
     return exp.Anonymous(this="DAYOFWEEK", expressions=[x])
-
-
-def _nonzero_literal(x: exp.Expression) -> bool:
-    return isinstance(x, exp.Literal) and x.is_number and float(x.this) != 0
 
 
 _MICROS = {"HOUR": 3600000000, "MINUTE": 60000000, "SECOND": 1000000, "MILLISECOND": 1000}
@@ -181,7 +178,7 @@ def _to_spark_semantics(n: exp.Expression) -> exp.Expression:
         key = exp.Ordered(this=n.this.transform(_to_spark_semantics))
         return exp.WithinGroup(this=exp.Anonymous(this="PERCENTILE_DISC", expressions=[n.expression]),
                                expression=exp.Order(expressions=[key]))
-    if isinstance(n, exp.Div) and not _nonzero_literal(n.expression):   # (a replaced node is not walked into)
+    if isinstance(n, exp.Div) and not nonzero_number(n.expression):   # (a replaced node is not walked into)
         return _ieee_div(*(x.transform(_to_spark_semantics) for x in (n.this, n.expression)))
     unit = n.name.upper() if isinstance(n, exp.Extract) else None
     unit = {"DAYOFWEEK": "DOW", "WEEKDAY": "DOW", "DAYOFWEEKISO": "ISODOW", "DAYOFWEEK_ISO": "ISODOW"}.get(unit, unit)

@@ -70,7 +70,7 @@ def output_types(node: Aggregate, ins: pa.Schema) -> list:
                 out.append(pa.decimal128(38, arg.scale))
             else:
                 out.append(pa.float64())
-        elif a.func in ("AVG",) or a.func.startswith(("STDDEV", "VAR")):   # DOUBLE, as in DuckDB
+        elif a.func == "AVG" or a.func.startswith(("STDDEV", "VAR")):   # DOUBLE, as in DuckDB
             out.append(pa.float64())
         else:   # planner.aggregate_functions
             out.append(arrow_type(a.type))
