@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -76,20 +77,33 @@ class SparkCluster:
         os.makedirs(d, exist_ok=True)
         w = self._spawn(f"worker-{i}", ["org.apache.spark.deploy.worker.Worker", "--host", "127.0.0.1",
                                         "--cores", "1", "--memory", self.worker_memory,
-                                        "--webui-port", str(free_port()), "--work-dir", d, self.master_url],
+                                        "--webui-port", "0", "--work-dir", d, self.master_url],
                         hide=hide)
         self.workers.append(w)
         return w
 
+    def ui_url(self) -> Optional[str]:
+        """The master's web UI as the master logged it once bound (None before): Spark moves to the next port
+        when the one asked for was taken meanwhile, so the asked-for port may be another process's."""
+        try:
+            with open(os.path.join(self.work_dir, "master.log"), errors="replace") as f:
+                found = re.findall(r"Bound MasterWebUI to \S+ and started at (http://\S+)", f.read())
+        except OSError:
+            return None
+        return found[-1].replace("localhost", "127.0.0.1") if found else None
+
     def state(self) -> dict:
         """The master's view of the cluster (its web UI's JSON)."""
-        with urllib.request.urlopen(f"http://127.0.0.1:{self.ui_port}/json/", timeout=5) as r:
+        url = self.ui_url()
+        if url is None:
+            raise ConnectionError("the master's web UI is not bound yet")
+        with urllib.request.urlopen(f"{url}/json/", timeout=5) as r:
             return json.loads(r.read())
 
     def alive_workers(self) -> int:
         try:
             return sum(1 for w in self.state().get("workers", []) if w.get("state") == "ALIVE")
-        except OSError:
+        except (OSError, ValueError):   # not up yet, or not yet answering with its JSON
             return 0
 
     def wait_for_workers(self, n: int, timeout: float = 90) -> None:
