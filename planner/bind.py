@@ -141,10 +141,12 @@ DISTINCT_ARGS = frozenset({"expressions", "on"})                           # agg
 class Binder(SubqueryBinder, WindowBinder, AsofBinder, StarBinder):
     """Binds the SELECT of one view against the tables and views defined before it."""
 
-    def __init__(self, sql: str, tables: Dict[str, TableDef], views: Dict[str, ViewDef]):
+    def __init__(self, sql: str, tables: Dict[str, TableDef], views: Dict[str, ViewDef],
+                 python_functions: frozenset = frozenset()):
         self.sql = sql
         self.tables = tables
         self.views = views
+        self.python_functions = python_functions   # the user's Python functions' names (planner.user_functions)
         self.origins: Dict[str, exp.Expression] = {}   # bound SQL -> the expression it came from (column_check)
 
     # ------------------------------------------------------------------ errors
@@ -801,7 +803,7 @@ class Binder(SubqueryBinder, WindowBinder, AsofBinder, StarBinder):
                 raise UnsupportedError("TIMESTAMPDIFF is not a DuckDB function: write date_diff('day', a, b) (the "
                                        "number of day boundaries from a to b; also 'second', 'hour', 'month', ...)",
                                        sql=self.sql, offset=self.called(n)[1])
-            if isinstance(n, exp.Anonymous) and n.name.lower() not in ANONYMOUS_OK:
+            if isinstance(n, exp.Anonymous) and n.name.lower() not in ANONYMOUS_OK | self.python_functions:
                 raise UnsupportedError(unknown_function_message(n.name), sql=self.sql, offset=position_of(n))
             if isinstance(n, exp.Placeholder) or isinstance(n, exp.Parameter):
                 raise self.unsupported("query parameter", n)

@@ -1,17 +1,18 @@
 """Compiling a SQL program (CREATE TABLE / CREATE [MATERIALIZED] VIEW statements)."""
 from __future__ import annotations
 
+import dataclasses
 import logging
 import re
 from dataclasses import dataclass, field
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import Dict, List, Mapping, Optional, Sequence, Tuple
 
 from sqlglot import exp
 from sqlglot.dialects.dialect import Dialect
 from sqlglot.errors import ErrorLevel, ParseError as SqlglotParseError, TokenError
 from sqlglot.tokens import Token, TokenType
 
-from . import aggregate_functions, query_forms
+from . import aggregate_functions, query_forms, user_functions
 from .bind import DIALECT, Binder, ForeignKey, TableDef, ViewDef, name_of, position_of
 from .circuit import Circuit
 from .column_check import check_column_types
@@ -27,6 +28,7 @@ from .rules import Context, format_trace, optimize
 from .clock import CLOCK, clock_table, rewrite_now
 from .typecheck import nondeterministic_call
 from .types import SUPPORTED_COLUMN_TYPES, from_datatype
+from .user_functions import UserFunction
 from .watermarks import Bound, closing_bounds, describe_bounds, event_columns, node_bounds
 
 
@@ -43,6 +45,8 @@ class Program:
     # emit-final view -> the bound of its emit_final column
     gc: Dict[int, Bound] = field(default_factory=dict)
     final: Dict[str, Bound] = field(default_factory=dict)
+    # the user's functions (planner.user_functions): those declared in Python, then CREATE FUNCTION / MACRO
+    functions: Dict[str, UserFunction] = field(default_factory=dict)
 
     def rules_context(self, views=None, options=()) -> Context:
         """The rewrite rules' context for a view defined after ``views`` (default: all views so far), with the
@@ -248,7 +252,7 @@ def parse_statements(sql: str) -> List[Statement]:
                 check_event_time(chunk, sql)
                 if chunk[0].token_type != TokenType.CREATE:
                     raise UnsupportedError(f"statement {chunk[0].text.upper()} in a program is not supported "
-                                           "(only CREATE TABLE and CREATE [MATERIALIZED] VIEW)",
+                                           "(only CREATE TABLE, CREATE [MATERIALIZED] VIEW and CREATE FUNCTION / MACRO)",
                                            sql=sql, offset=chunk[0].start)
                 at = p.gave_up_at
                 as_ = [i for i, t in enumerate(chunk) if t.token_type == TokenType.ALIAS]
@@ -290,18 +294,27 @@ def match_condition_to_on(tokens: List[Token]) -> List[Token]:
     return out
 
 
-def compile_program(sql: str, disabled_rules: Optional[frozenset] = None) -> Program:
+def compile_program(sql: str, disabled_rules: Optional[frozenset] = None,
+                    functions: Optional[Mapping[str, UserFunction]] = None) -> Program:
     """Parse, bind and incrementalize a program.  ``disabled_rules``: names of rewrite rules not to run
     (``{"*"}``: none); by default ``SQLENGINE_RULES`` decides (see :mod:`planner.rules.manager`).
+    ``functions``: the Python functions declared in Python (``sqlengine.udf``), by name.
 
     >>> p = compile_program("CREATE TABLE t (a INT); CREATE VIEW v AS SELECT a + 1 AS b FROM t WHERE a > 0")
     >>> [f.name for f in p.views['v'].plan.fields]
     ['b']
     """
-    prog = Program(sql, disabled_rules=disabled_rules)
+    prog = Program(sql, disabled_rules=disabled_rules, functions=dict(functions or {}))
     for st in parse_statements(sql):
         stmt = st.tree
-        if isinstance(stmt, exp.Create) and stmt.kind == "TABLE":
+        if isinstance(stmt, exp.Create) and stmt.kind in ("FUNCTION", "MACRO"):
+            f = user_functions.function_def(stmt, sql, st.tokens)
+            if f.name in prog.functions:
+                raise BindError(f"function {f.name} is defined twice", sql=sql, offset=f.offset)
+            if f.body is not None:   # a body calls the functions declared before it
+                f = dataclasses.replace(f, body=user_functions.inline(f.body, prog.functions, sql))
+            prog.functions[f.name] = f
+        elif isinstance(stmt, exp.Create) and stmt.kind == "TABLE":
             t = table_def(stmt, sql, st.tokens, st.event_time)
             if t.name == CLOCK:
                 raise BindError(f"the name '{CLOCK}' is reserved for the engine's clock (NOW())", sql=sql,
@@ -327,7 +340,7 @@ def compile_program(sql: str, disabled_rules: Optional[frozenset] = None) -> Pro
             check_event_time(st.tokens, sql)
             what = stmt.key.upper() if not isinstance(stmt, exp.Create) else f"CREATE {stmt.kind}"
             raise UnsupportedError(f"statement {what} in a program is not supported "
-                                   "(only CREATE TABLE and CREATE [MATERIALIZED] VIEW)",
+                                   "(only CREATE TABLE, CREATE [MATERIALIZED] VIEW and CREATE FUNCTION / MACRO)",
                                    sql=sql, offset=st.start)
     check_foreign_keys(prog.tables, sql)
     prog.circuit = incrementalize(prog.tables, prog.views)
@@ -719,7 +732,8 @@ def view_def(stmt: exp.Create, sql: str, prog: Program, tokens: Sequence[Token] 
     if props and any(not isinstance(p, exp.MaterializedProperty) and type(p) is not exp.Property
                      for p in props.expressions):
         raise UnsupportedError("view properties", sql=sql, offset=position_of(props))
-    q, uses_clock = rewrite_now(stmt.expression)
+    q = user_functions.inline(stmt.expression, prog.functions, sql)   # SQL functions' bodies; Python calls' casts
+    q, uses_clock = rewrite_now(q)
     if uses_clock:   # NOW(): a read of the clock table (planner/clock.py), which the program gets with its first use
         prog.tables.setdefault(CLOCK, clock_table())
     bad = nondeterministic_call(q, sql, tokens)
@@ -733,7 +747,7 @@ def view_def(stmt: exp.Create, sql: str, prog: Program, tokens: Sequence[Token] 
             and q.args.get("offset") is None:
         q = q.copy()
         q.set("order", None)
-    binder = Binder(sql, prog.tables, prog.views)
+    binder = Binder(sql, prog.tables, prog.views, user_functions.python_names(prog.functions))
     bound, names = binder.bind_query(q, {})
     if column_list is not None:   # CREATE VIEW v (a, b) AS ...: the columns renamed, in order
         bound, names = renamed(bound, names, column_list, name, sql)

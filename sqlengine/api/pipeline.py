@@ -5,7 +5,7 @@ import dataclasses
 import os
 import tempfile
 import time
-from typing import Callable, Dict, Iterator, Optional
+from typing import Callable, Dict, Iterator, Optional, Sequence
 
 import pandas as pd
 import pyarrow as pa
@@ -36,6 +36,7 @@ from sqlengine.ingest.sinks import Outbox, SinkRunner
 from sqlengine.ingest.sources import SourceRunner
 from sqlengine.state.store import StateStore
 from sqlengine.executor.watermarks import EventTime
+from sqlengine.udf import implemented, python_signatures
 from sqlengine.zset import WEIGHT
 
 
@@ -52,11 +53,12 @@ class Pipeline:
 
     def __init__(self, sql: str, name: str = "pipeline", storage_dir: Optional[str] = None,
                  spark=None, spark_conf: Optional[Dict[str, str]] = None, runtime_config=None,
-                 spark_master: Optional[str] = None):
-        self.program = compile_program(sql)
+                 spark_master: Optional[str] = None, udfs: Sequence = ()):
+        self.program = compile_program(sql, functions=python_signatures(udfs))
+        implemented(self.program, sql)   # the Python functions declared in SQL: imported or run now
         self.name = name
         self._args = dict(sql=sql, name=name, storage_dir=storage_dir, spark=spark, spark_conf=spark_conf,
-                          runtime_config=runtime_config, spark_master=spark_master)
+                          runtime_config=runtime_config, spark_master=spark_master, udfs=tuple(udfs))
         runtime_config = RuntimeConfig.coerce(runtime_config)
         storage_dir = runtime_config.storage_for(storage_dir)
         spark_conf = {**runtime_config.session_conf(), **(spark_conf or {})} or None
@@ -155,7 +157,7 @@ class Pipeline:
     @classmethod
     def from_sql(cls, sql: str, name: str = "pipeline", storage_dir: Optional[str] = None, spark=None,
                  spark_conf: Optional[Dict[str, str]] = None, runtime_config=None,
-                 spark_master: Optional[str] = None) -> "Pipeline":
+                 spark_master: Optional[str] = None, udfs: Sequence = ()) -> "Pipeline":
         """Compile ``sql`` (CREATE TABLE / CREATE [MATERIALIZED] VIEW statements) into a pipeline.
 
         Errors in the program raise ``ParseError``, ``BindError`` or ``UnsupportedError`` here,
@@ -169,9 +171,11 @@ class Pipeline:
         The storage directory is locked until :meth:`stop` (one writer per storage, see
         ``sqlengine.state.lock``): if another process has it open this raises ``StorageLockedError`` naming
         it, after waiting up to ``runtime_config.wait_for_lock_secs``.
+
+        ``udfs``: Python functions the SQL calls, declared with :func:`sqlengine.udf`.
         """
         return cls(sql, name=name, storage_dir=storage_dir, spark=spark, spark_conf=spark_conf,
-                   runtime_config=runtime_config, spark_master=spark_master)
+                   runtime_config=runtime_config, spark_master=spark_master, udfs=udfs)
 
     # ------------------------------------------------------------------ lifecycle
     def start(self) -> None:

@@ -18,6 +18,7 @@ from planner.program import Program
 from sqlengine.executor import keyed_reads
 from sqlengine.executor.derived import derivation
 from sqlengine.executor.op_schemas import derive as derive_schemas
+from planner.user_functions import python_functions
 from sqlengine.executor.ops import aggregate as agg_op, source
 from sqlengine.executor.placement import Placement
 from sqlengine.executor.sum_bounds import SumBounds
@@ -74,7 +75,9 @@ class StepContext:
             for i in op.inputs:
                 self.consumers[i].append(op.id)
         # the types are the driver executor's (DuckDB's binder over empty tables): no Spark analysis at start
-        self.arrow_schemas, self.state_arrow = derive_schemas(self.circuit)
+        # the program's Python functions (planner.user_functions), registered by each backend
+        self.functions = python_functions(program.functions)
+        self.arrow_schemas, self.state_arrow = derive_schemas(self.circuit, self.functions)
         self.op_views = self._views_of_ops()
 
     def _views_of_ops(self) -> Dict[int, List[str]]:

@@ -34,6 +34,7 @@ from sqlengine.executor import keyed_reads
 from sqlengine.executor import ops, step as step_loop
 from sqlengine.executor.context import StepContext
 from sqlengine.executor.delta_rules import cols
+from sqlengine.executor.backends.python_calls import register_duckdb
 from sqlengine.executor.backends.duckdb import DuckDBBackend, readable
 from sqlengine.executor.ops import aggregate as agg_op, join as join_op, map as map_op
 from sqlengine.executor.row_errors import RowErrors, named_row
@@ -156,6 +157,8 @@ class LocalExecutor:
         self.files = RowGroupReader(ctx.store.root)   # uncached state read by key from its runs' files
         self.lowerer = DuckDBBackend()
         self.lowerer.op_views = ctx.op_views
+        register_duckdb(self.lowerer.con, ctx.functions)   # the program's Python functions, where rules and keys run
+        register_duckdb(self.cache.hasher.con, ctx.functions)
         self._writer: Optional[ThreadPoolExecutor] = None   # writes a step's state runs while the step goes on
         self._writes: List[Future] = []
         self._bulk: Optional[DuckDBBackend] = None   # DuckDB for scans of whole states (scan_runs)
@@ -264,6 +267,7 @@ class LocalExecutor:
         job on local Spark, which pays for its job and for moving the rows to the driver."""
         if self._bulk is None:
             self._bulk = DuckDBBackend(threads=None)   # one scan of the whole state: DuckDB's parallelism
+            register_duckdb(self._bulk.con, self.ctx.functions)
         listed = ", ".join("'" + f.replace("'", "''") + "'" for f in files)
         sql = f"SELECT {', '.join(f's.{quoted(c)}' for c in schema.names)} FROM read_parquet([{listed}]) s"
         tables = {}

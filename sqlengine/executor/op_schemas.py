@@ -33,6 +33,7 @@ from planner.types import SqlType
 
 from sqlengine import private_duckdb
 from sqlengine.executor import ops
+from sqlengine.executor.backends.python_calls import register_duckdb
 from sqlengine.executor.schema import INTEGER_BASES
 from sqlengine.types import arrow_type
 from sqlengine.zset import W
@@ -70,8 +71,9 @@ def normalize(t: pa.DataType, planned: SqlType = None) -> pa.DataType:
 
 
 class _Typer:
-    def __init__(self):
+    def __init__(self, functions=None):
         self.con = private_duckdb.connect()
+        register_duckdb(self.con, functions or {})
 
     def select_types(self, schema: pa.Schema, items) -> list:
         """DuckDB's result types of ``SELECT items FROM d`` over an empty table of ``schema``."""
@@ -92,10 +94,11 @@ class _Typer:
                 self.con.unregister(f"u{i}")
 
 
-def derive(circuit: Circuit) -> Tuple[Dict[int, pa.Schema], Dict[int, pa.Schema]]:
+def derive(circuit: Circuit, functions=None) -> Tuple[Dict[int, pa.Schema], Dict[int, pa.Schema]]:
     """(op id -> schema of its change, state-owning op id -> schema of its runs): each op kind's
-    ``change_schema`` and ``state_schema`` (:mod:`sqlengine.executor.ops`)."""
-    typer = _Typer()
+    ``change_schema`` and ``state_schema`` (:mod:`sqlengine.executor.ops`).  ``functions``: the program's Python
+    functions (their calls are typed by their declared result, but DuckDB binds them)."""
+    typer = _Typer(functions)
     schemas: Dict[int, pa.Schema] = {}
     states: Dict[int, pa.Schema] = {}
     for op in circuit.ops:

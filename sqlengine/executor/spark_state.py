@@ -65,7 +65,7 @@ class SparkState:
     @property
     def backend(self) -> SparkBackend:
         if self._backend is None:
-            self._backend = SparkBackend(self.spark)
+            self._backend = SparkBackend(self.spark, self.ctx.functions)
         return self._backend
 
     # ------------------------------------------------------------ schemas

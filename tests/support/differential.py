@@ -55,10 +55,12 @@ def _json_value(v):
 
 
 def run_program(make_pipeline, schema: str, columns: Dict[str, List[str]],
-                views: Sequence[tuple], steps) -> None:
+                views: Sequence[tuple], steps, prelude: str = "", oracle_setup=None, **kw) -> None:
     """``views``: (name, select, materialized[, DuckDB select]); the optional fourth element is the
-    oracle's equivalent query, for SQL that DuckDB does not have (TUMBLE, HOP)."""
-    p = make_pipeline(program_sql(schema, views), start=False)
+    oracle's equivalent query, for SQL that DuckDB does not have (TUMBLE, HOP).  ``prelude``: statements of the
+    program before the tables (CREATE FUNCTION); ``oracle_setup(con)`` prepares the oracle's DuckDB; ``kw`` go
+    to the pipeline (``udfs=``)."""
+    p = make_pipeline(prelude + program_sql(schema, views), start=False, **kw)
     handlers = {name: p.listen(name) for name, *_ in views}
     oracle_views = [(v[0], v[3] if len(v) > 3 else v[1], v[2]) for v in views]
     p.start()
@@ -83,7 +85,7 @@ def run_program(make_pipeline, schema: str, columns: Dict[str, List[str]],
             else:
                 model.delete(table, rows)
         p.wait_for_idle()
-        con = model.duck(oracle_views)
+        con = model.duck(oracle_views, oracle_setup)
         for name, select, mat in oracle_views:
             expected = model.view(con, select)
             got = bag_from_changes(handlers[name].to_pandas())

@@ -278,9 +278,12 @@ class Model:
                 self.rows[table][r] -= 1
         self.rows[table] = +self.rows[table]
 
-    def duck(self, views=()) -> duckdb.DuckDBPyConnection:
-        """A DuckDB with the current table contents and the given (name, select, _) views defined."""
+    def duck(self, views=(), setup=None) -> duckdb.DuckDBPyConnection:
+        """A DuckDB with the current table contents and the given (name, select, _) views defined (after
+        ``setup(con)``, e.g. the functions the views call)."""
         con = duckdb.connect()
+        if setup is not None:
+            setup(con)
         con.execute("SET TimeZone = 'UTC'")
         con.execute(self.schema_sql)
         for t, cols in self.columns.items():

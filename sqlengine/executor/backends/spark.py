@@ -30,6 +30,7 @@ from planner.semantics import nonzero_number
 
 from sqlengine.executor import ops
 from sqlengine.executor.backends import duckdb_text
+from sqlengine.executor.backends.python_calls import register_spark
 
 _TEXT = (exp.DataType.Type.VARCHAR, exp.DataType.Type.TEXT)
 
@@ -222,12 +223,14 @@ def union_all(frames: Sequence[DataFrame]) -> DataFrame:
 class SparkBackend:
     """Runs the delta rules on Spark; stateless apart from the SparkSession."""
 
-    def __init__(self, spark):
+    def __init__(self, spark, functions=None):
+        """``functions``: the program's Python functions (``planner.user_functions``), registered on ``spark``."""
         self.spark = spark
         self._lock = threading.Lock()
         self._calls = itertools.count()
         self._tag = f"__sq{id(self) & 0xFFFFFF:x}"
         duckdb_text.register(spark)
+        register_spark(spark, functions or {})
 
     def rule(self, sql: str, **frames: DataFrame) -> DataFrame:
         """The plan of rule ``sql`` over ``frames``.  ``spark.sql`` analyzes eagerly, so the views it reads

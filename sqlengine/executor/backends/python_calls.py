@@ -1,0 +1,108 @@
+"""A user's Python function as both executors call it over Arrow batches (``sqlengine.udf``).
+
+Only pyarrow is imported here, and Spark pickles this module by value (:func:`register_spark`), so a
+cluster's executors need neither this package nor the user's module: the function travels by value too.
+
+>>> import pyarrow as pa
+>>> call = batch_call(lambda x: None if x is None else x * 2, False, "twice", "BIGINT", pa.int64())
+>>> call(pa.array([1, None, 3], pa.int32())).to_pylist()
+[2, None, 6]
+>>> batch_call(lambda x: x.cast(pa.string()), True, "f", "BIGINT", pa.int64())(pa.array([1]))
+Traceback (most recent call last):
+...
+TypeError: function f returned string where it is declared BIGINT
+"""
+from __future__ import annotations
+
+import sys
+import warnings
+from typing import Callable
+
+import pyarrow as pa
+
+
+def plain(a) -> pa.Array:
+    """An argument as the function sees it on either executor: one chunk, naive UTC microsecond timestamps,
+    ``string`` for text."""
+    if isinstance(a, pa.ChunkedArray):
+        a = a.combine_chunks()
+    t = a.type
+    if pa.types.is_timestamp(t) and (t.tz is not None or t.unit != "us"):
+        return a.cast(pa.timestamp("us"))
+    if pa.types.is_large_string(t) or pa.types.is_string_view(t):
+        return a.cast(pa.string())
+    return a
+
+
+def _kind(t: pa.DataType) -> str:
+    if pa.types.is_integer(t) or pa.types.is_floating(t) or pa.types.is_decimal(t):
+        return "number"
+    if pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_string_view(t):
+        return "text"
+    if pa.types.is_timestamp(t):
+        return "timestamp"
+    return str(t)
+
+
+def batch_call(fn: Callable, vectorized: bool, name: str, returns: str, want: pa.DataType) -> Callable:
+    """``fn`` over one batch of Arrow arguments (one array per argument), its result checked and cast to
+    ``want`` (the Arrow type of the declared SQL type ``returns``): a number where a number is declared is
+    cast when no value changes; anything else raises."""
+    def call(*args) -> pa.Array:
+        args = [plain(a) for a in args]
+        if vectorized:
+            out = fn(*args)
+        else:
+            rows = zip(*[a.to_pylist() for a in args]) if args else [()]
+            out = [fn(*row) for row in rows]
+        if isinstance(out, pa.ChunkedArray):
+            out = out.combine_chunks()
+        if not isinstance(out, pa.Array):
+            try:
+                out = pa.array(out, type=want)
+            except (pa.ArrowException, TypeError, ValueError) as e:
+                raise TypeError(f"function {name} returned values that are not {returns}: {e}") from None
+        n = len(args[0]) if args else len(out)
+        if len(out) != n:
+            raise ValueError(f"function {name} returned {len(out)} values for {n} rows")
+        if out.type != want:
+            if not pa.types.is_null(out.type) and _kind(out.type) != _kind(want):
+                raise TypeError(f"function {name} returned {out.type} where it is declared {returns}")
+            try:
+                out = out.cast(want, safe=True)
+            except pa.ArrowException as e:
+                raise TypeError(f"function {name} returned a value that is not {returns}: {e}") from None
+        return out
+    return call
+
+
+def register_duckdb(con, functions) -> None:
+    """Register the Python functions (``planner.user_functions.UserFunction`` with ``impl``) on a DuckDB
+    connection: Arrow batches in and out, NULLs passed to the function, errors raised (a row error)."""
+    if not functions:
+        return
+    import duckdb
+    from duckdb.func import ARROW, SPECIAL
+    for name, f in functions.items():
+        con.create_function(name, f.impl.call, None, f.returns.sql, type=ARROW, null_handling=SPECIAL,
+                            exception_handling=duckdb.PythonExceptionHandling.DEFAULT, side_effects=False)
+
+
+def register_spark(spark, functions) -> None:
+    """Register the Python functions on a SparkSession as Arrow UDFs, pickled by value with the user's
+    module (a cluster's executors need not import it)."""
+    from pyspark import cloudpickle
+    from pyspark.sql.functions import ArrowUDFType, arrow_udf
+    from pyspark.sql.pandas.types import from_arrow_type
+    cloudpickle.register_pickle_by_value(sys.modules[__name__])
+    for name, f in functions.items():
+        u = f.impl
+        module = sys.modules.get(getattr(u.fn, "__module__", ""), None)
+        if module is not None and module.__name__ != "__main__" and "-packages" not in (getattr(module, "__file__", "") or ""):
+            cloudpickle.register_pickle_by_value(module)
+        want = u.arrow_returns
+        call = batch_call(u.fn, u.vectorized, name, u.returns.sql, want)
+        with warnings.catch_warnings():   # "type hints are preferred": a function of any arity has none to give
+            warnings.simplefilter("ignore", UserWarning)
+            made = arrow_udf(call, from_arrow_type(want, prefer_timestamp_ntz=True), ArrowUDFType.SCALAR)
+        spark.udf.register(name, made)

@@ -1,0 +1,158 @@
+"""User-defined functions: Python functions (vectorised over Arrow, or a row at a time) and SQL functions and
+macros, under random inserts and deletes on both executors, each view compared with DuckDB after every step.
+
+The oracle's DuckDB runs the same Python functions as its own UDFs (Arrow ones for the vectorised functions,
+native ones for the others) and the SQL functions as macros.  A function that raises on a row sends that row
+to the error relation; a program that calls a function wrongly is rejected at compile time with a position.
+"""
+from decimal import Decimal
+
+import duckdb
+import pyarrow as pa
+import pyarrow.compute as pc
+import pytest
+from duckdb.func import ARROW, NATIVE, SPECIAL
+from hypothesis import given
+from hypothesis import strategies as st
+
+import sqlengine
+from sqlengine import udf
+
+from ..support.differential import maybe, run_program, steps_strategy
+
+
+@udf("DOUBLE", ["DOUBLE"])
+def half(x: pa.Array) -> pa.Array:
+    return pc.divide(x, 2.0)
+
+
+@udf("DATE", ["TIMESTAMP"])
+def day_of(ts: pa.Array) -> pa.Array:
+    return pc.cast(ts, pa.date32())
+
+
+@udf("DECIMAL(12, 2)", ["DECIMAL(6, 2)"])
+def tripled(d: pa.Array) -> pa.Array:
+    return pc.multiply(d, pa.scalar(Decimal("3"), pa.decimal128(1, 0)))
+
+
+@udf("BIGINT")   # no parameter types: the argument comes as it is (an INT here)
+def bump(x: pa.Array) -> pa.Array:
+    return pc.add_checked(pc.cast(x, pa.int64()), 1)
+
+
+@udf("VARCHAR", ["VARCHAR", "INT"], vectorized=False)
+def label(s, n):
+    return None if s is None or n is None else f"{s}:{n}"
+
+
+UDFS = [half, day_of, tripled, bump, label]
+PRELUDE = ("CREATE FUNCTION scaled(x INT, y INT) RETURNS BIGINT AS x * y + 1;"
+           "CREATE MACRO clamp(x, lo, hi) AS LEAST(GREATEST(x, lo), hi);"
+           "CREATE FUNCTION sign_of(x DOUBLE) RETURNS INT LANGUAGE PYTHON AS $$\n"
+           "def sign_of(x):\n"
+           "    return None if x is None else (x > 0) - (x < 0)\n"
+           "$$;")
+
+
+def sign_of(x):
+    return None if x is None else (x > 0) - (x < 0)
+
+
+def oracle(con: duckdb.DuckDBPyConnection) -> None:
+    for u in UDFS:
+        params = [t.sql for t in u.params] if u.params is not None else None
+        con.create_function(u.name, u.fn, params, u.returns.sql, type=ARROW if u.vectorized else NATIVE,
+                            null_handling=SPECIAL)
+    con.create_function("sign_of", sign_of, ["DOUBLE"], "INT", null_handling=SPECIAL)
+    con.execute("CREATE MACRO scaled(x, y) AS CAST(CAST(x AS INT) * CAST(y AS INT) + 1 AS BIGINT)")
+    con.execute("CREATE MACRO clamp(x, lo, hi) AS LEAST(GREATEST(x, lo), hi)")
+
+
+SCHEMA = ("CREATE TABLE t (id INT, g INT, x DOUBLE, d DECIMAL(6,2), s VARCHAR, ts TIMESTAMP);"
+          "CREATE TABLE u (k BIGINT, y VARCHAR);")
+COLUMNS = {"t": ["id", "g", "x", "d", "s", "ts"], "u": ["k", "y"]}
+import datetime as _dt   # noqa: E402
+ROW_T = st.tuples(maybe(range(-2, 6)), maybe(range(3)), maybe([0.5, -1.25, 3.0, 0.0, 7.5]),
+                  maybe([Decimal("1.50"), Decimal("-2.25"), Decimal("0.00"), Decimal("9999.99")]),
+                  maybe(["a", "b", ""]),
+                  maybe([_dt.datetime(2024, 2, 29, 23, 59, 59), _dt.datetime(2024, 3, 1, 0, 0, 1)]))
+ROW_U = st.tuples(maybe(range(-1, 7)), maybe(["p", "q"]))
+
+VIEWS = [
+    ("v_map", "SELECT id, half(x) AS h, day_of(ts) AS dd, tripled(d) AS td, bump(id) AS b, label(s, g) AS l, "
+              "sign_of(x) AS sg FROM t", True),
+    ("v_group", "SELECT label(s, 0) AS k, SUM(half(x)) AS hs, MAX(tripled(d)) AS mt, COUNT(*) AS n FROM t "
+                "WHERE bump(g) > 1 GROUP BY label(s, 0)", True),
+    ("v_join", "SELECT t.id, u.y, half(t.x) AS h FROM t JOIN u ON bump(t.id) = u.k", True),
+    ("v_sql", "SELECT id, scaled(id, g) AS sc, clamp(x, -1.0, 1.0) AS cl, scaled(bump(g), 2) AS nested FROM t",
+     True),
+    ("v_on_top", "SELECT sg, COUNT(*) AS n FROM v_map GROUP BY sg", False),
+]
+
+
+@given(steps_strategy({"t": ROW_T, "u": ROW_U}, max_steps=4))
+def test_user_functions_against_duckdb(make_pipeline, steps):
+    run_program(make_pipeline, SCHEMA, COLUMNS, VIEWS, steps, prelude=PRELUDE, oracle_setup=oracle, udfs=UDFS)
+
+
+@udf("INT", ["INT"], vectorized=False)
+def picky(n):
+    if n == 13:
+        raise ValueError("13 is unlucky")
+    return n * 2
+
+
+@udf("INT", ["INT"])
+def wrong_type(n):
+    return pc.cast(n, pa.string())
+
+
+def test_a_function_that_raises_fails_the_row_not_the_pipeline(make_pipeline, executor):
+    p = make_pipeline("CREATE TABLE t (k INT);"
+                      "CREATE MATERIALIZED VIEW v AS SELECT k, picky(k) AS p FROM t;"
+                      "CREATE MATERIALIZED VIEW w AS SELECT k, wrong_type(k) AS p FROM t;", udfs=[picky, wrong_type])
+    p.execute("INSERT INTO t VALUES (1), (13), (2)")
+    p.wait_for_idle()
+    assert sorted(tuple(r.values()) for r in p.query("SELECT * FROM v")) == [(1, 2), (2, 4)]
+    assert list(p.query("SELECT * FROM w")) == []
+    errors = p.query_pandas("SELECT view, error FROM sqlengine_errors")
+    assert p.status()["errors"] == {"v": 1, "w": 3}
+    assert errors[errors.view == "v"].error.str.contains("13 is unlucky").all()
+    assert errors[errors.view == "w"].error.str.contains("returned string where it is declared INT").all()
+    p.execute("DELETE FROM t WHERE k = 1")
+    p.wait_for_idle()
+    assert sorted(tuple(r.values()) for r in p.query("SELECT * FROM v")) == [(2, 4)]
+
+
+@pytest.mark.parametrize("sql, message", [
+    ("CREATE VIEW v AS SELECT half(x, x) FROM t", "function half takes 1 argument, not 2"),
+    ("CREATE FUNCTION f(a INT) RETURNS INT AS a + 1; CREATE VIEW v AS SELECT f() FROM t",
+     "function f takes 1 argument, not 0"),
+    ("CREATE FUNCTION upper(a VARCHAR) RETURNS VARCHAR AS a", "function upper is a built-in function"),
+    ("CREATE FUNCTION f(a INT) RETURNS INT AS a + b", "unknown column 'b' in function f"),
+    ("CREATE FUNCTION f(a INT) AS a + 1", "function f needs RETURNS"),
+    ("CREATE FUNCTION f(a INT[]) RETURNS INT AS 1", "type INT[] of parameter a is not supported"),
+    ("CREATE FUNCTION f(a INT) RETURNS INT LANGUAGE JAVASCRIPT AS 'x'", "LANGUAGE JAVASCRIPT is not supported"),
+    ("CREATE FUNCTION f(a INT) RETURNS INT LANGUAGE PYTHON AS 'no_such_module_here:f'",
+     "cannot import module no_such_module_here"),
+    ("CREATE FUNCTION f(a INT) RETURNS INT LANGUAGE PYTHON AS $$\nx = 1\n$$", "must define one function"),
+    ("CREATE MACRO m(a) AS a; CREATE MACRO m(b) AS b", "function m is defined twice"),
+    ("CREATE FUNCTION f(a INT) RETURNS INT AS (SELECT 1)", "must be an expression"),
+    ("CREATE VIEW v AS SELECT roll(x) FROM t", "declared non-deterministic"),
+])
+def test_rejected_at_compile_time_with_a_position(sql, message):
+    @udf("DOUBLE", ["DOUBLE"], deterministic=False)
+    def roll(x):
+        return x
+    with pytest.raises(sqlengine.EngineError) as e:
+        sqlengine.Pipeline.from_sql("CREATE TABLE t (x DOUBLE);" + sql, udfs=[half, roll])
+    assert message in str(e.value)
+    assert "line 1, column" in str(e.value) or "line 2, column" in str(e.value)
+
+
+def test_python_functions_given_twice_or_named_as_builtins_are_rejected():
+    with pytest.raises(sqlengine.EngineError, match="given twice"):
+        sqlengine.Pipeline.from_sql("CREATE TABLE t (x DOUBLE);", udfs=[half, half])
+    with pytest.raises(sqlengine.EngineError, match="built-in"):
+        sqlengine.Pipeline.from_sql("CREATE TABLE t (x DOUBLE);", udfs=[udf("DOUBLE", name="abs")(lambda x: x)])
