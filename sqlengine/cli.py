@@ -26,6 +26,7 @@ from typing import Dict, List, Optional, Sequence, Tuple
 import click
 
 PROGRAM_FILE = "program.sql"
+UDFS_FILE = "udfs.json"   # the --udfs files a `sqlengine run` storage was run with
 MAX_ERRORS = 50
 
 
@@ -48,12 +49,14 @@ def _statement_spans(sql: str) -> List[Tuple[int, int]]:
     return spans
 
 
-def program_errors(sql: str, storage_dir: Optional[str] = None):
+def program_errors(sql: str, storage_dir: Optional[str] = None, udfs=()):
     """Every error of a program, not only the first: after an error, the statement that holds it is blanked
     out (keeping its lines, so positions stay right) and the rest is compiled again.  Returns (errors in file
-    order, the compiled program or None).  Later statements that use a failed one report their own error."""
+    order, the compiled program or None).  Later statements that use a failed one report their own error.
+    ``udfs``: the Python functions the program may call (``--udfs``)."""
     import tempfile
     from planner import compile_program
+    from sqlengine.udf import python_signatures
     from planner.errors import EngineError
     from sqlengine.declared import declare_program
     errors: list = []
@@ -64,7 +67,7 @@ def program_errors(sql: str, storage_dir: Optional[str] = None):
         return sorted(errs, key=lambda e: (e.offset is None, e.offset or 0))
     while len(errors) < MAX_ERRORS:
         try:
-            program = compile_program(text)
+            program = compile_program(text, functions=python_signatures(udfs))
             with tempfile.TemporaryDirectory() as tmp:
                 declare_program(program, "check", storage_dir or tmp)
             return in_file_order(errors), (program if not errors else None)
@@ -302,6 +305,17 @@ LOG_FORMAT = click.option("--log-format", "log_format", type=click.Choice(["text
                                                   "and fields such as pipeline and connector)")
 
 
+UDFS = click.option("--udfs", type=click.Path(exists=True, dir_okay=False), multiple=True, metavar="FILE.py",
+                    help="a Python file of functions the program calls: those declared with @sqlengine.udf, and "
+                         "those a CREATE FUNCTION ... LANGUAGE PYTHON AS 'file:function' names (repeatable)")
+
+
+def _udfs(paths) -> list:
+    """The functions of the ``--udfs`` files (each imported as the module named by its file name)."""
+    from sqlengine.udf import load_module
+    return [u for path in paths for u in load_module(path)]
+
+
 def _logger(name: str = "sqlengine.run") -> logging.Logger:
     return logging.getLogger(name)
 
@@ -321,10 +335,11 @@ def _logger(name: str = "sqlengine.run") -> logging.Logger:
 @click.option("--runtime-config", "runtime_config", metavar="JSON",
               help="a RuntimeConfig as a JSON object (or @FILE holding one), e.g. '{\"min_batch_size_records\": 1000}'; "
                    "--storage, --conf and --wait-for-lock override its fields")
+@UDFS
 @LOG_LEVEL
 @LOG_FORMAT
-def run(program, storage, name, master, conf, exit_when_done, interval, wait_for_lock, runtime_config, log_level,
-        log_format):
+def run(program, storage, name, master, conf, exit_when_done, interval, wait_for_lock, runtime_config, udfs,
+        log_level, log_format):
     """Run PROGRAM (a .sql file) with its declared connectors until Ctrl-C.
 
     On a terminal a live display shows the pipeline's state, step, rows and rates per table and view, step
@@ -359,18 +374,21 @@ def run(program, storage, name, master, conf, exit_when_done, interval, wait_for
     stem = os.path.splitext(os.path.basename(program))[0]
     try:
         rc = _runtime_config(runtime_config, storage, conf, master, wait_for_lock)
+        functions = _udfs(udfs)
     except EngineError as e:
         raise click.ClickException(e.message)
     storage = rc.storage or os.path.join(os.path.dirname(os.path.abspath(program)), f"{stem}.storage")
-    errors, _ = program_errors(sql, storage)
+    errors, _ = program_errors(sql, storage, functions)
     if errors:
         for e in errors:
             fail_at(e)
         sys.exit(1)
     try:
-        p = Pipeline.from_sql(sql, name=name or stem, storage_dir=storage, runtime_config=rc)
+        p = Pipeline.from_sql(sql, name=name or stem, storage_dir=storage, runtime_config=rc, udfs=functions)
         with open(os.path.join(storage, PROGRAM_FILE), "w") as f:
             f.write(sql)
+        with open(os.path.join(storage, UDFS_FILE), "w") as f:   # for `sqlengine query STORAGE`
+            json.dump([os.path.abspath(u) for u in udfs], f)
         p.start()
     except EngineError as e:
         fail_at(e)
@@ -453,10 +471,16 @@ def run(program, storage, name, master, conf, exit_when_done, interval, wait_for
 
 @main.command()
 @click.argument("program", type=click.Path(dir_okay=False))
-def check(program):
+@UDFS
+def check(program, udfs):
     """Compile PROGRAM and print every error as file:line:col with the line and a caret (exit status 1)."""
+    from planner.errors import EngineError
     sql = _read_program(program)
-    errors, prog = program_errors(sql)
+    try:
+        functions = _udfs(udfs)
+    except EngineError as e:
+        raise click.ClickException(e.message)
+    errors, prog = program_errors(sql, udfs=functions)
     for e in errors:
         click.echo(format_error(program, e), err=True)
     if errors:
@@ -473,13 +497,15 @@ def check(program):
 @click.argument("program", type=click.Path(dir_okay=False))
 @click.argument("view", required=False)
 @click.option("--passes", is_flag=True, help="also the plan after each rewrite rule")
-def explain(program, view, passes):
+@UDFS
+def explain(program, view, passes, udfs):
     """Print the logical plan and incremental circuit of VIEW (default: every view)."""
     from planner import compile_program
     from planner.errors import EngineError
+    from sqlengine.udf import python_signatures
     sql = _read_program(program)
     try:
-        prog = compile_program(sql)
+        prog = compile_program(sql, functions=python_signatures(_udfs(udfs)))
         views = [view.lower()] if view else list(prog.views)
         for v in views:
             if v not in prog.views:
@@ -501,10 +527,14 @@ def open_storage(target: str):
         raise click.ClickException(f"{target} has no {PROGRAM_FILE}: it was not written by `sqlengine run`")
     with open(path) as f:
         sql = f.read()
+    udfs = []
+    if os.path.exists(os.path.join(target, UDFS_FILE)):   # the --udfs files it ran with
+        with open(os.path.join(target, UDFS_FILE)) as f:
+            udfs = json.load(f)
     from sqlengine.errors import StorageLockedError
     try:
         p = Pipeline.from_sql(sql, name=os.path.basename(os.path.abspath(target)), storage_dir=target,
-                              spark_conf={"sqlengine.spark.start": "lazy"})
+                              spark_conf={"sqlengine.spark.start": "lazy"}, udfs=_udfs(udfs))
     except StorageLockedError as e:
         raise click.ClickException(f"{target} belongs to a running pipeline; query it after it stops, or run it "
                                    f"with `sqlengine serve` to query it while it runs. {e.message}")
@@ -729,9 +759,10 @@ def _describe(p, name: str) -> None:
 @click.option("--storage", "storage_root", type=click.Path(file_okay=False), default="sqlengine-pipelines",
               show_default=True, help="directory holding each pipeline's storage")
 @click.option("--token", envvar="SQLENGINE_TOKEN", help="bearer token required from clients (env SQLENGINE_TOKEN)")
+@UDFS
 @LOG_LEVEL
 @LOG_FORMAT
-def serve(host, port, storage_root, token, log_level, log_format):
+def serve(host, port, storage_root, token, udfs, log_level, log_format):
     """Run the pipeline server (REST API, change streams, ad-hoc queries).  Logs (the server's, uvicorn's and
     its access log, the pipelines') go to stderr as --log-format text or json."""
     try:
@@ -740,9 +771,14 @@ def serve(host, port, storage_root, token, log_level, log_format):
         raise click.ClickException(f"the server needs the 'server' extra: pip install 'sqlengine[server]' ({e})")
     from sqlengine.logs import setup_logging, uvicorn_log_config
     setup_logging(log_level, log_format)
+    from planner.errors import EngineError
+    try:
+        functions = _udfs(udfs)
+    except EngineError as e:
+        raise click.ClickException(e.message)
     try:
         run_server(host=host, port=port, storage_root=storage_root, token=token, log_level=log_level.lower(),
-                   log_config=uvicorn_log_config(log_level))
+                   log_config=uvicorn_log_config(log_level), udfs=functions)
     except ValueError as e:
         raise click.ClickException(str(e))
 

@@ -25,7 +25,7 @@ import importlib
 import inspect
 import sys
 import types as pytypes
-from typing import Callable, Dict, Iterable, Optional, Sequence
+from typing import Callable, Dict, Iterable, List, Optional, Sequence
 
 import pyarrow as pa
 
@@ -85,6 +85,26 @@ def udf(returns: str, params: Optional[Sequence[str]] = None, *, name: Optional[
     def wrap(fn: Callable) -> Udf:
         return Udf(fn, returns, params, name=name, vectorized=vectorized, deterministic=deterministic)
     return wrap
+
+
+def load_module(path: str) -> List[Udf]:
+    """Import the Python file ``path`` as the module named by its file name (``udfs.py``: ``udfs``, so a
+    program's ``CREATE FUNCTION ... LANGUAGE PYTHON AS 'udfs:f'`` finds ``f`` in it); returns the functions
+    in it declared with :func:`udf` (``sqlengine run --udfs``, ``sqlengine serve --udfs``)."""
+    import importlib.util
+    import os
+    name = os.path.splitext(os.path.basename(path))[0]
+    spec = importlib.util.spec_from_file_location(name, path)
+    if spec is None or spec.loader is None or not name.isidentifier():
+        raise BindError(f"cannot load {path} as a Python module (a .py file whose name is an identifier)")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    try:
+        spec.loader.exec_module(module)
+    except Exception as e:   # the user's code
+        del sys.modules[name]
+        raise BindError(f"cannot load {path}: {type(e).__name__}: {e}") from None
+    return [v for v in vars(module).values() if isinstance(v, Udf)]
 
 
 def python_signatures(udfs: Iterable) -> Dict[str, UserFunction]:

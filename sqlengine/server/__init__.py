@@ -36,7 +36,8 @@ def create_app(storage_root: str = DEFAULT_STORAGE_ROOT, token: Optional[str] = 
 
 def serve(host: str = "127.0.0.1", port: int = 8080, storage_root: str = DEFAULT_STORAGE_ROOT,
           token: Optional[str] = None, max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
-          spark_conf: Optional[Dict[str, str]] = None, log_level: str = "info", log_config: Any = None) -> None:
+          spark_conf: Optional[Dict[str, str]] = None, log_level: str = "info", log_config: Any = None,
+          udfs=()) -> None:
     """Run the server until interrupted (blocking).  ``token`` defaults to the ``SQLENGINE_TOKEN`` environment
     variable; binding a host other than a loopback address without a token raises ``ValueError``.
     ``log_config``: uvicorn's ``log_config`` (default: uvicorn's own; ``sqlengine serve`` passes one that leaves
@@ -47,6 +48,6 @@ def serve(host: str = "127.0.0.1", port: int = 8080, storage_root: str = DEFAULT
         raise ValueError(f"refusing to serve on {host!r} without a token: anyone who can reach it could run "
                          "pipelines. Pass a token (--token or SQLENGINE_TOKEN) or bind 127.0.0.1.")
     import uvicorn
-    app = create_app(storage_root, token=token, max_body_bytes=max_body_bytes, spark_conf=spark_conf)
+    app = create_app(storage_root, token=token, max_body_bytes=max_body_bytes, spark_conf=spark_conf, udfs=udfs)
     kw = {} if log_config is None else {"log_config": log_config}
     uvicorn.run(app, host=host, port=port, log_level=log_level, **kw)

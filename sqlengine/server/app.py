@@ -37,17 +37,18 @@ from .routes import ROUTERS
 
 def create_app(storage_root: str, token: Optional[str] = None, max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
                spark_conf: Optional[Dict[str, str]] = None, egress_queue_bytes: int = EGRESS_QUEUE_BYTES,
-               restore: bool = True) -> FastAPI:
+               restore: bool = True, udfs=()) -> FastAPI:
     """The FastAPI app serving the pipelines kept under ``storage_root``.
 
     ``token``: if set, every request but ``GET /healthz`` needs ``Authorization: Bearer <token>``.
     ``max_body_bytes``: larger request bodies get 413.  ``spark_conf``: defaults for every pipeline's
     ``runtime_config["spark_conf"]``.  ``restore``: re-create the pipelines found in ``storage_root`` (and
-    start those that were running) when the app starts.
+    start those that were running) when the app starts.  ``udfs``: Python functions (``sqlengine.udf``) every
+    pipeline's program may call.
     """
     if token is not None and not token:
         raise ValueError("token must be a non-empty string or None")
-    mgr = Manager(storage_root, spark_conf)
+    mgr = Manager(storage_root, spark_conf, udfs)
 
     @asynccontextmanager
     async def lifespan(app):

@@ -65,7 +65,7 @@ class Entry:
         """A new embedded Pipeline over this entry's storage, with a fan-out callback on every view (so that
         egress subscribers see every step from the moment they connect)."""
         p = Pipeline.from_sql(self.sql, name=self.name, storage_dir=self.storage_dir, spark_conf=self.spark_conf(),
-                              runtime_config=RuntimeConfig.from_dict(self.runtime_config))
+                              runtime_config=RuntimeConfig.from_dict(self.runtime_config), udfs=self.manager.udfs)
         fanouts = {}
         for v in p.program.views:
             cols = columns_of(p, v)
@@ -135,10 +135,11 @@ class Entry:
 
 
 class Manager:
-    def __init__(self, root: str, spark_conf: Optional[dict] = None):
+    def __init__(self, root: str, spark_conf: Optional[dict] = None, udfs=()):
         self.root = os.path.abspath(root)
         os.makedirs(self.root, exist_ok=True)
         self.spark_conf = dict(spark_conf or {})
+        self.udfs = list(udfs)   # Python functions every pipeline's program may call (``serve --udfs``)
         self.entries: Dict[str, Entry] = {}
         self.lock = threading.Lock()
         self.http_requests = 0

@@ -131,3 +131,49 @@ def test_query_needs_a_storage_written_by_run(tmp_path):
 def test_help(args):
     r = cli(*args)
     assert r.returncode == 0 and r.stdout
+
+
+UDFS_PY = '''
+import pyarrow as pa
+import pyarrow.compute as pc
+import sqlengine
+
+
+@sqlengine.udf("BIGINT", ["BIGINT"])
+def squared(x: pa.Array) -> pa.Array:
+    return pc.multiply_checked(x, x)
+
+
+def bucket(k):   # a plain function: named by CREATE FUNCTION, called a row at a time
+    return None if k is None else f"b{k % 3}"   # Python's %: never negative
+'''
+
+
+def test_run_check_and_query_with_python_functions(tmp_path):
+    """``--udfs FILE.py``: its @udf functions are callable by name, and ``CREATE FUNCTION ... LANGUAGE PYTHON
+    AS 'file:function'`` finds a plain function in it; ``query`` on the storage loads the file again."""
+    (tmp_path / "myfuncs.py").write_text(UDFS_PY)
+    prog, store = tmp_path / "p.sql", tmp_path / "store"
+    gen = json.dumps([{"name": "gen", "transport": {"name": "datagen", "config": {
+        "count": 300, "seed": 5, "columns": {"id": {"sequence": {}}, "k": {"uniform": {"min": -9, "max": 9}}}}}}])
+    prog.write_text("CREATE FUNCTION bucket(k INT) RETURNS VARCHAR LANGUAGE PYTHON AS 'myfuncs:bucket';\n"
+                    f"CREATE TABLE t (id BIGINT NOT NULL, k INT) WITH ('connectors' = '{gen}');\n"
+                    "CREATE MATERIALIZED VIEW s AS SELECT bucket(k) AS b, SUM(squared(k)) AS sq, COUNT(*) AS n "
+                    "FROM t GROUP BY bucket(k);\n")
+    udfs = str(tmp_path / "myfuncs.py")
+    r = cli("check", str(prog))
+    assert r.returncode == 1 and "function squared is not supported" in r.stderr
+    assert cli("check", str(prog), "--udfs", udfs).returncode == 0
+    r = cli("run", str(prog), "--storage", str(store), "--udfs", udfs, "--exit-when-done", timeout=180)
+    assert r.returncode == 0, r.stderr[-2000:]
+    rows = json.loads("[" + ",".join(cli("query", str(store), "SELECT id, k FROM t", "--format", "json")
+                                     .stdout.splitlines()) + "]")
+    assert len(rows) == 300
+    model = Model("CREATE TABLE t (id BIGINT NOT NULL, k INT);", {"t": ["id", "k"]})
+    model.insert("t", [(x["id"], x["k"]) for x in rows])
+    want = model.view(model.duck(), "SELECT 'b' || CAST(((k % 3) + 3) % 3 AS VARCHAR) AS b, SUM(k * k) AS sq, COUNT(*) AS n "
+                                    "FROM t GROUP BY 1")
+    got = bag([tuple(x.values()) for x in (json.loads(line) for line in
+                                           cli("query", str(store), "SELECT * FROM s", "--format", "json")
+                                           .stdout.splitlines())])
+    assert not diff(got, want), diff(got, want)

@@ -13,7 +13,7 @@ import sys
 
 import pytest
 
-from ..support.cluster_workload import run as run_workload, steps as workload_steps, program, VIEWS
+from ..support.cluster_workload import run as run_workload, steps as workload_steps, program, UDFS, VIEWS
 from ..support.killable import ROOT
 from ..support.spark_cluster import SparkCluster
 
@@ -56,7 +56,7 @@ def test_cluster_equals_local_mode_and_survives_a_killed_worker(cluster, make_pi
     assert got["steps_run_on"]["driver"] == 0 and got["steps_run_on"]["spark"] >= n_steps
     # the same steps in local mode (this process's session), also on Spark: the same view contents each step
     placement["local_step_rows"] = 0
-    local = run_workload(make_pipeline(program()), workload_steps(1, n_steps))
+    local = run_workload(make_pipeline(program(), udfs=UDFS), workload_steps(1, n_steps))
     assert len(local) == len(got["snapshots"]) == n_steps
     for i, (a, b) in enumerate(zip(got["snapshots"], local)):
         for name, _, _ in VIEWS:

@@ -1,5 +1,5 @@
-"""The workload the Spark-cluster tests run: a join-aggregate view, a windowed view (TUMBLE) and a window
-function over two tables, fed deterministic random inserts and deletes (with duplicates and NULLs), every
+"""The workload the Spark-cluster tests run: a join-aggregate view, a windowed view (TUMBLE), a window
+function and a view calling two Python functions (one given with ``udfs=``, one declared inline) over two tables, fed deterministic random inserts and deletes (with duplicates and NULLs), every
 view checked against DuckDB's recomputation after every step.  The same steps run on a cluster (in a child
 process: one SparkContext per process) and in local mode, and their per-step view contents must agree.
 
@@ -21,9 +21,26 @@ import time
 from typing import Dict, List, Optional
 
 import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from sqlengine.udf import udf
 
 from .oracle import Model, bag, bag_from_changes, diff
 
+@udf("BIGINT", ["DECIMAL(10, 2)"])
+def cents(amount: pa.Array) -> pa.Array:
+    """A vectorised Python function: its module is not importable on the cluster's executors (it travels by value)."""
+    return pc.cast(pc.multiply(amount, pa.scalar(decimal.Decimal(100), pa.decimal128(3, 0))), pa.int64())
+
+
+UDFS = [cents]
+# a Python function declared in the program, with its code inline (a module of its own, made on the driver)
+FUNCTIONS = """CREATE FUNCTION tagged(region VARCHAR) RETURNS VARCHAR LANGUAGE PYTHON AS $$
+def tagged(region):
+    return None if region is None else "r:" + region
+$$;
+"""
 SCHEMA = """
 CREATE TABLE orders (id BIGINT, customer INT, amount DECIMAL(10,2), ts TIMESTAMP);
 CREATE TABLE customers (id INT, region VARCHAR);
@@ -46,11 +63,17 @@ VIEWS = [
      "SELECT customer, id, amount FROM (SELECT customer, id, amount, ROW_NUMBER() OVER "
      "(PARTITION BY customer ORDER BY amount DESC, id) AS rn FROM orders) t WHERE rn <= 2",
      None),
+    ("python_functions",
+     "SELECT tagged(c.region) AS r, COUNT(*) AS n, SUM(cents(o.amount)) AS c "
+     "FROM orders o JOIN customers c ON o.customer = c.id GROUP BY tagged(c.region)",
+     "SELECT 'r:' || c.region, COUNT(*), SUM(CAST(o.amount * 100 AS BIGINT)) "
+     "FROM orders o JOIN customers c ON o.customer = c.id GROUP BY 1"),
 ]
 
 
 def program() -> str:
-    return SCHEMA + "\n".join(f"CREATE MATERIALIZED VIEW {n} AS {s};" for n, s, _ in VIEWS)
+    """The workload's program (its pipelines take ``udfs=UDFS``)."""
+    return FUNCTIONS + SCHEMA + "\n".join(f"CREATE MATERIALIZED VIEW {n} AS {s};" for n, s, _ in VIEWS)
 
 
 def steps(seed: int, n: int, rows_per_step: int = 40) -> List[List[tuple]]:
@@ -176,7 +199,8 @@ def main(argv: Optional[List[str]] = None) -> None:
 
     def make(sql, name="cluster"):
         return Pipeline.from_sql(sql, name=name, storage_dir=a.storage, spark_master=a.master,
-                                 spark_conf=CLUSTER_CONF, runtime_config=RuntimeConfig(placement=placement))
+                                 spark_conf=CLUSTER_CONF, runtime_config=RuntimeConfig(placement=placement),
+                                 udfs=UDFS)
     if a.start_only:
         p = make(program())
         try:
