@@ -171,18 +171,23 @@ class RuntimeConfig:
 class PipelineBuilder:
     """``PipelineBuilder(client, name, sql, runtime_config).create_or_replace()``: an embedded
     :class:`~sqlengine.Pipeline` when ``client`` is None, else a pipeline on the server of ``client``
-    (``sqlengine.connect(url)``)."""
+    (``sqlengine.connect(url)``).  ``udfs``: the Python functions the SQL calls (``sqlengine.udf``), for an
+    embedded pipeline; a server's pipelines call those it was started with (``sqlengine serve --udfs``)."""
 
     def __init__(self, client=None, name: str = "pipeline", sql: str = "",
-                 runtime_config: Optional[RuntimeConfig] = None):
+                 runtime_config: Optional[RuntimeConfig] = None, udfs=()):
         self.client, self.name, self.sql = client, name, sql
         self.runtime_config = runtime_config or RuntimeConfig()
+        self.udfs = tuple(udfs)
 
     def create_or_replace(self):
         rc = self.runtime_config
         if self.client is not None:
+            if self.udfs:
+                raise PipelineError("udfs= are for an embedded pipeline: a server's pipelines call the functions "
+                                    "of its --udfs files, or functions declared in SQL with their code inline")
             return self.client.create_pipeline(self.name, self.sql, runtime_config=rc)
         from sqlengine.api.pipeline import Pipeline
-        return Pipeline.from_sql(self.sql, name=self.name, runtime_config=rc)
+        return Pipeline.from_sql(self.sql, name=self.name, runtime_config=rc, udfs=self.udfs)
 
     create = create_or_replace

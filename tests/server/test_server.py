@@ -573,3 +573,34 @@ def test_pipeline_builder_on_a_server(client):
     p.wait_for_idle()
     assert list(p.query("SELECT n FROM c")) == [{"n": 1}]
     p.delete(clear_storage=True)
+
+
+def test_python_functions_on_a_server(tmp_path):
+    """A server started with ``udfs=`` (``serve --udfs``): its pipelines call those functions by name, and a
+    program may declare one with its code inline; ``PipelineBuilder(client, udfs=...)`` is refused."""
+    import pyarrow.compute as pc
+    from sqlengine import PipelineBuilder, udf
+
+    @udf("BIGINT", ["BIGINT"])
+    def doubled(x):
+        return pc.multiply_checked(x, 2)
+
+    s = Served(create_app(str(tmp_path / "root"), udfs=[doubled]))
+    try:
+        c = connect(s.url)
+        sql = ("CREATE FUNCTION shout(s VARCHAR) RETURNS VARCHAR LANGUAGE PYTHON AS $$\n"
+               "def shout(s):\n    return None if s is None else s.upper() + '!'\n$$;\n"
+               "CREATE TABLE t (k BIGINT, s VARCHAR);\n"
+               "CREATE MATERIALIZED VIEW v AS SELECT doubled(k) AS d, shout(s) AS sh FROM t;")
+        p = c.create_pipeline("udfs", sql, runtime_config=LAZY)
+        p.start()
+        p.input_json("t", [{"k": 21, "s": "hi"}, {"k": None, "s": None}])
+        p.wait_for_idle()
+        assert sorted(map(repr, p.query("SELECT * FROM v"))) == sorted(map(repr, [{"d": 42, "sh": "HI!"},
+                                                                                  {"d": None, "sh": None}]))
+        with pytest.raises(PipelineError, match="udfs= are for an embedded pipeline"):
+            PipelineBuilder(c, name="x", sql=sql, udfs=[doubled]).create_or_replace()
+        p.delete(clear_storage=True)
+        c.close()
+    finally:
+        s.stop()
