@@ -129,6 +129,10 @@ def call_sql(func: str, args: Sequence[str], params: Sequence[str]) -> str:
         return f"CAST(REGR_COUNT({', '.join(args)}) AS BIGINT)"
     if func == "MODE":   # the most frequent value, the least of those on a tie (Spark: MODE(x, TRUE))
         return f"MODE() WITHIN GROUP (ORDER BY {args[0]} ASC NULLS LAST)"
+    if func == "UDAF":   # a Python aggregate over the group's rows (those meeting its FILTER), in one order
+        cond, *cols = args
+        row = f"ROW({', '.join(cols)})"
+        return f"{params[0][1:-1]}(LIST(CASE WHEN {cond} THEN {row} END ORDER BY {row}))"
     if func == "STRING_AGG":   # in the keys' order, then the text's: one order whatever the rows' order
         sep, directions = params[0], params[1:]
         keys = [f"{k} {d} NULLS LAST" for k, d in zip(args[1:], directions)] + [f"{args[0]} ASC NULLS LAST"]

@@ -27,7 +27,8 @@ from .typecheck import check_types, keep_position
 from .logical import (AggCall, Aggregate, Distinct, Expr, Field, Filter, Join, Node, OneRow, Project, Scan,
                       SetOp, UnionAll, col)
 from .scope import DIALECT, Rel, Scope, is_subquery_predicate, name_of, position_of, split_and  # noqa: F401 (re-exported)
-from .types import BIGINT, SqlType
+from .types import BIGINT, SqlType, from_sql_type
+from .user_functions import UserAggregate
 
 
 @dataclass(frozen=True)
@@ -514,6 +515,10 @@ class Binder(SubqueryBinder, WindowBinder, AsofBinder, StarBinder):
             filt = n.expression.this
             n = n.this
         func = AGGREGATES.get(type(n))
+        if isinstance(n, UserAggregate):   # a Python aggregate: a condition (FILTER), then the arguments
+            cond = filt.copy() if filt is not None else exp.true()
+            return "UDAF", (cond, *n.expressions), False, (exp.Literal.string(n.this.name).sql(),
+                                                           n.args["returns"].sql())
         if func is None:
             if isinstance(n, exp.CountIf):   # COUNT_IF(p): DuckDB's is a SUM of p as 1 and 0 (NULL for no p)
                 p = n.this
@@ -721,7 +726,7 @@ class Binder(SubqueryBinder, WindowBinder, AsofBinder, StarBinder):
         aggs = []
         for func, bargs, distinct, params in calls:
             args = tuple(Expr(col(arg_pos[b.sql]), b.type) for b in bargs)
-            aggs.append(AggCall(func, args, distinct, None, self.agg_type(func, bargs), params))
+            aggs.append(AggCall(func, args, distinct, None, self.agg_type(func, bargs, params), params))
         names = tuple(f"k{i}" for i in range(len(keys))) + tuple(f"agg{i}" for i in range(len(aggs)))
         agg_plan: Node = Aggregate(proj, tuple(Expr(col(i), pre_types[i]) for i in range(len(keys))),
                                    tuple(aggs), names)
@@ -771,7 +776,9 @@ class Binder(SubqueryBinder, WindowBinder, AsofBinder, StarBinder):
             raise AssertionError("aggregate registered late")
         return agg_plan, exprs
 
-    def agg_type(self, func: str, args: Sequence[Expr]) -> SqlType:
+    def agg_type(self, func: str, args: Sequence[Expr], params: Sequence[str] = ()) -> SqlType:
+        if func == "UDAF":   # a Python aggregate: its declared type
+            return from_sql_type(params[1].strip("'")).with_nullable(True)
         if func in aggregate_functions.BY_NAME:
             return aggregate_functions.BY_NAME[func].result([a.type for a in args])
         arg = args[0] if args else None

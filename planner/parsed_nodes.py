@@ -27,6 +27,7 @@ from .bind import (COLUMN_ARGS, DISTINCT_ARGS, GROUP_ARGS, JOIN_ARGS, SELECT_ARG
 from .bind_star import COLUMNS_ARGS, STAR_ARGS, located
 from .bind_window import FETCH_ARGS, LIMIT_ARGS, LIMIT_OPTIONS_ARGS, ORDERED_ARGS, WINDOW_ARGS
 from .errors import UnsupportedError
+from .user_functions import UserAggregate
 
 
 def all_node_types() -> Set[type]:
@@ -74,7 +75,7 @@ SCALAR_LEAVES = frozenset({
 SCALAR_NODES = frozenset(t for t in all_node_types()
                          if issubclass(t, (exp.Func, exp.Binary, exp.Unary, exp.Predicate, exp.JSONPathPart))
                          and not issubclass(t, exp.UDTF)) | SCALAR_LEAVES
-HANDLED_NODES = QUERY_NODES | SCALAR_NODES
+HANDLED_NODES = QUERY_NODES | SCALAR_NODES | {UserAggregate}
 
 # How a rejected node type or argument is named in the message, and what to write instead where there is
 # an alternative.

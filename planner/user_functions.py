@@ -39,6 +39,13 @@ DIALECT = "duckdb"
 LANGUAGES = ("SQL", "PYTHON")
 
 
+class UserAggregate(exp.Expression, exp.AggFunc):
+    """A call of a user's Python aggregate function: ``this`` its name, ``expressions`` its arguments (cast to
+    the parameters' types), ``returns`` its declared type (a string).  The binder makes it an ``UDAF`` call
+    (:func:`planner.aggregate_functions.call_sql`)."""
+    arg_types = {"this": True, "expressions": False, "returns": True}
+
+
 @dataclass(frozen=True, eq=False)
 class UserFunction:
     """A user's function.  ``types`` is None for a macro (untyped parameters) and for a Python function that
@@ -54,6 +61,7 @@ class UserFunction:
     language: str = "SQL"
     source: str = ""
     deterministic: bool = True
+    aggregate: bool = False          # a Python aggregate function (``sqlengine.udaf``)
     offset: Optional[int] = None
     impl: Optional[Callable] = field(default=None, compare=False, repr=False)
 
@@ -156,6 +164,10 @@ def _cast(e: exp.Expression, t: Optional[SqlType]) -> exp.Expression:
 
 
 def _expanded(call: exp.Anonymous, args: Sequence[exp.Expression], f: UserFunction, sql: str) -> exp.Expression:
+    for a in args:
+        if isinstance(a, (exp.Distinct, exp.Order)):
+            raise UnsupportedError(f"DISTINCT or ORDER BY in a call of {'aggregate ' * f.aggregate}function {f.name}",
+                                   sql=sql, offset=position_of(call))
     if len(args) != len(f.params) and (f.types is not None or not f.python):
         raise BindError(f"function {f.name} takes {len(f.params)} argument{'s' * (len(f.params) != 1)}, "
                         f"not {len(args)}", sql=sql, offset=position_of(call))
@@ -163,6 +175,9 @@ def _expanded(call: exp.Anonymous, args: Sequence[exp.Expression], f: UserFuncti
         raise UnsupportedError(f"function {f.name} is declared non-deterministic: its value would differ between a "
                                "row's insert and its delete", sql=sql, offset=position_of(call))
     typed = [_cast(a, f.types[i] if f.types is not None else None) for i, a in enumerate(args)]
+    if f.aggregate:
+        return keep_position(UserAggregate(this=exp.to_identifier(f.name), expressions=typed,
+                                           returns=exp.Literal.string(f.returns.sql)), call)
     if f.python:
         return _cast(keep_position(exp.Anonymous(this=f.name, expressions=typed), call), f.returns)
     by_name = dict(zip(f.params, typed))

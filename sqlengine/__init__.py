@@ -7,7 +7,7 @@ from .errors import (BindError, ConnectorError, EngineError, InputError, Interna
 from .api.output import OutputHandler
 from .api.pipeline import Pipeline
 from .api.runtime_config import PipelineBuilder, PipelineStatus, RuntimeConfig
-from .udf import udf
+from .udf import udaf, udf
 from .zset import WEIGHT
 
 try:
@@ -27,4 +27,4 @@ def connect(url: str = "http://127.0.0.1:8080", token=None, timeout: float = 60.
 
 __all__ = ["Pipeline", "OutputHandler", "WEIGHT", "EngineError", "ParseError", "BindError", "UnsupportedError",
            "InputError", "ConnectorError", "PermanentConnectorError", "PipelineError", "InternalError",
-           "connect", "RuntimeConfig", "PipelineBuilder", "PipelineStatus", "udf"]
+           "connect", "RuntimeConfig", "PipelineBuilder", "PipelineStatus", "udf", "udaf"]

@@ -76,6 +76,57 @@ class Udf:
         return batch_call(self.fn, self.vectorized, self.name, self.returns.sql, self.arrow_returns)(*args)
 
 
+class Udaf:
+    """A Python aggregate function with its SQL signature (made by :func:`udaf` over a class)."""
+
+    def __init__(self, cls, returns: str, params: Sequence[str], name: Optional[str] = None):
+        missing = [m for m in ("create", "accumulate", "finish") if not callable(getattr(cls, m, None))]
+        self.name = (name or cls.__name__).lower()
+        if missing:
+            raise BindError(f"aggregate function {self.name} needs the methods create(), accumulate(acc, *args) and "
+                            f"finish(acc); it has no {', '.join(missing)}")
+        try:
+            self.returns = from_sql_type(returns)
+            self.params = tuple(from_sql_type(p) for p in params)
+        except ValueError as e:
+            raise BindError(f"aggregate function {self.name}: {e}") from None
+        if not self.params:
+            raise BindError(f"aggregate function {self.name} needs at least one parameter")
+        self.make = cls
+        self.__doc__ = cls.__doc__
+
+    def __repr__(self) -> str:
+        return f"<udaf {self.name}({', '.join(t.sql for t in self.params)}) RETURNS {self.returns.sql}>"
+
+    @property
+    def arrow_returns(self) -> pa.DataType:
+        return arrow_type(self.returns)
+
+    def signature(self) -> UserFunction:
+        return UserFunction(self.name, tuple(f"p{i}" for i in range(len(self.params))), self.params, self.returns,
+                            language="PYTHON", source=f"{self.make.__module__}:{self.make.__qualname__}",
+                            aggregate=True, impl=self)
+
+    def aggregate(self, *columns) -> object:
+        """The aggregate over rows given as one Python list per argument (for tests and the docs)."""
+        agg = self.make()
+        acc = agg.create()
+        for row in zip(*columns):
+            new = agg.accumulate(acc, *row)
+            acc = acc if new is None else new
+        return agg.finish(acc)
+
+
+def udaf(returns: str, params: Sequence[str], *, name: Optional[str] = None):
+    """Declare a Python aggregate function over a class with ``create()`` (a new accumulator),
+    ``accumulate(acc, *args)`` (add one row's arguments: return the new accumulator, or None having changed
+    ``acc``) and ``finish(acc)`` (the result).  ``returns`` and ``params`` are SQL types.  The engine gives a
+    group's rows in one fixed order, and recomputes a group that changed from its stored rows."""
+    def wrap(cls) -> Udaf:
+        return Udaf(cls, returns, params, name=name)
+    return wrap
+
+
 def udf(returns: str, params: Optional[Sequence[str]] = None, *, name: Optional[str] = None,
         vectorized: bool = True, deterministic: bool = True):
     """Declare a Python function callable from SQL: ``returns`` is its SQL result type; ``params`` its
@@ -104,15 +155,15 @@ def load_module(path: str) -> List[Udf]:
     except Exception as e:   # the user's code
         del sys.modules[name]
         raise BindError(f"cannot load {path}: {type(e).__name__}: {e}") from None
-    return [v for v in vars(module).values() if isinstance(v, Udf)]
+    return [v for v in vars(module).values() if isinstance(v, (Udf, Udaf))]
 
 
 def python_signatures(udfs: Iterable) -> Dict[str, UserFunction]:
     """The functions given to a pipeline (``Udf`` values), by name, for :func:`planner.compile_program`."""
     out: Dict[str, UserFunction] = {}
     for u in udfs or ():
-        if not isinstance(u, Udf):
-            raise TypeError(f"{u!r} is not a function declared with @sqlengine.udf(...)")
+        if not isinstance(u, (Udf, Udaf)):
+            raise TypeError(f"{u!r} is not a function declared with @sqlengine.udf(...) or @sqlengine.udaf(...)")
         if u.name in out:
             raise BindError(f"function {u.name} is given twice")
         from planner.user_functions import is_builtin
@@ -163,6 +214,10 @@ def implemented(program, sql: str) -> None:
     for name, f in list(program.functions.items()):
         if f.python and f.impl is None:
             fn = _load(f, sql)
+            if isinstance(fn, Udaf):
+                raise BindError(f"Python function {f.name}: {f.source} is an aggregate function; give it to the "
+                                "pipeline as it is (udfs=[...], or --udfs FILE.py), without CREATE FUNCTION",
+                                sql=sql, offset=f.offset)
             vectorized = isinstance(fn, Udf) and fn.vectorized
             program.functions[name] = dataclasses.replace(f, impl=Udf(
                 fn.fn if isinstance(fn, Udf) else fn, f.returns.sql, [t.sql for t in f.types], name=name,

@@ -325,7 +325,7 @@ def window_sql(node: Window, emitted: bool = False) -> str:
 def _agg_call(a, k: int, i: int) -> str:
     if a.func == "COUNT_STAR":
         return f"COUNT(*) AS {col(k + i)}"
-    if a.func in aggregate_functions.BY_NAME:
+    if a.func in aggregate_functions.BY_NAME or a.func == "UDAF":
         return f"{aggregate_functions.call_sql(a.func, [x.sql for x in a.args], a.params)} AS {col(k + i)}"
     if a.func not in AGG_FUNCS:
         raise UnsupportedError(f"aggregate {a.func} has no delta rule")

@@ -22,7 +22,7 @@ def test_public_api_is_pinned():
     assert sorted(sqlengine.__all__) == sorted([
         "Pipeline", "OutputHandler", "WEIGHT", "EngineError", "ParseError", "BindError", "UnsupportedError",
         "InputError", "ConnectorError", "PermanentConnectorError", "PipelineError", "InternalError", "connect",
-        "RuntimeConfig", "PipelineBuilder", "PipelineStatus", "udf"])
+        "RuntimeConfig", "PipelineBuilder", "PipelineStatus", "udf", "udaf"])
     public = sorted(m for m in dir(Pipeline) if not m.startswith("_"))
     assert public == sorted([
         "from_sql", "start", "pause", "resume", "stop", "status", "metrics", "checkpoint", "input_pandas", "input_arrow",

@@ -31,7 +31,7 @@ from .test_append_only import test_a_table_a_join_reads_is_stored, test_a_table_
 from .test_negative_zero import test_a_table_keeps_both_zeros, test_a_window_over_both_zeros_emits_each  # noqa: F401
 from .test_more_aggregates import test_more_aggregates  # noqa: F401
 from .test_query_forms import test_query_forms  # noqa: F401
-from .test_udf import test_user_functions_against_duckdb  # noqa: F401
+from .test_udf import test_python_aggregates_against_duckdb, test_user_functions_against_duckdb  # noqa: F401
 # every input path's values (big integers, NaN, infinities, rounded decimals) kept exactly through Spark state
 from ..connectors.test_input_strictness import test_every_path_rejects_and_keeps_values_as_duckdb_does  # noqa: F401
 
@@ -43,7 +43,8 @@ EVERY_STEP_ON_SPARK = {"test_primary_key_differential", "test_lag_and_row_number
                        "test_every_path_rejects_and_keeps_values_as_duckdb_does",
                        "test_a_table_nothing_reads_is_a_stream", "test_a_table_a_join_reads_is_stored",
                        "test_a_table_keeps_both_zeros", "test_more_aggregates",
-                       "test_a_window_over_both_zeros_emits_each", "test_user_functions_against_duckdb"}
+                       "test_a_window_over_both_zeros_emits_each", "test_user_functions_against_duckdb",
+                       "test_python_aggregates_against_duckdb"}
 
 
 @pytest.fixture

@@ -156,3 +156,66 @@ def test_python_functions_given_twice_or_named_as_builtins_are_rejected():
         sqlengine.Pipeline.from_sql("CREATE TABLE t (x DOUBLE);", udfs=[half, half])
     with pytest.raises(sqlengine.EngineError, match="built-in"):
         sqlengine.Pipeline.from_sql("CREATE TABLE t (x DOUBLE);", udfs=[udf("DOUBLE", name="abs")(lambda x: x)])
+
+
+@sqlengine.udaf("DOUBLE", ["DOUBLE", "DOUBLE"])
+class WeightedMean:
+    """SUM(x * w) / SUM(w) over the rows where neither is NULL; NULL without weight."""
+
+    def create(self):
+        return [0.0, 0.0]
+
+    def accumulate(self, acc, x, w):
+        if x is not None and w is not None:
+            acc[0] += x * w
+            acc[1] += w
+
+    def finish(self, acc):
+        return acc[0] / acc[1] if acc[1] else None
+
+
+@sqlengine.udaf("VARCHAR", ["VARCHAR"])
+class Joined:
+    """The distinct non-NULL texts, sorted, joined by '+' (an immutable accumulator)."""
+
+    def create(self):
+        return frozenset()
+
+    def accumulate(self, acc, s):
+        return acc if s is None else acc | {s}
+
+    def finish(self, acc):
+        return "+".join(sorted(acc)) if acc else None
+
+
+AGG_SCHEMA = "CREATE TABLE t (g INT, x DOUBLE, w DOUBLE, s VARCHAR, k BIGINT);"
+AGG_COLUMNS = {"t": ["g", "x", "w", "s", "k"]}
+AGG_ROW = st.tuples(maybe(range(3)), maybe([0.5, -1.25, 3.0, 0.0, 8.0]), maybe([1.0, 2.0, 0.5, 0.0]),
+                    maybe(["a", "b", "ab", ""]), maybe(range(-3, 4)))
+AGG_VIEWS = [
+    ("a_group", "SELECT g, weightedmean(x, w) AS wm, joined(s) AS j, COUNT(*) AS n FROM t GROUP BY g", True,
+     "SELECT g, SUM(x * w) FILTER (WHERE x IS NOT NULL AND w IS NOT NULL) / "
+     "NULLIF(SUM(w) FILTER (WHERE x IS NOT NULL AND w IS NOT NULL), 0) AS wm, "
+     "STRING_AGG(DISTINCT s, '+' ORDER BY s) AS j, COUNT(*) AS n FROM t GROUP BY g"),
+    ("a_filter", "SELECT g, joined(s) FILTER (WHERE k > 0) AS j, joined(CAST(k AS VARCHAR)) AS ks FROM t GROUP BY g",
+     True,
+     "SELECT g, STRING_AGG(DISTINCT s, '+' ORDER BY s) FILTER (WHERE k > 0) AS j, "
+     "STRING_AGG(DISTINCT CAST(k AS VARCHAR), '+' ORDER BY CAST(k AS VARCHAR)) AS ks FROM t GROUP BY g"),
+    ("a_global", "SELECT weightedmean(x, 1.0) AS m, joined(s) AS j FROM t", True,
+     "SELECT AVG(x) AS m, STRING_AGG(DISTINCT s, '+' ORDER BY s) AS j FROM t"),
+]
+
+
+@given(steps_strategy({"t": AGG_ROW}, max_steps=4))
+def test_python_aggregates_against_duckdb(make_pipeline, steps):
+    run_program(make_pipeline, AGG_SCHEMA, AGG_COLUMNS, AGG_VIEWS, steps, udfs=[WeightedMean, Joined])
+
+
+def test_an_aggregate_needs_its_methods_and_arguments():
+    with pytest.raises(sqlengine.EngineError, match="has no finish"):
+        sqlengine.udaf("INT", ["INT"])(type("NoFinish", (), {"create": lambda s: 0, "accumulate": lambda s, a, x: a}))
+    with pytest.raises(sqlengine.EngineError) as e:
+        sqlengine.Pipeline.from_sql("CREATE TABLE t (x DOUBLE, w DOUBLE);\n"
+                                    "CREATE VIEW v AS SELECT weightedmean(DISTINCT x, w) FROM t", udfs=[WeightedMean])
+    assert "DISTINCT or ORDER BY in a call of aggregate function weightedmean" in str(e.value)
+    assert "line 2" in str(e.value)

@@ -76,6 +76,49 @@ def batch_call(fn: Callable, vectorized: bool, name: str, returns: str, want: pa
     return call
 
 
+def _group_rows(lists: pa.Array) -> list:
+    """Per element of a LIST of ROWs (one per group): its rows as tuples, the NULL ones (rows left out by the
+    call's FILTER) dropped.  Struct fields are read by position (DuckDB's ROW has unnamed fields)."""
+    if isinstance(lists, pa.ChunkedArray):
+        lists = lists.combine_chunks()
+    structs = lists.values
+    fields = [plain(structs.field(i)).to_pylist() for i in range(structs.type.num_fields)]
+    valid = structs.is_valid().to_pylist()
+    rows = list(zip(*fields))
+    offsets = lists.offsets.to_pylist()
+    out = []
+    for g in range(len(lists)):
+        if not lists.is_valid()[g].as_py():
+            out.append([])
+            continue
+        a, b = offsets[g], offsets[g + 1]
+        out.append([rows[i] for i in range(a, b) if valid[i]])
+    return out
+
+
+def aggregate_call(make: Callable, name: str, returns: str, want: pa.DataType) -> Callable:
+    """A user's aggregate (``make()``: an object with ``create()``, ``accumulate(acc, *args)`` and ``finish(acc)``)
+    over a LIST of ROWs per group: one result per group, checked as :func:`batch_call` checks a function's."""
+    def groups(lists: pa.Array) -> list:
+        agg = make()
+        out = []
+        for rows in _group_rows(lists):
+            acc = agg.create()
+            for row in rows:
+                new = agg.accumulate(acc, *row)
+                acc = acc if new is None else new
+            out.append(agg.finish(acc))
+        return out
+    return batch_call(groups, True, name, returns, want)
+
+
+def _call(f) -> Callable:
+    u = f.impl
+    if f.aggregate:
+        return aggregate_call(u.make, u.name, u.returns.sql, u.arrow_returns)
+    return batch_call(u.fn, u.vectorized, u.name, u.returns.sql, u.arrow_returns)
+
+
 def register_duckdb(con, functions) -> None:
     """Register the Python functions (``planner.user_functions.UserFunction`` with ``impl``) on a DuckDB
     connection: Arrow batches in and out, NULLs passed to the function, errors raised (a row error)."""
@@ -84,7 +127,7 @@ def register_duckdb(con, functions) -> None:
     import duckdb
     from duckdb.func import ARROW, SPECIAL
     for name, f in functions.items():
-        con.create_function(name, f.impl.call, None, f.returns.sql, type=ARROW, null_handling=SPECIAL,
+        con.create_function(name, _call(f), None, f.returns.sql, type=ARROW, null_handling=SPECIAL,
                             exception_handling=duckdb.PythonExceptionHandling.DEFAULT, side_effects=False)
 
 
@@ -97,11 +140,11 @@ def register_spark(spark, functions) -> None:
     cloudpickle.register_pickle_by_value(sys.modules[__name__])
     for name, f in functions.items():
         u = f.impl
-        module = sys.modules.get(getattr(u.fn, "__module__", ""), None)
+        module = sys.modules.get(getattr(u.fn if not f.aggregate else u.make, "__module__", ""), None)
         if module is not None and module.__name__ != "__main__" and "-packages" not in (getattr(module, "__file__", "") or ""):
             cloudpickle.register_pickle_by_value(module)
         want = u.arrow_returns
-        call = batch_call(u.fn, u.vectorized, name, u.returns.sql, want)
+        call = _call(f)
         with warnings.catch_warnings():   # "type hints are preferred": a function of any arity has none to give
             warnings.simplefilter("ignore", UserWarning)
             made = arrow_udf(call, from_arrow_type(want, prefer_timestamp_ntz=True), ArrowUDFType.SCALAR)

@@ -108,6 +108,9 @@ def _to_spark_semantics(n: exp.Expression) -> exp.Expression:
     """DuckDB meanings that sqlglot's transpiler does not carry over (type-dependent ones are fixed by the
     planner, see ``planner.semantics``): division by zero (:func:`_ieee_div`), day-of-week numbering, EPOCH,
     WEEK, ROUND_EVEN."""
+    if isinstance(n, exp.ArrayAgg) and isinstance(n.this, exp.Order):   # a Python aggregate's rows, in one order
+        return exp.Anonymous(this="ARRAY_SORT", expressions=[
+            exp.ArrayAgg(this=n.this.this.transform(_to_spark_semantics))])
     if isinstance(n, exp.Cast) and n.to.this in _TEXT and isinstance(n.this, exp.Cast) and \
             n.this.to.this in (exp.DataType.Type.DOUBLE, exp.DataType.Type.FLOAT):   # (planner.semantics._as_text)
         udf = duckdb_text.REAL_TEXT if n.this.to.this == exp.DataType.Type.FLOAT else duckdb_text.DOUBLE_TEXT
