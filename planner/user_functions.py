@@ -207,6 +207,25 @@ def inline(q: exp.Expression, functions: Mapping[str, UserFunction], sql: str) -
     return q.copy().transform(expand)
 
 
+def ad_hoc_calls(q: exp.Expression, functions: Mapping[str, UserFunction], sql: str) -> exp.Expression:
+    """An ad-hoc query (or the query of ``execute()``) with the user's functions as DuckDB runs them: SQL bodies
+    inlined, and a Python aggregate as its function over the LIST of its rows
+    (:func:`planner.aggregate_functions.call_sql`)."""
+    from .aggregate_functions import call_sql
+    out = inline(q, functions, sql)
+
+    def lowered(n: exp.Expression) -> exp.Expression:
+        cond = "TRUE"
+        if isinstance(n, exp.Filter) and isinstance(n.this, UserAggregate):   # f(x) FILTER (WHERE c)
+            cond, n = f"({n.expression.this.sql(dialect=DIALECT)})", n.this
+        if isinstance(n, UserAggregate):
+            text = call_sql("UDAF", [cond] + [a.sql(dialect=DIALECT) for a in n.expressions],
+                            [exp.Literal.string(n.this.name).sql(), n.args["returns"].sql()])
+            return sqlglot.parse_one(text, read=DIALECT)
+        return n
+    return out.transform(lowered) if functions else out
+
+
 def python_names(functions: Mapping[str, UserFunction]) -> frozenset:
     return frozenset(n for n, f in functions.items() if f.python)
 

@@ -15,6 +15,7 @@ from sqlglot import exp
 
 from planner import compile_program
 from planner.clock import CLOCK
+from planner.user_functions import ad_hoc_calls, python_functions
 from planner.bind import DIALECT, name_of, position_of
 from planner.errors import BindError, EngineError, InputError, PermanentConnectorError, PipelineError, \
     UnsupportedError
@@ -105,7 +106,7 @@ class Pipeline:
         self._sources: Dict[str, SourceRunner] = {}
         self._sink_runners: Dict[str, SinkRunner] = {}
         self.engine = None
-        self._snapshot = Snapshot()
+        self._snapshot = Snapshot(python_functions(self.program.functions))
         self._dispatcher = Dispatcher(self._callback_failed)
         # the step loop and its state (sqlengine.controller): shares the connectors' dicts and the declared list
         self._controller = Controller(
@@ -720,7 +721,7 @@ class Pipeline:
         if self._state != "read-only":
             self._require_started()
         relations = self._relations()
-        q = check_query(sql, relations)
+        q = ad_hoc_calls(check_query(sql, relations), self.program.functions, sql)   # the user's functions
         used = {name_of(t.this) for t in q.find_all(exp.Table) if isinstance(t.this, exp.Identifier)} & set(relations)
         eng = self.engine
         with self._snapshot.lock:

@@ -21,6 +21,7 @@ from planner.bind import DIALECT, name_of, position_of
 from planner.errors import BindError, ParseError, UnsupportedError
 
 from sqlengine import private_duckdb
+from sqlengine.executor.backends.python_calls import register_duckdb
 from sqlengine.zset import W, consolidate_arrow, expand_arrow
 
 QUERY_ROOTS = (exp.Select, exp.Union, exp.Intersect, exp.Except, exp.Subquery)
@@ -78,8 +79,10 @@ class Snapshot:
     query after a step reloads just the relations that step changed.  The caller loads all relations of
     one query from one committed step (see ``Pipeline._run_query``)."""
 
-    def __init__(self):
+    def __init__(self, functions=None):
+        """``functions``: the program's Python functions (``planner.user_functions``), which queries may call."""
         self.con = private_duckdb.connect()
+        register_duckdb(self.con, functions or {})
         self.con.execute("SET enable_external_access = false")
         self.con.execute("SET lock_configuration = true")
         self.lock = threading.RLock()

@@ -219,3 +219,18 @@ def test_an_aggregate_needs_its_methods_and_arguments():
                                     "CREATE VIEW v AS SELECT weightedmean(DISTINCT x, w) FROM t", udfs=[WeightedMean])
     assert "DISTINCT or ORDER BY in a call of aggregate function weightedmean" in str(e.value)
     assert "line 2" in str(e.value)
+
+
+def test_ad_hoc_queries_and_execute_call_the_programs_functions(make_pipeline):
+    p = make_pipeline("CREATE MACRO big(x) AS x > 10;"
+                      "CREATE TABLE t (g INT, x DOUBLE, w DOUBLE);"
+                      "CREATE MATERIALIZED VIEW v AS SELECT g, half(x) AS h FROM t;", udfs=[half, WeightedMean])
+    p.execute("INSERT INTO t VALUES (1, 20, 1), (1, 4, 3), (2, 30, 1)")
+    p.wait_for_idle()
+    got = p.query("SELECT g, weightedmean(x, w) AS m, weightedmean(x, w) FILTER (WHERE big(x)) AS mb, "
+                  "SUM(half(x)) AS s FROM t GROUP BY g ORDER BY g")
+    assert [tuple(r.values()) for r in got] == [(1, 8.0, 20.0, 12.0), (2, 30.0, 30.0, 15.0)]
+    assert p.execute("DELETE FROM t WHERE big(x) AND half(x) < 12") == 1
+    p.execute("INSERT INTO t SELECT g + 10, half(x), w FROM t WHERE NOT big(x)")
+    p.wait_for_idle()
+    assert sorted(tuple(r.values()) for r in p.query("SELECT * FROM v")) == [(1, 2.0), (2, 15.0), (11, 1.0)]

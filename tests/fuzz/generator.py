@@ -83,9 +83,10 @@ class Relation:
 class ExprGen:
     """Typed random expressions over ``scope`` (``[(sql reference, category)]``)."""
 
-    def __init__(self, rnd: random.Random, scope: Sequence[Tuple[str, str]]):
+    def __init__(self, rnd: random.Random, scope: Sequence[Tuple[str, str]], functions: Sequence[tuple] = ()):
         self.rnd = rnd
         self.scope = list(scope)
+        self.functions = list(functions)   # the program's macros: (name, parameter categories, result category)
 
     def column(self, cat: str) -> Optional[str]:
         cols = [s for s, c in self.scope if c == cat]
@@ -151,6 +152,10 @@ class ExprGen:
                           lambda: f"DATE_TRUNC('hour', {e()})", lambda: f"CAST({e('date')} AS TIMESTAMP)",
                           lambda: f"DATE_TRUNC('month', {e()})"],
         }[cat] + common
+        calls = [f for f in self.functions if f[2] == cat]
+        if calls and r.random() < 0.25:
+            name, params, _ = r.choice(calls)
+            return f"{name}({', '.join(self.expr(c, depth - 1) for c in params)})"
         return r.choice(options)()
 
     def comparison(self, depth: int) -> str:
@@ -184,6 +189,29 @@ class Generator:
         self.duck.execute("SET TimeZone = 'UTC'")
         self.relations: List[Relation] = []
         self.n_alias = 0
+        self.functions: List[tuple] = []   # (name, parameter categories, result category)
+        self.function_sql: List[str] = []
+
+    def gen(self, scope: Sequence[Tuple[str, str]]) -> "ExprGen":
+        return ExprGen(self.rnd, scope, self.functions)
+
+    # ---------------------------------------------------------------- functions
+    def macros(self) -> List[str]:
+        """0 to 2 SQL macros (``CREATE MACRO f0(p0, p1) AS ...``, DuckDB's and the engine's) that views may call;
+        a later one may call an earlier one."""
+        for i in range(self.rnd.choice([0, 0, 1, 2])):
+            result = self.rnd.choice(ORDERABLE)
+            params = [result if self.rnd.random() < 0.6 else self.rnd.choice(ORDERABLE)   # (so the body reads them)
+                      for _ in range(self.rnd.randint(1, 2))]
+            body = self.gen([(f"p{j}", c) for j, c in enumerate(params)]).expr(result, 2)
+            sql = f"CREATE MACRO f{i}({', '.join(f'p{j}' for j in range(len(params)))}) AS {body};"
+            try:
+                self.duck.execute(sql)
+            except duckdb.Error:
+                continue
+            self.functions.append((f"f{i}", tuple(params), result))
+            self.function_sql.append(sql)
+        return self.function_sql
 
     # ---------------------------------------------------------------- tables
     def tables(self) -> List[Table]:
@@ -227,7 +255,7 @@ class Generator:
         """A FROM item (a relation, or a subquery over one) and its scope."""
         rel, a = self.source(), self.alias()
         if self.rnd.random() < 0.15:
-            inner = ExprGen(self.rnd, self.scoped(rel, "s"))
+            inner = self.gen(self.scoped(rel, "s"))
             cols = ", ".join(f"{s} AS {s.split('.')[1]}" for s, _ in inner.scope)
             return f"(SELECT {cols} FROM {rel.name} s{self.where(inner)}) {a}", self.scoped(rel, a)
         return f"{rel.name} {a}", self.scoped(rel, a)
@@ -242,7 +270,7 @@ class Generator:
 
     def shape_project(self) -> str:
         frm, scope = self.from_one()
-        g = ExprGen(self.rnd, scope)
+        g = self.gen(scope)
         distinct = "DISTINCT " if self.rnd.random() < 0.2 else ""
         return f"SELECT {distinct}{', '.join(self.select_list(g))} FROM {frm}{self.where(g)}"
 
@@ -283,7 +311,7 @@ class Generator:
 
     def shape_aggregate(self) -> str:
         frm, scope = self.from_one() if self.rnd.random() < 0.7 else self.join_from()
-        g = ExprGen(self.rnd, scope)
+        g = self.gen(scope)
         keys = [g.expr(g.any_cat(), self.rnd.choice([0, 0, 1])) for _ in range(self.rnd.randint(0, 2))]
         items = [f"{k} AS o{i}" for i, k in enumerate(keys)]
         items += [f"{self.aggregate(g)} AS o{len(keys) + i}" for i in range(self.rnd.randint(1, 3))]
@@ -303,19 +331,19 @@ class Generator:
         if kind == "CROSS JOIN" or on is None:
             return f"{lf} CROSS JOIN {rf}", ls + rs
         if self.rnd.random() < 0.3:
-            on += f" AND {ExprGen(self.rnd, ls + rs).expr('boolean', 1)}"
+            on += f" AND {self.gen(ls + rs).expr('boolean', 1)}"
         return f"{lf} {kind} {rf} ON {on}", ls + rs
 
     def shape_join(self) -> str:
         frm, scope = self.join_from()
-        g = ExprGen(self.rnd, scope)
+        g = self.gen(scope)
         return f"SELECT {', '.join(self.select_list(g))} FROM {frm}{self.where(g)}"
 
     def shape_semi(self) -> str:
         frm, scope = self.from_one()
         rel, b = self.source(), self.alias()
         inner = self.scoped(rel, b)
-        g = ExprGen(self.rnd, scope)
+        g = self.gen(scope)
         key = self.join_key(scope, inner)
         form = self.rnd.choice(["EXISTS", "NOT EXISTS", "IN", "NOT IN", "SEMI JOIN", "ANTI JOIN"])
         if key is None:
@@ -334,8 +362,8 @@ class Generator:
         rel, b = self.source(), self.alias()
         inner = self.scoped(rel, b)
         key = self.join_key(scope, inner)
-        g = ExprGen(self.rnd, scope)
-        agg = self.aggregate(ExprGen(self.rnd, inner))
+        g = self.gen(scope)
+        agg = self.aggregate(self.gen(inner))
         corr = f" WHERE {key}" if key and self.rnd.random() < 0.7 else ""
         return f"SELECT {', '.join(self.select_list(g))}, (SELECT {agg} FROM {rel.name} {b}{corr}) AS sq FROM {frm}"
 
@@ -344,7 +372,7 @@ class Generator:
         sides = []
         for _ in range(2):
             frm, scope = self.from_one()
-            g = ExprGen(self.rnd, scope)
+            g = self.gen(scope)
             if cats is None:
                 cats = [g.any_cat() for _ in range(self.rnd.randint(1, 3))]
             sides.append(f"SELECT {', '.join(f'{g.expr(c, 1)} AS o{i}' for i, c in enumerate(cats))} "
@@ -355,7 +383,7 @@ class Generator:
     def shape_window(self) -> str:
         rel, a = self.source(), self.alias()
         scope = self.scoped(rel, a)
-        g = ExprGen(self.rnd, scope)
+        g = self.gen(scope)
         part = g.column(g.any_cat())
         order = ", ".join(s for s, _ in scope)   # every column: ties are whole equal rows, so the bag is determined
         over_p = f"PARTITION BY {part} " if part and self.rnd.random() < 0.7 else ""
@@ -396,7 +424,7 @@ class Generator:
         if not cols:
             return inner
         rel = Relation("c", cols)
-        g = ExprGen(self.rnd, self.scoped(rel, "c"))
+        g = self.gen(self.scoped(rel, "c"))
         return f"WITH c AS ({inner}) SELECT {', '.join(self.select_list(g))} FROM c{self.where(g)}"
 
     def shape_duckdb(self) -> str:
@@ -407,7 +435,7 @@ class Generator:
                                 "order_by_all"])
         rel, a = self.source(), self.alias()
         scope = self.scoped(rel, a)
-        g = ExprGen(self.rnd, scope)
+        g = self.gen(scope)
         names = [ref.split(".")[1] for ref, _ in scope]
         frm = f"{rel.name} {a}"
         if form == "exclude" and len(names) > 1:
@@ -432,7 +460,7 @@ class Generator:
             sides = []
             for _ in range(2):
                 frm2, scope2 = self.from_one()
-                g2 = ExprGen(self.rnd, scope2)
+                g2 = self.gen(scope2)
                 items = [f"{g2.expr(c, 1)} AS o{i}" for i, c in enumerate(cats)]
                 self.rnd.shuffle(items)   # the same names, in another order: matched by name, not position
                 sides.append(f"SELECT {', '.join(items)} FROM {frm2}{self.where(g2)}")
@@ -521,7 +549,7 @@ class Generator:
                     rows.extend(new)
                     ops.append(Op(t.name, "update", "json" if via == "execute" else via, [list(r) for r in old], new))
                 else:
-                    g = ExprGen(self.rnd, [(c, category(ty)) for c, ty in t.columns])
+                    g = self.gen([(c, category(ty)) for c, ty in t.columns])   # (execute() inlines macros)
                     ops.append(Op(t.name, "delete_where", "execute", where=g.expr("boolean", 1)))
                     live[t.name] = []   # unknown afterwards: later deletes draw from what the generator still knows
             steps.append(ops)
@@ -532,7 +560,8 @@ def generate(seed: int, **kw) -> Program:
     """The program of ``seed``."""
     g = Generator(seed, **kw)
     tables = g.tables()
+    functions = g.macros()
     views = g.views()
     steps = g.steps(tables)
     g.duck.close()
-    return Program(tables, views, steps, seed)
+    return Program(tables, views, steps, seed, functions)

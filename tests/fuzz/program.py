@@ -128,18 +128,21 @@ class Program:
     views: List[View]
     steps: List[List[Op]]
     seed: Optional[int] = None
+    functions: List[str] = field(default_factory=list)   # CREATE MACRO statements, one a line
+
 
     def table(self, name: str) -> Table:
         return next(t for t in self.tables if t.name == name)
 
     def sql(self, views: Optional[List[View]] = None) -> str:
         vs = self.views if views is None else views
-        return "\n".join([t.ddl() for t in self.tables] +
+        return "\n".join(list(self.functions) + [t.ddl() for t in self.tables] +
                          [f"CREATE {'MATERIALIZED ' if v.materialized else ''}VIEW {v.name} AS {v.sql};" for v in vs])
 
     def to_json(self) -> str:
         return json.dumps({
             "seed": self.seed,
+            "functions": self.functions,
             "tables": [{"name": t.name, "columns": t.columns, "append_only": t.append_only} for t in self.tables],
             "views": [vars(v) for v in self.views],
             "steps": [[vars(o) for o in s] for s in self.steps],
@@ -149,4 +152,5 @@ class Program:
     def from_json(cls, text: str) -> "Program":
         d = json.loads(text)
         return cls([Table(t["name"], [tuple(c) for c in t["columns"]], t.get("append_only", False)) for t in d["tables"]],
-                   [View(**v) for v in d["views"]], [[Op(**o) for o in s] for s in d["steps"]], d.get("seed"))
+                   [View(**v) for v in d["views"]], [[Op(**o) for o in s] for s in d["steps"]], d.get("seed"),
+                   d.get("functions", []))

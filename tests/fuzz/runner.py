@@ -96,6 +96,8 @@ class Model:
             if self.rows[t.name]:
                 ph = ", ".join("?" for _ in t.columns)
                 con.executemany(f"INSERT INTO {t.name} VALUES ({ph})", [list(r) for r in self.rows[t.name]])
+        for f in self.program.functions:
+            con.execute(f)
         for v in views:
             con.execute(f"CREATE VIEW {v.name} AS {oracle_sql(v.sql)}")
         return con
@@ -353,7 +355,7 @@ def run(program: Program, spark=None, timeout_s: float = 60.0) -> Outcome:
     views = classify(program, out)
     if out.failure:
         return out
-    kept = Program(program.tables, views, program.steps, program.seed)
+    kept = Program(program.tables, views, program.steps, program.seed, program.functions)
     storage = tempfile.mkdtemp(prefix="fuzz")
     p = None
     try:

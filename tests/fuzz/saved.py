@@ -17,15 +17,17 @@ _VIEW = re.compile(r"^CREATE (MATERIALIZED )?VIEW (\w+) AS (.*);$")
 _COLUMN = re.compile(r"(\w+) (\w+(?:\(\d+,\d+\))?)")
 
 
-def parse_sql(text: str) -> Tuple[List[Table], List[View]]:
-    """Tables and views of a program written by :meth:`Program.sql`."""
-    tables, views = [], []
+def parse_sql(text: str) -> Tuple[List[Table], List[View], List[str]]:
+    """Tables, views and functions (CREATE MACRO statements) of a program written by :meth:`Program.sql`."""
+    tables, views, functions = [], [], []
     for line in text.splitlines():
-        if m := _TABLE.match(line):
+        if line.startswith("CREATE MACRO "):
+            functions.append(line)
+        elif m := _TABLE.match(line):
             tables.append(Table(m.group(1), [tuple(c) for c in _COLUMN.findall(m.group(2))], bool(m.group(3))))
         elif m := _VIEW.match(line):
             views.append(View(m.group(2), m.group(3), bool(m.group(1))))
-    return tables, views
+    return tables, views, functions
 
 
 def save(name: str, program: Program, kind: str, detail: str, executor: str, directory: str = DIRECTORY) -> str:
@@ -44,11 +46,11 @@ def save(name: str, program: Program, kind: str, detail: str, executor: str, dir
 def load(name: str, directory: str = DIRECTORY) -> Tuple[Program, dict]:
     base = os.path.join(directory, name)
     with open(base + ".sql") as f:
-        tables, views = parse_sql(f.read())
+        tables, views, functions = parse_sql(f.read())
     with open(base + ".json") as f:
         meta = json.load(f)
     steps = [[Op(**o) for o in s] for s in meta["steps"]]
-    return Program(tables, views, steps, meta.get("seed")), meta
+    return Program(tables, views, steps, meta.get("seed"), functions), meta
 
 
 def names(directory: str = DIRECTORY) -> List[str]:
