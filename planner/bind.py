@@ -278,14 +278,25 @@ class Binder(SubqueryBinder, WindowBinder, AsofBinder, StarBinder):
                 sides.append("asof " + side.lower())
                 on_clauses.append(split_and(j.args.get("on")))
                 continue
-            if kind in ("SEMI", "ANTI", "ASOF", "LATERAL", "POSITIONAL") or method:
+            if kind in ("SEMI", "ANTI", "ASOF", "LATERAL", "POSITIONAL") or method not in ("", "NATURAL"):
                 raise self.unsupported(f"{(j.args.get('method') or '') + ' ' + (side + ' ' + kind).strip()} JOIN"
                                        .strip(), j)
-            if side and not (j.args.get("on") or j.args.get("using")):
+            using = list(j.args.get("using") or [])
+            if method == "NATURAL":   # USING the columns both sides have, as DuckDB
+                if j.args.get("on") or using:
+                    raise self.bind_error("NATURAL JOIN takes no ON or USING", j)
+                right = {n.lower() for n in rels[i].names}
+                seen = []
+                for r in rels[:i]:
+                    seen += [n.lower() for n in r.names if n.lower() in right and n.lower() not in seen]
+                if not seen:
+                    raise self.bind_error("NATURAL JOIN: the two sides have no column in common (write CROSS JOIN)", j)
+                using = [keep_position(exp.to_identifier(n), j) for n in seen]
+            elif side and not (j.args.get("on") or using):
                 raise self.bind_error(f"{side} JOIN needs an ON or USING condition", j)
             sides.append(side.lower())
             on = split_and(j.args.get("on"))
-            for u in j.args.get("using") or []:
+            for u in using:
                 name = name_of(u)
                 left = [r for r in rels[:i] if name in [n.lower() for n in r.names]]
                 if len(left) != 1 or name not in [n.lower() for n in rels[i].names]:
@@ -293,6 +304,8 @@ class Binder(SubqueryBinder, WindowBinder, AsofBinder, StarBinder):
                 on.append(exp.EQ(this=self.qualified(left[0], name), expression=self.qualified(rels[i], name)))
                 if side not in ("RIGHT", "FULL"):
                     scope.hidden.add((i, name))
+                else:   # one column in DuckDB: the right's (RIGHT) or both coalesced (FULL); see star_columns
+                    scope.coalesced.update({(rels.index(left[0]), name), (i, name)})
             on_clauses.append(on)
         if any(sides):
             return self.bind_outer_joins(select, plans, scope, sides, on_clauses, where)

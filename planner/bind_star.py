@@ -98,6 +98,11 @@ class StarBinder:
         out = []
         for r in rels:
             ri = scope.rels.index(r)
+            for n in r.names:
+                if table is None and (ri, n.lower()) in scope.coalesced:
+                    raise UnsupportedError(f"* over a RIGHT or FULL JOIN ... USING ({n}) (or a NATURAL one) is not "
+                                           f"supported: list the columns, with COALESCE(a.{n}, b.{n}) AS {n} for "
+                                           "the joined column", sql=self.sql, offset=located(e))
             out += [(r, n) for n in r.names if table is not None or (ri, n.lower()) not in scope.hidden]
         return out
 

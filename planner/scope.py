@@ -56,6 +56,7 @@ class Scope:
         self.rels = list(rels)
         self.parent = parent       # the enclosing query's scope, for correlated subqueries
         self.hidden: set = set()   # (relation index, column name) merged away by JOIN ... USING
+        self.coalesced: set = set()   # (relation index, column name) of a RIGHT / FULL JOIN ... USING
 
     @property
     def width(self) -> int:

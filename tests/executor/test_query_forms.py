@@ -1,5 +1,5 @@
 """Query forms rewritten before binding (``planner.query_forms``), under random inserts and deletes, each view
-compared with DuckDB after every step: named WINDOW clauses, VALUES in FROM, SEMI and ANTI JOIN."""
+compared with DuckDB after every step: named WINDOW clauses, VALUES in FROM, SEMI and ANTI JOIN, NATURAL JOIN."""
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -19,9 +19,27 @@ VIEWS = [
     ("v_semi", "SELECT t.k, t.x FROM t SEMI JOIN u ON t.k = u.k", True),
     ("v_anti", "SELECT t.k, t.y FROM t ANTI JOIN u ON t.k = u.k AND u.z > 0 WHERE t.x IS NOT NULL", True),
     ("v_semi_left", "SELECT t.k, u2.z FROM t SEMI JOIN u ON t.k = u.k LEFT JOIN u AS u2 ON u2.z = t.x", True),
+    ("v_natural", "SELECT * FROM t NATURAL JOIN u", True),
+    ("v_natural_two", "SELECT * FROM t NATURAL JOIN (SELECT k, x, z FROM u JOIN t USING (k)) s", True),
+    ("v_natural_left", "SELECT k, x, z FROM t NATURAL LEFT JOIN u", True),
+    ("v_natural_full", "SELECT COALESCE(t.k, u.k) AS k, x, y, z FROM t NATURAL FULL JOIN u", True),
 ]
 
 
 @given(steps_strategy(ROWS, max_steps=4))
 def test_query_forms(make_pipeline, steps):
     run_program(make_pipeline, SCHEMA, COLUMNS, VIEWS, steps)
+
+
+def test_star_over_a_coalesced_using_column_is_rejected():
+    """DuckDB's ``*`` over ``a FULL JOIN b USING (k)`` has one ``k``, the two coalesced: rejected with its
+    position rather than given as two columns."""
+    import pytest
+    from planner import compile_program
+    from planner.errors import BindError, UnsupportedError
+    for q in ("SELECT * FROM t FULL JOIN u USING (k)", "SELECT * FROM t NATURAL RIGHT JOIN u"):
+        with pytest.raises(UnsupportedError, match=r"\* over a RIGHT or FULL JOIN ... USING \(k\)") as e:
+            compile_program(SCHEMA + f"CREATE VIEW v AS {q};")
+        assert e.value.column == len(SCHEMA) + len("CREATE VIEW v AS SELECT ") + 1
+    with pytest.raises(BindError, match="no column in common"):
+        compile_program(SCHEMA + "CREATE VIEW v AS SELECT * FROM t NATURAL JOIN (SELECT COUNT(*) AS n FROM u) s;")

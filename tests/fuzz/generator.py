@@ -327,6 +327,8 @@ class Generator:
             rf = f"(VALUES (0, 'a'), (1, 'b'), (2, NULL), (2, 'b'), (NULL, '')) {v}(n, s)"
             rs = [(f"{v}.n", "int"), (f"{v}.s", "varchar")]
         kind = self.rnd.choice(["JOIN", "JOIN", "LEFT JOIN", "RIGHT JOIN", "FULL JOIN", "CROSS JOIN"])
+        if self.rnd.random() < 0.08 and kind in ("JOIN", "LEFT JOIN"):   # on every column name both have
+            return f"{lf} NATURAL {kind} {rf}", ls + rs
         on = self.join_key(ls, rs)
         if kind == "CROSS JOIN" or on is None:
             return f"{lf} CROSS JOIN {rf}", ls + rs
