@@ -6,6 +6,9 @@
   'b') v`` (columns ``col0, col1, ...`` without a column list, as in DuckDB).
 * ``a SEMI JOIN b ON c`` / ``a ANTI JOIN b ON c`` (DuckDB's): ``WHERE [NOT] EXISTS (SELECT 1 FROM b WHERE c)``,
   where the other joins of the FROM are inner or LEFT joins (a filter after them is then the same as one before).
+* ``x op ANY (SELECT y ...)`` (also SOME) and ``x op ALL (SELECT y ...)`` in WHERE or HAVING, outside NOT (where
+  NULL and FALSE both drop the row): ``EXISTS (SELECT 1 FROM (SELECT y ...) s(v) WHERE x op s.v)`` and
+  ``NOT EXISTS (... WHERE NOT COALESCE(x op s.v, FALSE))``.
 
 >>> import sqlglot
 >>> q = sqlglot.parse_one("SELECT SUM(x) OVER w FROM t WINDOW w AS (PARTITION BY k)", read="duckdb")
@@ -28,7 +31,83 @@ def rewrite(q: exp.Expression, sql: str) -> exp.Expression:
     for values in list(q.find_all(exp.Values)):
         if isinstance(values.parent, (exp.From, exp.Join)):
             values.replace(_values_as_union(values))
+    for i, node in enumerate(list(q.find_all(exp.Any, exp.All))):
+        _quantified_as_exists(node, i, sql)
     return q
+
+
+_COMPARISONS = (exp.EQ, exp.NEQ, exp.GT, exp.GTE, exp.LT, exp.LTE)
+
+
+def _simple(q: exp.Expression) -> bool:
+    """A SELECT of one item whose rows are its FROM's filtered by its WHERE (no grouping, DISTINCT, LIMIT ...)."""
+    return isinstance(q, exp.Select) and not any(q.args.get(k) for k in (
+        "group", "having", "distinct", "limit", "offset", "order", "qualify", "with_", "windows")) \
+        and not any(isinstance(n, (exp.AggFunc, exp.Window)) for n in q.expressions[0].walk())
+
+
+def _outer_qualified(x: exp.Expression, cmp: exp.Expression):
+    """``x`` with each unqualified column named by the enclosing SELECT's one FROM relation (so that moved into
+    the subquery it still means the outer column); None if a column cannot be qualified (several relations)."""
+    select = cmp.find_ancestor(exp.Select)
+    frm = select.args.get("from_") if select is not None else None
+    out = x.copy()
+    columns = [c for c in out.find_all(exp.Column) if not c.table]
+    if not columns:
+        return out
+    if frm is None or select.args.get("joins") or not isinstance(frm.this, exp.Table):
+        return None
+    name = frm.this.alias_or_name
+    for c in columns:
+        c.set("table", exp.to_identifier(name))
+    return out
+
+
+def _shadows(inner: exp.Expression, x: exp.Expression) -> bool:
+    """Does a relation of the subquery's FROM have the name a column of ``x`` is qualified by?"""
+    names = {t.alias_or_name.lower() for t in inner.find_all(exp.Table)}
+    return any(c.table.lower() in names for c in x.find_all(exp.Column) if c.table)
+
+
+def _quantified_as_exists(node: exp.Expression, i: int, sql: str) -> None:
+    """``x op ANY / ALL (subquery)`` as [NOT] EXISTS (see the module's text)."""
+    word = "ALL" if isinstance(node, exp.All) else "ANY"
+    cmp = node.parent
+    at = position_of(cmp if cmp is not None else node)
+    if not isinstance(cmp, _COMPARISONS) or cmp.args.get("expression") is not node:
+        raise UnsupportedError(f"{word} other than in a comparison `x op {word} (SELECT ...)` is not supported",
+                               sql=sql, offset=at)
+    inner = node.this
+    while isinstance(inner, (exp.Paren, exp.Subquery)):
+        inner = inner.this
+    if not isinstance(inner, exp.Query):
+        raise UnsupportedError(f"{word} over a list or an array is not supported (write x IN (...), or a subquery)",
+                               sql=sql, offset=at)
+    if isinstance(inner, exp.Select) and (len(inner.expressions) != 1 or isinstance(inner.expressions[0], exp.Star)):
+        raise UnsupportedError(f"the subquery of {word} must return one column", sql=sql, offset=at)
+    up = cmp.parent
+    while isinstance(up, (exp.And, exp.Or, exp.Paren)):
+        up = up.parent
+    if not isinstance(up, (exp.Where, exp.Having)):
+        raise UnsupportedError(f"{word} (SELECT ...) is supported in WHERE and HAVING, combined by AND and OR (not "
+                               "under NOT, in the SELECT list or in a CASE: there NULL and FALSE differ)",
+                               sql=sql, offset=at)
+    left = _outer_qualified(cmp.this, cmp)
+    if left is not None and _simple(inner) and not _shadows(inner, left):   # the subquery's own FROM and WHERE: it may be correlated
+        item = inner.expressions[0]
+        test = type(cmp)(this=left, expression=(item.this if isinstance(item, exp.Alias) else item).copy())
+        sub = inner.copy()
+        sub.set("expressions", [exp.Literal.number(1)])
+    else:   # a derived table (uncorrelated: grouped, DISTINCT, a set operation, ...)
+        alias = f"__quantified{i}"
+        test = type(cmp)(this=cmp.this.copy(), expression=exp.column("v", table=alias))
+        sub = exp.select("1").from_(exp.Subquery(this=inner.copy(), alias=exp.TableAlias(
+            this=exp.to_identifier(alias), columns=[exp.to_identifier("v")])))
+    if word == "ALL":
+        test = exp.Not(this=exp.Coalesce(this=test, expressions=[exp.false()]))
+    sub = sub.where(test)
+    out = exp.Exists(this=sub)
+    cmp.replace(exp.Paren(this=exp.Not(this=out)) if word == "ALL" else out)
 
 
 def _inline_named_windows(select: exp.Select) -> None:

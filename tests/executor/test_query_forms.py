@@ -1,5 +1,5 @@
 """Query forms rewritten before binding (``planner.query_forms``), under random inserts and deletes, each view
-compared with DuckDB after every step: named WINDOW clauses, VALUES in FROM, SEMI and ANTI JOIN, NATURAL JOIN."""
+compared with DuckDB after every step: named WINDOW clauses, VALUES in FROM, SEMI and ANTI JOIN, NATURAL JOIN, ANY / SOME / ALL."""
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -19,6 +19,11 @@ VIEWS = [
     ("v_semi", "SELECT t.k, t.x FROM t SEMI JOIN u ON t.k = u.k", True),
     ("v_anti", "SELECT t.k, t.y FROM t ANTI JOIN u ON t.k = u.k AND u.z > 0 WHERE t.x IS NOT NULL", True),
     ("v_semi_left", "SELECT t.k, u2.z FROM t SEMI JOIN u ON t.k = u.k LEFT JOIN u AS u2 ON u2.z = t.x", True),
+    ("v_any", "SELECT k, x FROM t WHERE x > ANY (SELECT z FROM u)", True),
+    ("v_all_correlated", "SELECT k, x FROM t WHERE x >= ALL (SELECT z FROM u WHERE u.k = t.k)", True),
+    ("v_some_or_all", "SELECT k, x FROM t WHERE x = SOME (SELECT z FROM u) OR k < ALL (SELECT k FROM u)", True),
+    ("v_all_grouped", "SELECT k, y FROM t WHERE x <> ALL (SELECT MAX(z) FROM u GROUP BY k) AND y IS NOT NULL", True),
+    ("v_any_self", "SELECT k FROM t WHERE x < ANY (SELECT x FROM t AS t2 WHERE t2.k = t.k)", True),
     ("v_natural", "SELECT * FROM t NATURAL JOIN u", True),
     ("v_natural_two", "SELECT * FROM t NATURAL JOIN (SELECT k, x, z FROM u JOIN t USING (k)) s", True),
     ("v_natural_left", "SELECT k, x, z FROM t NATURAL LEFT JOIN u", True),
@@ -43,3 +48,16 @@ def test_star_over_a_coalesced_using_column_is_rejected():
         assert e.value.column == len(SCHEMA) + len("CREATE VIEW v AS SELECT ") + 1
     with pytest.raises(BindError, match="no column in common"):
         compile_program(SCHEMA + "CREATE VIEW v AS SELECT * FROM t NATURAL JOIN (SELECT COUNT(*) AS n FROM u) s;")
+
+
+def test_any_and_all_where_null_and_false_differ_are_rejected():
+    import pytest
+    from planner import compile_program
+    from planner.errors import UnsupportedError
+    for q, message in [("SELECT k FROM t WHERE NOT (x > ANY (SELECT z FROM u))", "not under NOT"),
+                       ("SELECT x > ALL (SELECT z FROM u) AS b FROM t", "not under NOT, in the SELECT list"),
+                       ("SELECT k FROM t WHERE x = ANY ([1, 2])", "ANY over a list or an array"),
+                       ("SELECT k FROM t WHERE x > ALL (SELECT z, k FROM u)", "must return one column")]:
+        with pytest.raises(UnsupportedError, match=message) as e:
+            compile_program(SCHEMA + f"CREATE VIEW v AS {q};")
+        assert e.value.column is not None

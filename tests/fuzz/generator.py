@@ -347,12 +347,17 @@ class Generator:
         inner = self.scoped(rel, b)
         g = self.gen(scope)
         key = self.join_key(scope, inner)
-        form = self.rnd.choice(["EXISTS", "NOT EXISTS", "IN", "NOT IN", "SEMI JOIN", "ANTI JOIN"])
+        form = self.rnd.choice(["EXISTS", "NOT EXISTS", "IN", "NOT IN", "SEMI JOIN", "ANTI JOIN", "ANY", "ALL"])
         if key is None:
             return self.shape_project()
         if form.endswith("JOIN"):   # DuckDB's SEMI / ANTI JOIN (planner.query_forms)
             return f"SELECT {', '.join(self.select_list(g))} FROM {frm} {form} {rel.name} {b} ON {key}{self.where(g)}"
-        if form.endswith("EXISTS"):
+        if form in ("ANY", "ALL"):   # x op ANY / ALL (subquery), correlated or not (planner.query_forms)
+            outer_col, inner_col = key.split(" = ")
+            op = self.rnd.choice(["=", "<>", "<", "<=", ">", ">="])
+            corr = f" WHERE {key}" if self.rnd.random() < 0.4 else ""
+            cond = f"{outer_col} {op} {form} (SELECT {inner_col} FROM {rel.name} {b}{corr})"
+        elif form.endswith("EXISTS"):
             cond = f"{form} (SELECT 1 FROM {rel.name} {b} WHERE {key})"
         else:
             outer_col, inner_col = key.split(" = ")
