@@ -127,7 +127,7 @@ def unknown_function_message(name: str) -> str:
 # The arguments of each parsed node that the binder reads (planner.parsed_nodes rejects any other that is set):
 # bind_select, bind_from, bind_top_k
 SELECT_ARGS = frozenset({"with_", "expressions", "distinct", "from_", "joins", "where", "group", "having", "order",
-                         "limit", "offset"})
+                         "limit", "offset", "qualify"})
 # bind_query and bind_union: ORDER BY without LIMIT does not change a bag; LIMIT is rejected (check_no_limit)
 SET_OP_ARGS = frozenset({"with_", "this", "expression", "distinct", "order", "limit", "offset"})
 UNION_ARGS = SET_OP_ARGS | {"by_name"}
@@ -447,6 +447,8 @@ class Binder(SubqueryBinder, WindowBinder, AsofBinder, StarBinder):
             raise self.unsupported("DISTINCT ON", select.args["distinct"])
         self.check_columns_in_select_list(select)
         plan, scope, _ = self.bind_from(select, ctes)
+        if select.args.get("qualify") is not None:   # the SELECT in a subquery, filtered on its QUALIFY column
+            return self.bind_select(self.qualify_as_filter(select, scope), ctes)
         items = [(rewrite_subquery_predicates(e, self, scope), n) for e, n in self.expand_star(select.expressions, scope)]
         group = self.group_by_all(select.args.get("group"), items)
         having = select.args.get("having")
@@ -455,8 +457,8 @@ class Binder(SubqueryBinder, WindowBinder, AsofBinder, StarBinder):
         has_agg = any(self.find_aggs(e) for e, _ in items) or (having is not None)
         windows = [w for e, _ in items for w in find_windows(e)]
         pre = None
-        if windows and (group is not None or has_agg):
-            raise self.unsupported("window function in a grouped query (group in a subquery first)", windows[0])
+        if windows and (group is not None or has_agg):   # group first, in a subquery; the windows over its rows
+            return self.bind_select(self.windows_after_grouping(select, group, scope), ctes)
         if group is not None or has_agg:
             # scalar subqueries outside aggregate calls are joined after grouping ("late"), those inside
             # aggregate arguments before it

@@ -100,6 +100,96 @@ def find_windows(e: exp.Expression) -> List[exp.Window]:
 class WindowBinder:
     """Mixin for :class:`planner.bind.Binder`."""
 
+    def qualify_as_filter(self, select: exp.Select, scope) -> exp.Select:
+        """``SELECT items FROM ... QUALIFY cond`` as ``SELECT * EXCLUDE (__qualify) FROM (SELECT items, cond AS
+        __qualify FROM ...) __qualified WHERE __qualify``, with DISTINCT, ORDER BY and LIMIT on the outer query (as
+        DuckDB orders them: QUALIFY after the windows, before DISTINCT).  A name in ``cond`` that is no column of
+        the FROM is the SELECT item of that alias (DuckDB's: a column first, then an alias)."""
+        aliases = {e.alias.lower(): e.this for e in select.expressions if isinstance(e, exp.Alias)}
+
+        def by_alias(n: exp.Expression) -> exp.Expression:
+            if isinstance(n, exp.Column) and not n.table and n.name.lower() in aliases \
+                    and self.try_resolve(n, scope) is None:
+                return keep_position(exp.Paren(this=aliases[n.name.lower()].copy()), n)
+            return n
+
+        cond = select.args["qualify"].this.copy().transform(by_alias)
+        if not find_windows(cond) and not any(find_windows(e) for e in select.expressions):
+            raise self.bind_error("QUALIFY needs a window function, in the SELECT list or in QUALIFY (filter with "
+                                  "WHERE or HAVING otherwise)", select.args["qualify"].this)
+        inner = select.copy()
+        for arg in ("qualify", "distinct", "order", "limit", "offset"):
+            inner.set(arg, None)
+        inner.set("expressions", [e.copy() for e in select.expressions] + [exp.alias_(cond, "__qualify")])
+        star = exp.Star(except_=[exp.column("__qualify")])
+        outer = exp.Select(expressions=[star]).from_(exp.Subquery(this=inner, alias=exp.TableAlias(
+            this=exp.to_identifier("__qualified")))).where(exp.column("__qualify"))
+        for arg in ("distinct", "order", "limit", "offset"):
+            if select.args.get(arg) is not None:
+                outer.set(arg, select.args[arg].copy())
+        return outer
+
+    def windows_after_grouping(self, select: exp.Select, group, scope) -> exp.Select:
+        """A grouped SELECT with window functions (``SELECT k, SUM(x), RANK() OVER (ORDER BY SUM(x)) FROM t GROUP
+        BY k``) as the windows over a subquery that groups: ``SELECT __key0 AS k, __agg0 AS "sum(x)", RANK() OVER
+        (ORDER BY __agg0) FROM (SELECT k AS __key0, SUM(x) AS __agg0 FROM t GROUP BY k) __grouped``.  Each
+        aggregate call becomes a column of the subquery, and so does each group key, matched by the columns it
+        reads (or its text); the output keeps its names, and ORDER BY / LIMIT / DISTINCT apply to the outer query."""
+        items = self.expand_star(select.expressions, scope)
+        sets = self.grouping_sets(group, items, scope)
+        if len(sets) != 1:
+            raise self.unsupported("window function with ROLLUP, CUBE or GROUPING SETS", find_windows(
+                next(e for e, _ in items if find_windows(e)))[0])
+        keys = sets[0]
+        for k in keys:
+            if find_windows(k):   # (GROUP BY ALL takes every item without an aggregate, as DuckDB)
+                raise self.bind_error("a window function cannot be a GROUP BY key", find_windows(k)[0])
+        key_text = {k.sql(dialect="duckdb"): i for i, k in enumerate(keys)}
+        key_pos = {self.try_resolve(k, scope): i for i, k in enumerate(keys) if isinstance(k, exp.Column)}
+        aggs: Dict[str, Tuple[int, exp.Expression]] = {}
+
+        def grouped(n: exp.Expression) -> exp.Expression:
+            if isinstance(n.parent, exp.Window) and n.arg_key == "this":   # the window's own function
+                return n
+            if isinstance(n, exp.AggFunc) and isinstance(n.parent, exp.Filter):
+                return n
+            if isinstance(n, exp.AggFunc) or (isinstance(n, exp.Filter) and isinstance(n.this, exp.AggFunc)):
+                i, _ = aggs.setdefault(n.sql(dialect="duckdb"), (len(aggs), n))
+                return keep_position(exp.column(f"__agg{i}"), n)
+            if isinstance(n, exp.Column):
+                i = key_pos.get(self.try_resolve(n, scope))
+                if i is None:
+                    raise self.bind_error(f"column {n.sql()} must appear in the GROUP BY clause or be used in an "
+                                          "aggregate function", n)
+                return keep_position(exp.column(f"__key{i}"), n)
+            if not isinstance(n, (exp.Window, exp.Literal, exp.Star)) and n.sql(dialect="duckdb") in key_text:
+                return keep_position(exp.column(f"__key{key_text[n.sql(dialect='duckdb')]}"), n)
+            return n
+
+        outer_items = [exp.alias_(e.copy().transform(grouped), name, quoted=True) for e, name in items]
+        inner = exp.Select(expressions=[exp.alias_(k.copy(), f"__key{i}") for i, k in enumerate(keys)] +
+                           [exp.alias_(a.copy(), f"__agg{i}") for i, a in aggs.values()])
+        for arg in ("from_", "joins", "where", "having"):
+            if select.args.get(arg) is not None:
+                inner.set(arg, select.args[arg].copy() if not isinstance(select.args[arg], list)
+                          else [j.copy() for j in select.args[arg]])
+        if keys:   # (positions and aliases resolved)
+            inner.set("group", exp.Group(expressions=[k.copy() for k in keys]))
+        if not inner.expressions:
+            inner.set("expressions", [exp.alias_(exp.Literal.number(1), "__one")])
+        outer = exp.Select(expressions=outer_items).from_(exp.Subquery(this=inner, alias=exp.TableAlias(
+            this=exp.to_identifier("__grouped"))))
+        for arg in ("distinct", "limit", "offset"):
+            if select.args.get(arg) is not None:
+                outer.set(arg, select.args[arg].copy())
+        order = select.args.get("order")
+        if order is not None:
+            names = {name.lower() for _, name in items}
+            outer.set("order", order.copy().transform(
+                lambda n: n if isinstance(n, exp.Column) and not n.table and n.name.lower() in names
+                and self.try_resolve(n, scope) is None else grouped(n)))
+        return outer
+
     def bind_window_call(self, w: exp.Window, scope) -> Expr:
         func = w.this
         if not isinstance(func, WINDOW_FUNCTIONS):

@@ -1,5 +1,5 @@
 """Query forms rewritten before binding (``planner.query_forms``), under random inserts and deletes, each view
-compared with DuckDB after every step: named WINDOW clauses, VALUES in FROM, SEMI and ANTI JOIN, NATURAL JOIN, ANY / SOME / ALL."""
+compared with DuckDB after every step: named WINDOW clauses, VALUES in FROM, SEMI and ANTI JOIN, NATURAL JOIN, ANY / SOME / ALL, QUALIFY, window functions in grouped queries."""
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -24,6 +24,17 @@ VIEWS = [
     ("v_some_or_all", "SELECT k, x FROM t WHERE x = SOME (SELECT z FROM u) OR k < ALL (SELECT k FROM u)", True),
     ("v_all_grouped", "SELECT k, y FROM t WHERE x <> ALL (SELECT MAX(z) FROM u GROUP BY k) AND y IS NOT NULL", True),
     ("v_any_self", "SELECT k FROM t WHERE x < ANY (SELECT x FROM t AS t2 WHERE t2.k = t.k)", True),
+    ("q_top", "SELECT k, x, y FROM t QUALIFY RANK() OVER (PARTITION BY k ORDER BY x DESC) = 1", True),
+    ("q_alias", "SELECT k, x, DENSE_RANK() OVER (PARTITION BY k ORDER BY x) AS dr FROM t QUALIFY dr <= 2", True),
+    ("q_grouped", "SELECT k, SUM(x) AS s FROM t GROUP BY k QUALIFY RANK() OVER (ORDER BY SUM(x) DESC) <= 2", True),
+    ("q_distinct", "SELECT DISTINCT k FROM t QUALIFY COUNT(*) OVER (PARTITION BY k) > 1", True),
+    ("g_rank", "SELECT k, SUM(x) AS s, RANK() OVER (ORDER BY SUM(x) DESC) AS r, SUM(COUNT(*)) OVER () AS total "
+               "FROM t GROUP BY k", True),
+    ("g_lag", "SELECT t.k, MAX(z) AS m, LAG(MAX(z)) OVER (ORDER BY t.k) AS prev FROM t JOIN u ON t.k = u.k "
+              "GROUP BY 1", True),
+    ("g_global", "SELECT SUM(x) AS s, COUNT(*) OVER () AS n FROM t", True),
+    ("g_expr_key", "SELECT k % 2 AS g, COUNT(*) AS n, AVG(COUNT(*)) OVER () AS mean FROM t GROUP BY k % 2 "
+                   "HAVING COUNT(*) > 0", True),
     ("v_natural", "SELECT * FROM t NATURAL JOIN u", True),
     ("v_natural_two", "SELECT * FROM t NATURAL JOIN (SELECT k, x, z FROM u JOIN t USING (k)) s", True),
     ("v_natural_left", "SELECT k, x, z FROM t NATURAL LEFT JOIN u", True),

@@ -315,6 +315,8 @@ class Generator:
         keys = [g.expr(g.any_cat(), self.rnd.choice([0, 0, 1])) for _ in range(self.rnd.randint(0, 2))]
         items = [f"{k} AS o{i}" for i, k in enumerate(keys)]
         items += [f"{self.aggregate(g)} AS o{len(keys) + i}" for i in range(self.rnd.randint(1, 3))]
+        if self.rnd.random() < 0.12:   # a window over the groups (the binder groups in a subquery first)
+            items.append(f"{self.rnd.choice(['RANK() OVER (ORDER BY COUNT(*))', 'SUM(COUNT(*)) OVER ()'])} AS ow")
         group = f" GROUP BY {', '.join(keys)}" if keys else ""
         having = f" HAVING COUNT(*) > {self.rnd.choice([0, 1])}" if keys and self.rnd.random() < 0.3 else ""
         return f"SELECT {', '.join(items)} FROM {frm}{self.where(g)}{group}{having}"
@@ -415,6 +417,8 @@ class Generator:
                  f"WINDOW nw AS ({over_p.strip()})")
         if self.rnd.random() < 0.3 and f == "ROW_NUMBER()":   # top-k per group
             return f"SELECT * FROM ({w}) z WHERE w <= 2"
+        if self.rnd.random() < 0.2 and f in ("ROW_NUMBER()", "RANK()", "DENSE_RANK()"):   # QUALIFY
+            return f"SELECT {cols} FROM {rel.name} {a} QUALIFY {f} OVER {over} <= 2"
         return w
 
     def shape_topk(self) -> str:

@@ -240,8 +240,10 @@ def test_nondeterministic_row_choice_is_rejected(view, fragment, at):
     ("SELECT * LIKE 'k%' FROM t", UnsupportedError, "to pick columns by name, write COLUMNS('regex')", "*"),
     ("SELECT 1 AS one FROM t GROUP BY ALL", UnsupportedError, "GROUP BY ALL without a column or an aggregate",
      "GROUP BY ALL"),
-    ("SELECT k, RANK() OVER (ORDER BY k) FROM t GROUP BY ALL", UnsupportedError, "window function in a grouped "
-     "query", "RANK"),
+    ("SELECT k, RANK() OVER (ORDER BY k) FROM t GROUP BY ROLLUP (k)", UnsupportedError, "window function with "
+     "ROLLUP, CUBE or GROUPING SETS", "RANK"),
+    ("SELECT k, RANK() OVER (ORDER BY k) FROM t GROUP BY ALL", BindError, "a window function cannot be a GROUP BY "
+     "key", "RANK"),
 ])
 def test_duckdb_select_list_syntax_errors_are_located(view, error, fragment, at):
     compile_error(T + "CREATE VIEW w AS " + view, error, fragment, 3, at)

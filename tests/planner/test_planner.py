@@ -17,8 +17,9 @@ def test_planner_imports_neither_spark_nor_pandas():
 
 
 @pytest.mark.parametrize("view, error, message, at", [
-    ("SELECT a, RANK() OVER (ORDER BY COUNT(*)) FROM t GROUP BY a", UnsupportedError,
-     "window function in a grouped query", "RANK"),
+    ("SELECT a, RANK() OVER (ORDER BY COUNT(*)) FROM t GROUP BY CUBE (a)", UnsupportedError,
+     "window function with ROLLUP, CUBE or GROUPING SETS", "RANK"),
+    ("SELECT a FROM t QUALIFY a > 1", BindError, "QUALIFY needs a window function", "a > 1"),
     ("SELECT a FROM t LIMIT 3", UnsupportedError, "LIMIT or OFFSET without ORDER BY", "3"),
     ("SELECT b, COUNT(*) FROM t GROUP BY b HAVING COUNT(*) > (SELECT COUNT(*) FROM u WHERE u.b = t.b)",
      UnsupportedError, "correlated scalar subquery in the SELECT list or HAVING of a grouped query", "COUNT(*) FROM u"),
