@@ -232,6 +232,7 @@ def parse_statements(sql: str) -> List[Statement]:
             if t.token_type == TokenType.SESSION and after.token_type == TokenType.L_PAREN:
                 t.token_type = TokenType.VAR
         chunk = match_condition_to_on(chunk)
+        chunk = window_table_functions(chunk, sql)
         local = len(chunk) > 2 and chunk[0].token_type == TokenType.CREATE and chunk[1].text.upper() == "LOCAL" \
             and chunk[2].text.upper() in ("VIEW", "MATERIALIZED")
         if local:   # Feldera's CREATE LOCAL VIEW: a view other views read, with no output of its own
@@ -265,6 +266,86 @@ def parse_statements(sql: str) -> List[Statement]:
                 raise ParseError("syntax error: unexpected end of input", sql=sql, offset=chunk[-1].end + 1)
             out.append(Statement(aggregate_functions.as_engine_spells(tree), chunk, event_time, local))
     return out
+
+
+_WINDOW_TVFS = ("TUMBLE", "HOP", "SESSION")
+
+
+def _closing(tokens: List[Token], at: int) -> Optional[int]:
+    """The index of the parenthesis closing the one at ``at``."""
+    depth = 0
+    for j in range(at, len(tokens)):
+        depth += {TokenType.L_PAREN: 1, TokenType.R_PAREN: -1}.get(tokens[j].token_type, 0)
+        if depth == 0:
+            return j
+    return None
+
+
+def _split_commas(tokens: List[Token]) -> List[List[Token]]:
+    parts: List[List[Token]] = [[]]
+    depth = 0
+    for t in tokens:
+        depth += {TokenType.L_PAREN: 1, TokenType.R_PAREN: -1}.get(t.token_type, 0)
+        if t.token_type == TokenType.COMMA and depth == 0:
+            parts.append([])
+        else:
+            parts[-1].append(t)
+    return parts
+
+
+def window_table_functions(tokens: List[Token], sql: str) -> List[Token]:
+    """The Flink and Feldera spelling of the window table functions in the engine's: ``TABLE(TUMBLE(TABLE t,
+    DESCRIPTOR(ts), size))`` -> ``TUMBLE(t, ts, size)``, and likewise HOP (slide, then size) and ``SESSION(TABLE t
+    PARTITION BY k, DESCRIPTOR(ts), gap)`` -> ``SESSION(t, ts, gap, k)`` (the tokens keep their offsets)."""
+    out = list(tokens)
+    i = 0
+    while i + 3 < len(out):
+        t = out[i]
+        if not (t.token_type == TokenType.TABLE and out[i + 1].token_type == TokenType.L_PAREN
+                and out[i + 2].text.upper() in _WINDOW_TVFS and out[i + 3].token_type == TokenType.L_PAREN):
+            i += 1
+            continue
+        name, outer_end, inner_end = out[i + 2], _closing(out, i + 1), _closing(out, i + 3)
+        if outer_end is None or inner_end is None or inner_end + 1 != outer_end:
+            i += 1
+            continue
+        args = _split_commas(out[i + 4:inner_end])
+        form = (f"write TABLE({name.text.upper()}(TABLE t{' PARTITION BY k' if name.text.upper() == 'SESSION' else ''}, "
+                f"DESCRIPTOR(ts), INTERVAL ...)) or {TABLE_FUNCTION_FORMS[name.text.upper()]}")
+        data = args[0] if args else []
+        if len(args) < 3 or len(data) < 2 or data[0].token_type != TokenType.TABLE:
+            raise UnsupportedError(f"this form of TABLE({name.text.upper()}(...)) is not supported: {form}", sql=sql,
+                                   offset=name.start)
+        keys: List[List[Token]] = []
+        table = data[1:]
+        split = [j for j, x in enumerate(table) if x.token_type == TokenType.PARTITION_BY]
+        if split:
+            keys = _split_commas(table[split[0] + 1:])
+            table = table[:split[0]]
+            # (the key columns follow the first argument's commas: they were split off as arguments)
+        desc_at = 1
+        if split:   # PARTITION BY a, b, DESCRIPTOR(ts): the keys run up to the DESCRIPTOR argument
+            while desc_at < len(args) and not (args[desc_at] and args[desc_at][0].text.upper() == "DESCRIPTOR"):
+                keys.append(args[desc_at])
+                desc_at += 1
+        desc = args[desc_at] if desc_at < len(args) else []
+        if split and name.text.upper() != "SESSION" or len(desc) != 4 or desc[0].text.upper() != "DESCRIPTOR" \
+                or desc[1].token_type != TokenType.L_PAREN or desc[3].token_type != TokenType.R_PAREN:
+            raise UnsupportedError(f"this form of TABLE({name.text.upper()}(...)) is not supported: {form}", sql=sql,
+                                   offset=(desc[0].start if desc else name.start))
+        rest = args[desc_at + 1:]
+        comma = Token(TokenType.COMMA, ",", name.line, name.col, name.start, name.end)
+        new = [name, out[i + 3]] + table + [comma, desc[2]]
+        for part in rest + keys:
+            new += [comma] + part
+        out[i:outer_end + 1] = new + [out[inner_end]]
+        i += len(new)
+    return out
+
+
+# the engine's spelling of the window table functions (for messages)
+TABLE_FUNCTION_FORMS = {"TUMBLE": "TUMBLE(t, ts, INTERVAL ...)", "HOP": "HOP(t, ts, slide, size)",
+                        "SESSION": "SESSION(t, ts, gap, key, ...)"}
 
 
 def match_condition_to_on(tokens: List[Token]) -> List[Token]:

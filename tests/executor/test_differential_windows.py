@@ -71,6 +71,17 @@ TIME_WINDOWS = [
      True,
      f"SELECT auction, window_start, MAX(price) FROM ({HOPPED}) h WHERE window_start IS NOT NULL "
      "GROUP BY auction, window_start"),
+    # the Flink / Feldera spelling (planner.program.window_table_functions)
+    ("t_tumble_flink", "SELECT window_start, window_end, COUNT(*) AS n, SUM(price) AS s FROM TABLE(TUMBLE(TABLE bid, "
+                       "DESCRIPTOR(date_time), INTERVAL '10' SECOND)) GROUP BY window_start, window_end",
+     True,
+     f"SELECT {bucket('date_time', 10_000_000)} AS ws, {bucket('date_time', 10_000_000)} + INTERVAL 10 SECOND, "
+     "COUNT(*), SUM(price) FROM bid WHERE date_time IS NOT NULL GROUP BY ws"),
+    ("t_hop_flink", "SELECT auction, window_start, MAX(price) AS m FROM TABLE(HOP(TABLE bid, DESCRIPTOR(date_time), "
+                    "INTERVAL '2' SECOND, INTERVAL '6' SECOND)) h GROUP BY auction, window_start",
+     True,
+     f"SELECT auction, window_start, MAX(price) FROM ({HOPPED}) h WHERE window_start IS NOT NULL "
+     "GROUP BY auction, window_start"),
 ]
 
 

@@ -72,3 +72,26 @@ def test_any_and_all_where_null_and_false_differ_are_rejected():
         with pytest.raises(UnsupportedError, match=message) as e:
             compile_program(SCHEMA + f"CREATE VIEW v AS {q};")
         assert e.value.column is not None
+
+
+def test_the_flink_spelling_of_window_table_functions_is_the_engines():
+    """``TABLE(TUMBLE(TABLE t, DESCRIPTOR(ts), ...))`` (also HOP, and SESSION with PARTITION BY) compiles to the
+    same plan as the engine's ``TUMBLE(t, ts, ...)`` (whose results are differential-tested); other forms are
+    rejected with their position."""
+    import pytest
+    from planner import compile_program
+    from planner.errors import UnsupportedError
+    schema = "CREATE TABLE bid (auction INT, bidder INT, price INT, ts TIMESTAMP);"
+    pairs = [("TABLE(TUMBLE(TABLE bid, DESCRIPTOR(ts), INTERVAL '10' SECOND))", "TUMBLE(bid, ts, INTERVAL '10' SECOND)"),
+             ("TABLE(HOP(TABLE bid, DESCRIPTOR(ts), INTERVAL '2' SECOND, INTERVAL '6' SECOND))",
+              "HOP(bid, ts, INTERVAL '2' SECOND, INTERVAL '6' SECOND)"),
+             ("TABLE(SESSION(TABLE bid PARTITION BY auction, bidder, DESCRIPTOR(ts), INTERVAL '5' SECOND))",
+              "SESSION(bid, ts, INTERVAL '5' SECOND, auction, bidder)")]
+    for flink, ours in pairs:
+        q = "CREATE VIEW v AS SELECT window_start, window_end, COUNT(*) AS n FROM {} GROUP BY window_start, window_end;"
+        a, b = compile_program(schema + q.format(flink)), compile_program(schema + q.format(ours))
+        assert a.explain("v") == b.explain("v")
+    with pytest.raises(UnsupportedError, match=r"write TABLE\(TUMBLE\(TABLE t, DESCRIPTOR\(ts\)") as e:
+        compile_program(schema + "CREATE VIEW v AS SELECT window_start FROM TABLE(TUMBLE(DATA => TABLE bid, "
+                                 "TIMECOL => DESCRIPTOR(ts), SIZE => INTERVAL '1' SECOND));")
+    assert e.value.column is not None
