@@ -21,6 +21,7 @@ from typing import List, Optional, Tuple
 
 from sqlglot import exp
 
+from .bind_window import find_windows
 from .logical import AggCall, Aggregate, Distinct, Expr, Filter, Join, Node, Project, col
 from .scope import Rel, Scope, is_subquery_predicate, split_and
 from .types import BIGINT, BOOLEAN, SqlType
@@ -200,7 +201,9 @@ class SubqueryBinder:
                 sq.replace(ref)
         return plan, e
 
-    def scalar_select(self, sq: exp.Subquery) -> Tuple[exp.Select, exp.Expression]:
+    def scalar_select(self, sq: exp.Subquery, single: bool = False) -> Tuple[exp.Select, exp.Expression]:
+        """The subquery's SELECT and its value: an aggregate without GROUP BY; with ``single``, also a plain value
+        (``(SELECT b FROM u WHERE ...)``: its rows' one value, see :meth:`attach_scalar`)."""
         q = sq.this
         if not isinstance(q, exp.Select):
             raise self.unsupported(f"{type(q).__name__.upper()} as a scalar subquery", sq)
@@ -208,22 +211,38 @@ class SubqueryBinder:
             raise self.bind_error("a scalar subquery must select exactly one column", sq)
         value = q.expressions[0]
         value = value.this if isinstance(value, exp.Alias) else value
-        if q.args.get("group") is not None or not self.find_aggs(value) or q.args.get("limit") is not None:
-            raise self.unsupported("scalar subquery that is not an aggregate without GROUP BY "
+        plain = single and not self.find_aggs(value) and not any(
+            q.args.get(k) for k in ("group", "having", "distinct", "limit", "offset")) and not find_windows(value)
+        if not plain and (q.args.get("group") is not None or not self.find_aggs(value) or
+                          q.args.get("limit") is not None):
+            raise self.unsupported("scalar subquery that is not an aggregate without GROUP BY, nor one value per "
+                                   "row without GROUP BY, DISTINCT or LIMIT" if single else
+                                   "scalar subquery that is not an aggregate without GROUP BY "
                                    "(it could return several rows)", sq)
         return q, value
 
     def attach_scalar(self, plan: Node, scope, sq: exp.Subquery, ctes, strict: bool):
-        q, value = self.scalar_select(sq)
+        q, value = self.scalar_select(sq, single=True)
         inner_plan, inner_scope, local, correlated = self.split_correlated(q, ctes)
         width = scope.width
         alias = self.subquery_alias(scope)
+        single = not self.find_aggs(value)
+        if single:   # one value per row: MIN of it, and how many rows; a row with more than one fails (an error)
+            for c in value.find_all(exp.Column):
+                if self.try_resolve(c, inner_scope) is None:
+                    raise self.unsupported("outer column in a scalar subquery's SELECT list", c)
+            vtype = self.bind_scalar(value, inner_scope).type
+            q = q.copy()
+            q.set("expressions", [exp.Min(this=value.copy()).as_("__v"), exp.Count(this=exp.Star()).as_("__n")])
+            value = exp.Min(this=value.copy())
         if not correlated:
             sub_plan, _ = self.bind_query(q, ctes)
             kind = "left" if q.args.get("having") is not None else "inner"
             plan = Join(plan, sub_plan, (), (), None, kind)
-            scope.rels.append(Rel(alias, ["__v"], [sub_plan.fields[0].type], width))
-            return plan, exp.column("__v", table=alias)
+            names = ["__v", "__n"] if single else ["__v"]
+            scope.rels.append(Rel(alias, names, [f.type for f in sub_plan.fields], width))
+            ref = exp.column("__v", table=alias)
+            return plan, (one_row(ref, alias, vtype) if single else ref)
         if q.args.get("having") is not None or q.args.get("distinct"):
             raise self.unsupported("correlated scalar subquery with HAVING or DISTINCT", sq)
         nested = self.nested_scope(inner_scope, scope)
@@ -231,6 +250,9 @@ class SubqueryBinder:
             if self.try_resolve(c, inner_scope) is None:
                 raise self.unsupported("outer column in a scalar subquery's SELECT list", c)
         pairs = [self.correlated_sides(w, nested, width) for w in correlated]
+        if any(p is None for p in pairs) and single:
+            raise self.unsupported("scalar subquery that is not an aggregate, correlated by other than equalities "
+                                   "(outer expression = inner expression)", sq)
         if any(p is None for p in pairs):
             return self.attach_scalar_general(plan, scope, value, inner_plan, inner_scope, local, correlated)
         empty, empty_is_null = empty_value(value)
@@ -239,6 +261,8 @@ class SubqueryBinder:
         inner.set("where", exp.Where(this=exp.and_(*local)) if local else None)
         items = [inner_key.copy().as_(f"__k{i}") for i, (_, inner_key) in enumerate(pairs)]
         items.append(value.copy().as_("__v"))
+        if single:
+            items.append(exp.Count(this=exp.Star()).as_("__n"))
         if marker:
             items.append(exp.true().as_("__m"))
         inner.set("expressions", items)
@@ -247,13 +271,14 @@ class SubqueryBinder:
         lkeys = tuple(self.bind_scalar(outer_key, scope) for outer_key, _ in pairs)
         rkeys = tuple(Expr(col(width + i), sub_plan.fields[i].type) for i in range(len(pairs)))
         plan = Join(plan, sub_plan, lkeys, rkeys, None, "left" if marker else "inner")
-        names = [f"__k{i}" for i in range(len(pairs))] + ["__v"] + (["__m"] if marker else [])
+        names = [f"__k{i}" for i in range(len(pairs))] + ["__v"] + (["__n"] if single else []) + \
+            (["__m"] if marker else [])
         scope.rels.append(Rel(alias, names, [f.type for f in sub_plan.fields], width))
         ref = exp.column("__v", table=alias)
         if marker and not empty_is_null:
             ref = exp.Case(ifs=[exp.If(this=exp.column("__m", table=alias).is_(exp.Null()), true=empty)],
                            default=ref)
-        return plan, ref
+        return plan, (one_row(ref, alias, vtype) if single else ref)
 
     @staticmethod
     def subquery_alias(scope) -> str:
@@ -334,6 +359,20 @@ class SubqueryBinder:
         sub_plan, _ = self.bind_query(q, ctes)
         kind = "left" if q.args.get("having") is not None else "inner"
         return exp.column("__v", table=f"__late{index}"), sub_plan, kind
+
+
+MORE_THAN_ONE_ROW = " rows returned by a subquery used as an expression (at most one may be)"
+
+
+def one_row(ref: exp.Expression, alias: str, vtype) -> exp.Expression:
+    """A plain scalar subquery's value ``ref`` where its rows numbered ``alias.__n`` <= 1, else a failing cast of
+    a text that says so (the row goes to the error relation; DuckDB's ``error()`` is volatile, which TRY refuses)."""
+    text = exp.DPipe(this=exp.Cast(this=exp.column("__n", table=alias), to=exp.DataType.build("VARCHAR")),
+                     expression=exp.Literal.string(MORE_THAN_ONE_ROW))
+    fail = exp.Cast(this=exp.Cast(this=text, to=exp.DataType.build("INT")),
+                    to=exp.DataType.build(vtype.sql, dialect="duckdb"))
+    return exp.Case(ifs=[exp.If(this=exp.GT(this=exp.column("__n", table=alias), expression=exp.Literal.number(1)),
+                                true=fail)], default=ref)
 
 
 def domain_source(plan: Node, oc: List[int]) -> Node:
