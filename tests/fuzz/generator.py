@@ -373,6 +373,8 @@ class Generator:
         key = self.join_key(scope, inner)
         g = self.gen(scope)
         agg = self.aggregate(self.gen(inner))
+        if self.rnd.random() < 0.25:   # one value per row (more than one row: a row error, as DuckDB's error)
+            agg = self.gen(inner).expr(self.gen(inner).any_cat(), 1)
         corr = f" WHERE {key}" if key and self.rnd.random() < 0.7 else ""
         return f"SELECT {', '.join(self.select_list(g))}, (SELECT {agg} FROM {rel.name} {b}{corr}) AS sq FROM {frm}"
 
