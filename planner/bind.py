@@ -82,6 +82,9 @@ class ViewDef:
         return dict(self.options).get("emit_final")
 
 
+# The columns a LATERAL subquery gets for its correlation (planner.query_forms), hidden from its *.
+LATERAL_PREFIX = "__lateral_"
+
 # Aggregate classes we maintain, with the name the engine uses for them.
 AGGREGATES = {
     exp.Count: "COUNT", exp.Sum: "SUM", exp.Avg: "AVG", exp.Min: "MIN", exp.Max: "MAX",
@@ -251,6 +254,9 @@ class Binder(SubqueryBinder, WindowBinder, AsofBinder, StarBinder):
             plans.append(plan)
             offset += len(names)
         scope = Scope(rels)
+        for ri, item in enumerate(items):   # a LATERAL's correlation columns (planner.query_forms): not in its *
+            if isinstance(item, exp.Subquery) and item.meta.get("lateral"):
+                scope.hidden.update((ri, n.lower()) for n in rels[ri].names if n.startswith(LATERAL_PREFIX))
         where = split_and(select.args["where"].this) if select.args.get("where") else []
         sub_preds = [c for c in where if is_subquery_predicate(c)]
         where = [c if is_subquery_predicate(c) else rewrite_subquery_predicates(c, self, scope) for c in where]

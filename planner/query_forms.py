@@ -6,6 +6,10 @@
   'b') v`` (columns ``col0, col1, ...`` without a column list, as in DuckDB).
 * ``a SEMI JOIN b ON c`` / ``a ANTI JOIN b ON c`` (DuckDB's): ``WHERE [NOT] EXISTS (SELECT 1 FROM b WHERE c)``,
   where the other joins of the FROM are inner or LEFT joins (a filter after them is then the same as one before).
+* ``t, LATERAL (SELECT ... FROM u WHERE u.k = t.k [AND ...] [ORDER BY ... LIMIT n]) s`` (also ``[LEFT] JOIN
+  LATERAL (...) s ON ...``): the subquery as a derived table with its correlation columns (and, with LIMIT, a
+  ROW_NUMBER per correlation key) joined on them; correlated by equalities with outer columns qualified by
+  their relation, no aggregates.
 * ``x op ANY (SELECT y ...)`` (also SOME) and ``x op ALL (SELECT y ...)`` in WHERE or HAVING, outside NOT (where
   NULL and FALSE both drop the row): ``EXISTS (SELECT 1 FROM (SELECT y ...) s(v) WHERE x op s.v)`` and
   ``NOT EXISTS (... WHERE NOT COALESCE(x op s.v, FALSE))``.
@@ -28,6 +32,7 @@ def rewrite(q: exp.Expression, sql: str) -> exp.Expression:
     for select in list(q.find_all(exp.Select)):
         _inline_named_windows(select)
         _semi_anti_as_exists(select, sql)
+        _lateral_as_join(select, sql)
     for values in list(q.find_all(exp.Values)):
         if isinstance(values.parent, (exp.From, exp.Join)):
             values.replace(_values_as_union(values))
@@ -37,6 +42,98 @@ def rewrite(q: exp.Expression, sql: str) -> exp.Expression:
 
 
 _COMPARISONS = (exp.EQ, exp.NEQ, exp.GT, exp.GTE, exp.LT, exp.LTE)
+LATERAL_PREFIX = "__lateral_"   # (planner.bind.LATERAL_PREFIX: hidden from the LATERAL's *)
+
+
+def _outer_names(select: exp.Select, before: int):
+    """The names of the relations of ``select``'s FROM before join ``before``."""
+    items = [select.args["from_"].this] + [j.this for j in (select.args.get("joins") or [])[:before]]
+    return {i.alias_or_name.lower() for i in items if isinstance(i, (exp.Table, exp.Subquery))}
+
+
+def _lateral_as_join(select: exp.Select, sql: str) -> None:
+    for ji, j in enumerate(list(select.args.get("joins") or [])):
+        if not isinstance(j.this, exp.Lateral):
+            continue
+        lat = j.this
+        at = position_of(lat)
+
+        def refuse(what: str) -> UnsupportedError:
+            return UnsupportedError(f"LATERAL {what} is not supported", sql=sql, offset=at)
+        sub = lat.this.this if isinstance(lat.this, exp.Subquery) else None
+        alias = lat.args.get("alias")
+        if not isinstance(sub, exp.Select) or alias is None or alias.columns:
+            raise refuse("other than a subquery with an alias, (SELECT ...) AS name")
+        if sub.args.get("from_") is None:
+            raise refuse("without FROM (compute the columns in the outer SELECT)")
+        if any(sub.args.get(k) for k in ("group", "having", "distinct", "with_", "qualify")) or \
+                any(isinstance(n, (exp.AggFunc, exp.Window)) for e in sub.expressions for n in e.walk()):
+            raise refuse("with aggregates, GROUP BY, DISTINCT or window functions")
+        if sub.args.get("limit") is not None and sub.args.get("order") is None:
+            raise refuse("with LIMIT and no ORDER BY")
+        outer = _outer_names(select, ji)
+
+        def outer_columns(e: exp.Expression):
+            return [c for c in e.find_all(exp.Column) if c.table and c.table.lower() in outer]
+        keys, local = [], []
+        for c in (_conjuncts(sub.args["where"].this) if sub.args.get("where") else []):
+            if isinstance(c, exp.EQ):
+                for inner_side, outer_side in ((c.this, c.expression), (c.expression, c.this)):
+                    cols = list(outer_side.find_all(exp.Column))
+                    if cols and len(outer_columns(outer_side)) == len(cols) and not outer_columns(inner_side):
+                        keys.append((inner_side, outer_side))
+                        break
+                else:
+                    local.append(c)
+            else:
+                local.append(c)
+        rest = [e for e in sub.expressions] + local + \
+            ([sub.args["order"]] if sub.args.get("order") is not None else [])
+        if any(outer_columns(e) for e in rest):
+            raise refuse("correlated other than by equalities `inner expression = outer column` in its WHERE")
+        inner = sub.copy()
+        for arg in ("order", "limit", "offset"):
+            inner.set(arg, None)
+        inner.set("where", exp.Where(this=exp.and_(*[c.copy() for c in local])) if local else None)
+        extra = [exp.alias_(k.copy(), f"{LATERAL_PREFIX}k{i}") for i, (k, _) in enumerate(keys)]
+        limit = sub.args.get("limit")
+        if limit is not None:
+            part = [k.copy() for k, _ in keys]
+            extra.append(exp.alias_(exp.Window(this=exp.RowNumber(), partition_by=part or None,
+                                               order=sub.args["order"].copy()), f"{LATERAL_PREFIX}rn"))
+        inner.set("expressions", [e.copy() for e in sub.expressions] + extra)
+        if limit is not None:
+            n = limit.expression
+            off = sub.args["offset"].expression if sub.args.get("offset") is not None else exp.Literal.number(0)
+            rn = exp.column(f"{LATERAL_PREFIX}rn")
+            inner = exp.select("*").from_(exp.Subquery(this=inner, alias=exp.TableAlias(
+                this=exp.to_identifier(f"{LATERAL_PREFIX}rows")))).where(exp.and_(
+                    exp.GT(this=rn, expression=off.copy()),
+                    exp.LTE(this=rn.copy(), expression=exp.Add(this=off.copy(), expression=n.copy()))))
+        derived = exp.Subquery(this=inner, alias=alias.copy())
+        derived.meta["lateral"] = True
+        derived.meta.update({k: v for k, v in lat.meta.items() if k in ("start", "end", "line", "col")})
+        name = alias.name
+        cond = [exp.EQ(this=exp.column(f"{LATERAL_PREFIX}k{i}", table=name), expression=o.copy())
+                for i, (_, o) in enumerate(keys)]
+        on = j.args.get("on")
+        if on is not None and not (isinstance(on, exp.Boolean) and on.this is True):
+            cond.append(on.copy())
+        side = (j.args.get("side") or "").upper()
+        if side not in ("", "LEFT") or (j.args.get("kind") or "").upper() not in ("", "CROSS", "INNER"):
+            raise refuse(f"in a {side or j.args.get('kind')} JOIN (inner, comma, CROSS or LEFT joins)")
+        new = exp.Join(this=derived, on=exp.and_(*cond) if cond else exp.true())
+        if side:
+            new.set("side", side)
+        j.replace(new)
+
+
+def _conjuncts(e: exp.Expression):
+    while isinstance(e, exp.Paren):
+        e = e.this
+    if isinstance(e, exp.And):
+        return _conjuncts(e.this) + _conjuncts(e.expression)
+    return [e]
 
 
 def _simple(q: exp.Expression) -> bool:

@@ -1,5 +1,5 @@
 """Query forms rewritten before binding (``planner.query_forms``), under random inserts and deletes, each view
-compared with DuckDB after every step: named WINDOW clauses, VALUES in FROM, SEMI and ANTI JOIN, NATURAL JOIN, ANY / SOME / ALL, QUALIFY, window functions in grouped queries."""
+compared with DuckDB after every step: named WINDOW clauses, VALUES in FROM, SEMI and ANTI JOIN, NATURAL JOIN, ANY / SOME / ALL, QUALIFY, window functions in grouped queries, LATERAL."""
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -35,6 +35,12 @@ VIEWS = [
     ("g_global", "SELECT SUM(x) AS s, COUNT(*) OVER () AS n FROM t", True),
     ("g_expr_key", "SELECT k % 2 AS g, COUNT(*) AS n, AVG(COUNT(*)) OVER () AS mean FROM t GROUP BY k % 2 "
                    "HAVING COUNT(*) > 0", True),
+    ("l_top", "SELECT t.k, t.x, s.z FROM t, LATERAL (SELECT z FROM u WHERE u.k = t.k ORDER BY z DESC LIMIT 2) s",
+     True),
+    ("l_left", "SELECT * FROM t LEFT JOIN LATERAL (SELECT z, z + 1 AS z1 FROM u WHERE u.k = t.k AND u.z > 0) s "
+               "ON TRUE", True),
+    ("l_offset", "SELECT t.k, s.z FROM t JOIN LATERAL (SELECT z FROM u WHERE t.k = u.k ORDER BY z LIMIT 1 OFFSET 1) s "
+                 "ON t.x < s.z", True),
     ("v_natural", "SELECT * FROM t NATURAL JOIN u", True),
     ("v_natural_two", "SELECT * FROM t NATURAL JOIN (SELECT k, x, z FROM u JOIN t USING (k)) s", True),
     ("v_natural_left", "SELECT k, x, z FROM t NATURAL LEFT JOIN u", True),
@@ -95,3 +101,17 @@ def test_the_flink_spelling_of_window_table_functions_is_the_engines():
         compile_program(schema + "CREATE VIEW v AS SELECT window_start FROM TABLE(TUMBLE(DATA => TABLE bid, "
                                  "TIMECOL => DESCRIPTOR(ts), SIZE => INTERVAL '1' SECOND));")
     assert e.value.column is not None
+
+
+def test_lateral_forms_it_cannot_maintain_are_rejected():
+    import pytest
+    from planner import compile_program
+    from planner.errors import UnsupportedError
+    for q, message in [("SELECT * FROM t, LATERAL (SELECT COUNT(*) AS n FROM u WHERE u.k = t.k) s", "with aggregates"),
+                       ("SELECT * FROM t, LATERAL (SELECT z FROM u WHERE u.k < t.k) s", "correlated other than"),
+                       ("SELECT * FROM t, LATERAL (SELECT t.x * 2 AS y) s", "without FROM"),
+                       ("SELECT * FROM t, LATERAL (SELECT z FROM u WHERE u.k = t.k LIMIT 1) s", "LIMIT and no ORDER BY"),
+                       ("SELECT * FROM t FULL JOIN LATERAL (SELECT z FROM u WHERE u.k = t.k) s ON TRUE", "FULL JOIN")]:
+        with pytest.raises(UnsupportedError, match=message) as e:
+            compile_program(SCHEMA + f"CREATE VIEW v AS {q};")
+        assert e.value.column is not None
