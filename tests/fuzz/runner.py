@@ -433,6 +433,12 @@ def check_step(p, program: Program, views: List[View], model: Model, handlers, o
                 if v.name in erred:
                     out.duck_runtime_errors += 1
                     continue
+                if "More than one row returned by a subquery" in str(e) and \
+                        not bag_from_changes(handlers[v.name].to_pandas()):
+                    # DuckDB fails the query even where no row reads the subquery (an empty outer table); the
+                    # engine fails each row that reads it, and here none did
+                    out.duck_runtime_errors += 1
+                    continue
                 try:
                     want = _expected_without_filter_errors(model, views, v.name)
                 except (duckdb.Error, sqlglot.errors.SqlglotError):
