@@ -23,6 +23,7 @@ from __future__ import annotations
 
 from sqlglot import exp
 
+from .bind import LATERAL_PREFIX
 from .errors import UnsupportedError
 from .scope import position_of
 
@@ -42,7 +43,6 @@ def rewrite(q: exp.Expression, sql: str) -> exp.Expression:
 
 
 _COMPARISONS = (exp.EQ, exp.NEQ, exp.GT, exp.GTE, exp.LT, exp.LTE)
-LATERAL_PREFIX = "__lateral_"   # (planner.bind.LATERAL_PREFIX: hidden from the LATERAL's *)
 
 
 def _outer_names(select: exp.Select, before: int):

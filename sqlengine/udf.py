@@ -29,7 +29,7 @@ from typing import Callable, Dict, Iterable, List, Optional, Sequence
 
 import pyarrow as pa
 
-from planner.types import SqlType, from_sql_type
+from planner.types import from_sql_type
 from planner.user_functions import UserFunction
 from sqlengine.errors import BindError
 from sqlengine.executor.backends.python_calls import batch_call
