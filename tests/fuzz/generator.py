@@ -17,6 +17,8 @@ from typing import Dict, List, Optional, Sequence, Tuple
 
 import duckdb
 
+from . import udfs
+from .runner import oracle_sql
 from .program import Op, Program, Table, View, category, encode
 
 DECIMALS = ("DECIMAL(10,2)", "DECIMAL(5,2)", "DECIMAL(18,4)")
@@ -69,6 +71,7 @@ OTHER_AGGREGATES = [
     ("REGR_SLOPE", ("numeric", "numeric")), ("REGR_INTERCEPT", ("numeric", "numeric")),
     ("REGR_R2", ("numeric", "numeric")), ("REGR_COUNT", ("numeric", "numeric")), ("REGR_SXY", ("numeric", "numeric")),
     ("REGR_AVGX", ("numeric", "numeric")), ("STRING_AGG", ("varchar",)), ("MODE", ("any",)),
+    ("PYCOUNTDISTINCT", ("varchar",)),   # a Python aggregate (tests/fuzz/udfs.py)
 ]
 
 
@@ -127,7 +130,7 @@ class ExprGen:
                        lambda: f"FLOOR({e()})", lambda: f"CEIL({e()})", lambda: f"(- {e()})",
                        lambda: f"CAST({e('real')} AS DOUBLE)", lambda: f"CAST({e('decimal')} AS DOUBLE)",
                        lambda: f"EXTRACT(EPOCH FROM {e('timestamp')})", lambda: f"LN({e()})",
-                       lambda: f"SQRT({e()})"],
+                       lambda: f"SQRT({e()})", lambda: f"py_half({e()})"],
             "real": [lambda: f"CAST({e('double')} AS REAL)", lambda: f"({e()} + {e()})", lambda: f"ABS({e()})"],
             "decimal": [lambda: f"({e()} + {e()})", lambda: f"({e()} - {e()})", lambda: f"({e()} * {e('int')})",
                         lambda: f"ABS({e()})", lambda: f"ROUND({e()}, 1)", lambda: f"CAST({e('int')} AS DECIMAL(10,2))",
@@ -137,7 +140,7 @@ class ExprGen:
                         lambda: f"CONCAT({e()}, {e()})", lambda: f"CAST({e('int')} AS VARCHAR)",
                         lambda: f"CAST({e('date')} AS VARCHAR)", lambda: f"LPAD({e()}, 3, '*')",
                         lambda: f"REVERSE({e()})", lambda: f"CAST({e('double')} AS VARCHAR)",
-                        lambda: f"CAST({e('boolean')} AS VARCHAR)"],
+                        lambda: f"CAST({e('boolean')} AS VARCHAR)", lambda: f"py_tag({e()}, {e('int')})"],
             "boolean": [lambda: self.comparison(depth - 1), lambda: self.comparison(depth - 1),
                         lambda: f"({e()} AND {e()})", lambda: f"({e()} OR {e()})", lambda: f"(NOT {e()})",
                         lambda: f"({self.expr(self.any_cat(), depth - 1)} IS NULL)",
@@ -145,7 +148,8 @@ class ExprGen:
                         lambda: self.between(depth - 1), lambda: self.in_list(depth - 1),
                         lambda: f"({e('varchar')} LIKE '{r.choice(['a%', '%b%', '_', '%'])}')",
                         lambda: f"({e('varchar')} NOT LIKE 'a%')",
-                        lambda: f"({self.expr('int', depth - 1)} IS DISTINCT FROM {self.expr('int', depth - 1)})"],
+                        lambda: f"({self.expr('int', depth - 1)} IS DISTINCT FROM {self.expr('int', depth - 1)})",
+                        lambda: f"(py_strlen({e('varchar')}) > 1)"],   # (Python functions: tests/fuzz/udfs.py)
             "date": [lambda: f"CAST({e('timestamp')} AS DATE)", lambda: f"({e()} + CAST({e('int')} AS INT))",
                      lambda: f"LAST_DAY({e()})", lambda: f"CAST(({e()} + INTERVAL 1 MONTH) AS DATE)"],
             "timestamp": [lambda: f"({e()} + INTERVAL 1 DAY)", lambda: f"({e()} - INTERVAL 90 MINUTE)",
@@ -187,6 +191,7 @@ class Generator:
         self.max_tables, self.max_views, self.max_steps = max_tables, max_views, max_steps
         self.duck = duckdb.connect()
         self.duck.execute("SET TimeZone = 'UTC'")
+        udfs.register(self.duck)
         self.relations: List[Relation] = []
         self.n_alias = 0
         self.functions: List[tuple] = []   # (name, parameter categories, result category)
@@ -492,7 +497,7 @@ class Generator:
     def describe(self, sql: str) -> Optional[List[Tuple[str, str]]]:
         """The (column, category) list of ``sql`` per DuckDB, or None if DuckDB rejects it."""
         try:
-            rows = self.duck.execute(f"DESCRIBE {sql}").fetchall()
+            rows = self.duck.execute(f"DESCRIBE {oracle_sql(sql)}").fetchall()
         except duckdb.Error:
             return None
         return [(r[0], category(r[1])) for r in rows]
@@ -505,7 +510,7 @@ class Generator:
             cols = self.describe(sql)
             if cols is not None and len({c for c, _ in cols}) == len(cols):
                 try:
-                    self.duck.execute(f"CREATE VIEW {name} AS {sql}")
+                    self.duck.execute(f"CREATE VIEW {name} AS {oracle_sql(sql)}")
                     self.relations.append(Relation(name, cols))
                 except duckdb.Error:
                     pass

@@ -29,6 +29,9 @@ from sqlglot import exp
 
 from tests.support.oracle import bag, bag_from_changes, diff
 
+from sqlengine.udf import python_signatures
+
+from . import udfs
 from .program import Op, Program, View, category, decode, literal
 
 FAILURES = ("accepts_invalid", "compiler_crash", "failed_pipeline", "input_rejected", "wrong_table", "wrong_view",
@@ -96,6 +99,7 @@ class Model:
             if self.rows[t.name]:
                 ph = ", ".join("?" for _ in t.columns)
                 con.executemany(f"INSERT INTO {t.name} VALUES ({ph})", [list(r) for r in self.rows[t.name]])
+        udfs.register(con)
         for f in self.program.functions:
             con.execute(f)
         for v in views:
@@ -127,7 +131,7 @@ def classify(program: Program, out: Outcome) -> List[View]:
             except duckdb.Error as e:
                 duck_ok, duck_err = False, str(e).splitlines()[0]
             try:
-                compile_program(program.sql(kept + [v]))
+                compile_program(program.sql(kept + [v]), functions=python_signatures(udfs.UDFS))
                 engine_ok, engine_err = True, ""
             except EngineError as e:
                 engine_ok, engine_err = False, f"{type(e).__name__}: {str(e).splitlines()[0]}"
@@ -265,7 +269,7 @@ def oracle_sql(sql: str) -> str:
     >>> oracle_sql("SELECT ARG_MAX(s, i), ANY_VALUE(s), EVERY(p) FROM t")
     'SELECT ARG_MAX(s, CASE WHEN NOT i IS NULL AND NOT s IS NULL THEN ROW(i, s) END), MIN(s), BOOL_AND(CAST(p AS BOOLEAN)) FROM t'
     """
-    if not re.search(r"ARG_M|_BY\(|ANY_VALUE|EVERY|STRING_AGG|LISTAGG|MODE", sql, re.IGNORECASE):
+    if not re.search(r"ARG_M|_BY\(|ANY_VALUE|EVERY|STRING_AGG|LISTAGG|MODE|PYCOUNTDISTINCT", sql, re.IGNORECASE):
         return sql
 
     def one(n):
@@ -283,6 +287,8 @@ def oracle_sql(sql: str) -> str:
             return exp.WithinGroup(this=exp.Mode(), expression=exp.Order(expressions=[exp.Ordered(this=n.this.copy())]))
         if isinstance(n, exp.Anonymous) and n.name.upper() == "EVERY":
             return exp.LogicalAnd(this=n.expressions[0].copy())
+        if isinstance(n, exp.Anonymous) and n.name.upper() == "PYCOUNTDISTINCT":   # (tests/fuzz/udfs.py)
+            return exp.Count(this=exp.Distinct(expressions=[n.expressions[0].copy()]))
         if isinstance(n, exp.GroupConcat):   # in the keys' order, then the text's
             text, keys = (n.this.this, list(n.this.expressions)) if isinstance(n.this, exp.Order) else (n.this, [])
             tie = [] if not list(text.find_all(exp.Column)) else [exp.Ordered(this=text.copy())]   # (no literal key)
@@ -362,7 +368,7 @@ def run(program: Program, spark=None, timeout_s: float = 60.0) -> Outcome:
         kw = {"spark": spark, "runtime_config": RuntimeConfig(placement={"local_step_rows": 0})} if spark is not None \
             else {"spark_conf": {"sqlengine.spark.start": "lazy"}}
         try:
-            p = Pipeline.from_sql(kept.sql(), storage_dir=storage, **kw)
+            p = Pipeline.from_sql(kept.sql(), storage_dir=storage, udfs=udfs.UDFS, **kw)
             handlers = {v.name: p.listen(v.name) for v in views}
             p.start()
         except Exception as e:  # noqa: BLE001 - compiled, so any failure here is the finding
