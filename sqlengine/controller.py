@@ -30,6 +30,7 @@ from planner.clock import CLOCK
 from planner.errors import PipelineError
 
 from sqlengine.executor.compaction import Compactor
+from sqlengine.executor.context import calls_of, python_fingerprints
 from sqlengine.executor.row_errors import ERRORS_KEY
 from sqlengine.state.faults import SimulatedCrash, crash_point
 from sqlengine.state.store import Manifest, StorageError
@@ -149,7 +150,9 @@ class Controller:
         """A digest of every table's and view's definition (kept in each manifest: a restart compares them)."""
         out = {f"table {t}": repr(d.fields) + ("|stream" if self.program.circuit.stream(t) else "")
                for t, d in self.program.tables.items()}   # (a stream keeps no rows: it cannot become stored)
-        out.update({f"view {v}": f"{d.materialized}|{d.plan!r}" for v, d in self.program.views.items()})
+        calls = python_fingerprints(self.program.functions)   # a view calling a changed Python function changed
+        out.update({f"view {v}": f"{d.materialized}|{d.plan!r}" + calls_of(repr(d.plan), calls)
+                    for v, d in self.program.views.items()})
         return {k: hashlib.sha1(v.encode()).hexdigest()[:16] for k, v in out.items()}
 
     def apply_program_change(self) -> None:

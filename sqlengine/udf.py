@@ -56,6 +56,12 @@ class Udf:
     def __call__(self, *args, **kwargs):
         return self.fn(*args, **kwargs)
 
+    @property
+    def fingerprint(self) -> str:
+        """A digest of the function's code and declaration: a restart with other code is a program change (the
+        views that call it are computed again from their tables)."""
+        return code_digest(self.fn, f"{self.returns.sql}|{self.params}|{self.vectorized}")
+
     def __repr__(self) -> str:
         params = "..." if self.params is None else ", ".join(t.sql for t in self.params)
         return f"<udf {self.name}({params}) RETURNS {self.returns.sql}>"
@@ -95,6 +101,10 @@ class Udaf:
         self.make = cls
         self.__doc__ = cls.__doc__
 
+    @property
+    def fingerprint(self) -> str:
+        return code_digest(self.make, f"{self.returns.sql}|{self.params}")
+
     def __repr__(self) -> str:
         return f"<udaf {self.name}({', '.join(t.sql for t in self.params)}) RETURNS {self.returns.sql}>"
 
@@ -115,6 +125,24 @@ class Udaf:
             new = agg.accumulate(acc, *row)
             acc = acc if new is None else new
         return agg.finish(acc)
+
+
+def code_digest(obj, declared: str) -> str:
+    """A digest of ``obj``'s source (a function or a class), or of its compiled code where the source is not
+    at hand, of the values its closure holds, and of ``declared``."""
+    import hashlib
+    try:
+        text = inspect.getsource(obj)
+    except (OSError, TypeError):
+        codes = [obj.__code__] if hasattr(obj, "__code__") else \
+            [v.__code__ for v in vars(obj).values() if hasattr(v, "__code__")]
+        text = "".join(repr((c.co_code, c.co_consts, c.co_names)) for c in codes)
+    for cell in getattr(obj, "__closure__", None) or ():
+        try:
+            text += "|" + repr(cell.cell_contents)
+        except ValueError:   # an empty cell
+            pass
+    return hashlib.sha1(f"{declared}|{text}".encode()).hexdigest()[:16]
 
 
 def udaf(returns: str, params: Sequence[str], *, name: Optional[str] = None):

@@ -9,6 +9,7 @@ another's private members.
 from __future__ import annotations
 
 import hashlib
+import re
 from dataclasses import dataclass
 from typing import Dict, List, Optional, Set
 
@@ -25,13 +26,28 @@ from sqlengine.executor.sum_bounds import SumBounds
 from sqlengine.state.store import StateStore
 
 
-def state_key(op: Op) -> str:
+def state_key(op: Op, fingerprints: Optional[Dict[str, str]] = None) -> str:
     """The name of ``op``'s state in the store: a digest of what the op computes, so that a program change
-    keeps the state of the operators it leaves as they were."""
-    digest = hashlib.sha1(f"{op.kind}|{op.mode}|{op.node!r}".encode()).hexdigest()[:16]
+    keeps the state of the operators it leaves as they were.  ``fingerprints``: the program's Python functions'
+    code digests (:func:`python_fingerprints`): an op that calls one whose code changed is a changed op."""
+    text = f"{op.kind}|{op.mode}|{op.node!r}"
+    digest = hashlib.sha1((text + calls_of(text, fingerprints)).encode()).hexdigest()[:16]
     if op.kind == "integrate" and op.node.algebra == "source":
         return f"table-{op.node.table}-{digest[:8]}"
     return f"{'acc' if op.kind == 'aggregate' else 'int'}-{digest}"
+
+
+def calls_of(text: str, fingerprints: Optional[Dict[str, str]]) -> str:
+    """The fingerprints of the Python functions ``text`` (a plan's or an op's repr) calls, as text ("" for none)."""
+    if not fingerprints:
+        return ""
+    return "".join(f"|{n}={d}" for n, d in sorted(fingerprints.items())
+                   if re.search(rf"\b{re.escape(n)}\(", text, re.IGNORECASE))
+
+
+def python_fingerprints(functions) -> Dict[str, str]:
+    """name -> a digest of the code of each Python function (``planner.user_functions.UserFunction``)."""
+    return {n: f.impl.fingerprint for n, f in functions.items() if f.python and f.impl is not None}
 
 
 @dataclass
@@ -64,7 +80,9 @@ class StepContext:
         self.placement = placement if placement is not None else Placement.from_dict(None)
         self.master = master
         self.stats = Stats()
-        self.keys: Dict[int, str] = {op.id: state_key(op) for op in self.ops if op.owns_state}
+        self.functions = python_functions(program.functions)   # the program's Python functions, for the backends
+        self.keys: Dict[int, str] = {op.id: state_key(op, python_fingerprints(self.functions))
+                                     for op in self.ops if op.owns_state}
         self.sums = SumBounds(store, self.keys)
         self.derived = {op.id: derivation(self.circuit, op) for op in self.ops
                         if source.integrates(op) and op.mode == "derived"}
@@ -75,8 +93,6 @@ class StepContext:
             for i in op.inputs:
                 self.consumers[i].append(op.id)
         # the types are the driver executor's (DuckDB's binder over empty tables): no Spark analysis at start
-        # the program's Python functions (planner.user_functions), registered by each backend
-        self.functions = python_functions(program.functions)
         self.arrow_schemas, self.state_arrow = derive_schemas(self.circuit, self.functions)
         self.op_views = self._views_of_ops()
 

@@ -234,3 +234,33 @@ def test_ad_hoc_queries_and_execute_call_the_programs_functions(make_pipeline):
     p.execute("INSERT INTO t SELECT g + 10, half(x), w FROM t WHERE NOT big(x)")
     p.wait_for_idle()
     assert sorted(tuple(r.values()) for r in p.query("SELECT * FROM v")) == [(1, 2.0), (2, 15.0), (11, 1.0)]
+
+
+def test_a_restart_with_other_code_for_a_function_recomputes_the_views_that_call_it(tmp_path):
+    """The function's code is part of the program: restarting with other code backfills the views that call it
+    from their tables (so a later delete retracts what is stored), and keeps the others' state."""
+    sql = ("CREATE TABLE t (k INT, x DOUBLE);"
+           "CREATE MATERIALIZED VIEW v AS SELECT k, scaled(x) AS y FROM t;"
+           "CREATE MATERIALIZED VIEW w AS SELECT k, SUM(x) AS s FROM t GROUP BY k;")
+
+    def version(factor):
+        @udf("DOUBLE", ["DOUBLE"], name="scaled")
+        def scaled(x):
+            return pc.multiply(x, factor)
+        return scaled
+    store = str(tmp_path / "s")
+    p = sqlengine.Pipeline.from_sql(sql, storage_dir=store, udfs=[version(2.0)],
+                                    spark_conf={"sqlengine.spark.start": "lazy"})
+    p.start()
+    p.execute("INSERT INTO t VALUES (1, 1.0), (2, 2.0)")
+    p.wait_for_idle()
+    p.stop()
+    q = sqlengine.Pipeline.from_sql(sql, storage_dir=store, udfs=[version(10.0)],
+                                    spark_conf={"sqlengine.spark.start": "lazy"})
+    q.start()
+    assert sorted(tuple(r.values()) for r in q.query("SELECT * FROM v")) == [(1, 10.0), (2, 20.0)]
+    q.execute("DELETE FROM t WHERE k = 1")
+    q.wait_for_idle()
+    assert sorted(tuple(r.values()) for r in q.query("SELECT * FROM v")) == [(2, 20.0)]
+    assert sorted(tuple(r.values()) for r in q.query("SELECT * FROM w")) == [(2, 2.0)]
+    q.stop()
