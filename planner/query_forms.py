@@ -64,11 +64,14 @@ def _lateral_as_join(select: exp.Select, sql: str) -> None:
         alias = lat.args.get("alias")
         if not isinstance(sub, exp.Select) or alias is None or alias.columns:
             raise refuse("other than a subquery with an alias, (SELECT ...) AS name")
-        if sub.args.get("from_") is None:
-            raise refuse("without FROM (compute the columns in the outer SELECT)")
-        if any(sub.args.get(k) for k in ("group", "having", "distinct", "with_", "qualify")) or \
-                any(isinstance(n, (exp.AggFunc, exp.Window)) for e in sub.expressions for n in e.walk()):
-            raise refuse("with aggregates, GROUP BY, DISTINCT or window functions")
+        aggregates = any(isinstance(n, exp.AggFunc) for e in sub.expressions for n in e.walk())
+        if sub.args.get("from_") is None or (aggregates and not any(sub.args.get(k) for k in (
+                "group", "having", "distinct", "limit", "offset", "with_", "qualify", "joins"))):
+            _lateral_one_row(select, j, sub, alias.name, refuse)   # one row per outer row
+            continue
+        if any(sub.args.get(k) for k in ("group", "having", "distinct", "with_", "qualify")) or aggregates or \
+                any(isinstance(n, exp.Window) for e in sub.expressions for n in e.walk()):
+            raise refuse("with GROUP BY, DISTINCT, window functions, or aggregates beside a LIMIT")
         if sub.args.get("limit") is not None and sub.args.get("order") is None:
             raise refuse("with LIMIT and no ORDER BY")
         outer = _outer_names(select, ji)
@@ -126,6 +129,66 @@ def _lateral_as_join(select: exp.Select, sql: str) -> None:
         if side:
             new.set("side", side)
         j.replace(new)
+
+
+def _lateral_one_row(select: exp.Select, j: exp.Join, sub: exp.Select, name: str, refuse) -> None:
+    """A LATERAL subquery of one row per outer row (no FROM: ``LATERAL (SELECT t.x * 2 AS y) s``; or aggregates
+    without GROUP BY: ``LATERAL (SELECT COUNT(*) AS n FROM u WHERE u.k = t.k) s``) taken out of FROM: each
+    reference ``s.col`` is the item's expression, or a scalar subquery of it (``*`` and ``s.*`` list them)."""
+    if any(isinstance(e, exp.Star) for e in sub.expressions):
+        raise refuse("SELECT * without FROM")
+    side = (j.args.get("side") or "").upper()
+    on = j.args.get("on")
+    trivial = on is None or (isinstance(on, exp.Boolean) and on.this is True)
+    if side not in ("", "LEFT") or (side and not trivial) or (j.args.get("kind") or "").upper() not in ("", "CROSS", "INNER"):
+        raise refuse("of one row per outer row other than in a comma, CROSS, INNER or LEFT ... ON TRUE join")
+    columns = {}
+    for e in sub.expressions:
+        col_name = e.alias_or_name
+        value = e.this if isinstance(e, exp.Alias) else e
+        if sub.args.get("from_") is not None:
+            scalar = sub.copy()
+            scalar.set("expressions", [value.copy()])
+            value = exp.Subquery(this=scalar)
+        columns[col_name.lower()] = (col_name, value)
+    before = [x for x in [select.args["from_"].this] + [k.this for k in select.args.get("joins") or []]
+              if x is not j.this]
+    select.set("joins", [k for k in select.args.get("joins") or [] if k is not j] or None)
+    if not trivial:
+        select.set("where", exp.Where(this=exp.and_(on.copy(), select.args["where"].this)
+                                      if select.args.get("where") else on.copy()))
+
+    def put(n: exp.Expression) -> exp.Expression:
+        if isinstance(n, exp.Column) and n.table and n.table.lower() == name.lower():
+            if isinstance(n.this, exp.Star):
+                raise refuse(f"{name}.* inside an expression")
+            if n.name.lower() not in columns:
+                raise refuse(f"column {n.sql()}: {name} has {', '.join(c for c, _ in columns.values())}")
+            return exp.Paren(this=columns[n.name.lower()][1].copy())
+        if isinstance(n, exp.Column) and not n.table and n.name.lower() in columns:
+            raise refuse(f"column {n.name} without its relation's name (write {name}.{n.name})")
+        return n
+
+    def named(e: exp.Expression) -> exp.Expression:   # s.col keeps its name, col
+        if isinstance(e, exp.Column) and e.table and e.table.lower() == name.lower():
+            return exp.Alias(this=e.transform(put), alias=exp.to_identifier(e.name, quoted=True))
+        return e.transform(put)
+
+    items = []
+    for e in select.expressions:
+        star = e.this if isinstance(e, exp.Column) and isinstance(e.this, exp.Star) else e
+        if isinstance(e, exp.Star) or (isinstance(star, exp.Star) and isinstance(e, exp.Column)
+                                       and e.table.lower() == name.lower()):
+            if isinstance(e, exp.Star):
+                items += [exp.Column(this=exp.Star(), table=exp.to_identifier(x.alias_or_name)) for x in before]
+            items += [exp.Alias(this=exp.Paren(this=v.copy()), alias=exp.to_identifier(c, quoted=True))
+                      for c, v in columns.values()]
+        else:
+            items.append(named(e))
+    select.set("expressions", items)
+    for arg in ("where", "group", "having", "order"):
+        if select.args.get(arg) is not None:
+            select.set(arg, select.args[arg].transform(put))
 
 
 def _conjuncts(e: exp.Expression):

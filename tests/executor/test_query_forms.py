@@ -41,6 +41,11 @@ VIEWS = [
                "ON TRUE", True),
     ("l_offset", "SELECT t.k, s.z FROM t JOIN LATERAL (SELECT z FROM u WHERE t.k = u.k ORDER BY z LIMIT 1 OFFSET 1) s "
                  "ON t.x < s.z", True),
+    ("l_computed", "SELECT t.k, s.d FROM t CROSS JOIN LATERAL (SELECT t.x * 2 AS d, t.y AS e) s WHERE s.e > 0", True),
+    ("l_agg", "SELECT t.k, s.n, s.m FROM t, LATERAL (SELECT COUNT(*) AS n, MAX(z) AS m FROM u WHERE u.k = t.k) s",
+     True),
+    ("l_agg_star", "SELECT * FROM t LEFT JOIN LATERAL (SELECT COUNT(*) AS n FROM u WHERE u.k = t.k AND u.z > 0) s "
+                   "ON TRUE", True),
     ("v_natural", "SELECT * FROM t NATURAL JOIN u", True),
     ("v_natural_two", "SELECT * FROM t NATURAL JOIN (SELECT k, x, z FROM u JOIN t USING (k)) s", True),
     ("v_natural_left", "SELECT k, x, z FROM t NATURAL LEFT JOIN u", True),
@@ -107,9 +112,10 @@ def test_lateral_forms_it_cannot_maintain_are_rejected():
     import pytest
     from planner import compile_program
     from planner.errors import UnsupportedError
-    for q, message in [("SELECT * FROM t, LATERAL (SELECT COUNT(*) AS n FROM u WHERE u.k = t.k) s", "with aggregates"),
+    for q, message in [("SELECT * FROM t, LATERAL (SELECT k, COUNT(*) AS n FROM u WHERE u.k = t.k GROUP BY k) s",
+                        "with GROUP BY"),
                        ("SELECT * FROM t, LATERAL (SELECT z FROM u WHERE u.k < t.k) s", "correlated other than"),
-                       ("SELECT * FROM t, LATERAL (SELECT t.x * 2 AS y) s", "without FROM"),
+                       ("SELECT k, y2 FROM t, LATERAL (SELECT t.x * 2 AS y2) s", "without its relation's name"),
                        ("SELECT * FROM t, LATERAL (SELECT z FROM u WHERE u.k = t.k LIMIT 1) s", "LIMIT and no ORDER BY"),
                        ("SELECT * FROM t FULL JOIN LATERAL (SELECT z FROM u WHERE u.k = t.k) s ON TRUE", "FULL JOIN")]:
         with pytest.raises(UnsupportedError, match=message) as e:
