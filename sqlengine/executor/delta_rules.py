@@ -326,7 +326,12 @@ def _agg_call(a, k: int, i: int) -> str:
     if a.func == "COUNT_STAR":
         return f"COUNT(*) AS {col(k + i)}"
     if a.func in aggregate_functions.BY_NAME or a.func == "UDAF":
-        return f"{aggregate_functions.call_sql(a.func, [x.sql for x in a.args], a.params)} AS {col(k + i)}"
+        args = [x.sql for x in a.args]
+        if a.func == "QUANTILE_DISC" and a.args[0].type.base in aggregate_functions.INTEGERS:
+            # an integer: the CAST to its own type tells the Spark lowering to pick the value exactly (Spark's
+            # PERCENTILE_DISC goes through DOUBLE: 2^53 + 1 became 2^53)
+            args[0] = f"CAST({args[0]} AS {a.args[0].type.sql})"
+        return f"{aggregate_functions.call_sql(a.func, args, a.params)} AS {col(k + i)}"
     if a.func not in AGG_FUNCS:
         raise UnsupportedError(f"aggregate {a.func} has no delta rule")
     call = f"{a.func}({'DISTINCT ' if a.distinct else ''}{a.args[0].sql})"

@@ -1,5 +1,6 @@
 """The workload the Spark-cluster tests run: a join-aggregate view, a windowed view (TUMBLE), a window
-function and a view calling two Python functions (one given with ``udfs=``, one declared inline) over two tables, fed deterministic random inserts and deletes (with duplicates and NULLs), every
+function and a view calling three Python functions (a scalar and an aggregate given with ``udfs=``, a scalar
+declared inline) over two tables, fed deterministic random inserts and deletes (with duplicates and NULLs), every
 view checked against DuckDB's recomputation after every step.  The same steps run on a cluster (in a child
 process: one SparkContext per process) and in local mode, and their per-step view contents must agree.
 
@@ -24,7 +25,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from sqlengine.udf import udf
+from sqlengine.udf import udaf, udf
 
 from .oracle import Model, bag, bag_from_changes, diff
 
@@ -34,7 +35,22 @@ def cents(amount: pa.Array) -> pa.Array:
     return pc.cast(pc.multiply(amount, pa.scalar(decimal.Decimal(100), pa.decimal128(3, 0))), pa.int64())
 
 
-UDFS = [cents]
+@udaf("BIGINT", ["DECIMAL(10, 2)"])
+class DistinctAmounts:
+    """A Python aggregate (COUNT(DISTINCT amount)), run on the executors over the group's rows."""
+
+    def create(self):
+        return set()
+
+    def accumulate(self, acc, amount):
+        if amount is not None:
+            acc.add(amount)
+
+    def finish(self, acc):
+        return len(acc)
+
+
+UDFS = [cents, DistinctAmounts]
 # a Python function declared in the program, with its code inline (a module of its own, made on the driver)
 FUNCTIONS = """CREATE FUNCTION tagged(region VARCHAR) RETURNS VARCHAR LANGUAGE PYTHON AS $$
 def tagged(region):
@@ -64,9 +80,9 @@ VIEWS = [
      "(PARTITION BY customer ORDER BY amount DESC, id) AS rn FROM orders) t WHERE rn <= 2",
      None),
     ("python_functions",
-     "SELECT tagged(c.region) AS r, COUNT(*) AS n, SUM(cents(o.amount)) AS c "
+     "SELECT tagged(c.region) AS r, COUNT(*) AS n, SUM(cents(o.amount)) AS c, distinctamounts(o.amount) AS d "
      "FROM orders o JOIN customers c ON o.customer = c.id GROUP BY tagged(c.region)",
-     "SELECT 'r:' || c.region, COUNT(*), SUM(CAST(o.amount * 100 AS BIGINT)) "
+     "SELECT 'r:' || c.region, COUNT(*), SUM(CAST(o.amount * 100 AS BIGINT)), COUNT(DISTINCT o.amount) "
      "FROM orders o JOIN customers c ON o.customer = c.id GROUP BY 1"),
 ]
 

@@ -104,6 +104,10 @@ def _ieee_div(a: exp.Expression, b: exp.Expression) -> exp.Expression:
     return exp.Coalesce(this=exp.Anonymous(this="TRY_DIVIDE", expressions=[a, b]), expressions=[by_zero])
 
 
+_INTEGER_TYPES = (exp.DataType.Type.TINYINT, exp.DataType.Type.SMALLINT, exp.DataType.Type.INT,
+                  exp.DataType.Type.BIGINT)
+
+
 def _to_spark_semantics(n: exp.Expression) -> exp.Expression:
     """DuckDB meanings that sqlglot's transpiler does not carry over (type-dependent ones are fixed by the
     planner, see ``planner.semantics``): division by zero (:func:`_ieee_div`), day-of-week numbering, EPOCH,
@@ -178,6 +182,15 @@ def _to_spark_semantics(n: exp.Expression) -> exp.Expression:
         return exp.Struct(expressions=[x.transform(_to_spark_semantics) for x in n.expressions])
     if isinstance(n, exp.PercentileCont):   # QUANTILE_CONT(x, f): Spark's exact, interpolated PERCENTILE
         return exp.Anonymous(this="PERCENTILE", expressions=[n.this.transform(_to_spark_semantics), n.expression])
+    if isinstance(n, exp.PercentileDisc) and isinstance(n.this, exp.Cast) and n.this.to.this in _INTEGER_TYPES:
+        # QUANTILE_DISC of an integer (marked by delta_rules): the value at 0-based index max(ceil(n * f) - 1, 0)
+        # of the sorted non-NULL values, picked exactly (DuckDB's and PostgreSQL's discrete quantile)
+        values = exp.Anonymous(this="ARRAY_SORT", expressions=[exp.ArrayAgg(this=n.this.transform(_to_spark_semantics))])
+        size = exp.Anonymous(this="SIZE", expressions=[values.copy()])
+        index = exp.Greatest(this=exp.Sub(this=exp.Ceil(this=exp.Mul(this=size, expression=n.expression.copy())),
+                                          expression=exp.Literal.number(1)), expressions=[exp.Literal.number(0)])
+        return exp.Anonymous(this="TRY_ELEMENT_AT", expressions=[values, exp.cast(exp.Add(
+            this=index, expression=exp.Literal.number(1)), "INT")])
     if isinstance(n, exp.PercentileDisc):   # QUANTILE_DISC(x, f): a value of the column, as its type
         key = exp.Ordered(this=n.this.transform(_to_spark_semantics))
         return exp.WithinGroup(this=exp.Anonymous(this="PERCENTILE_DISC", expressions=[n.expression]),
