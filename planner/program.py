@@ -309,7 +309,7 @@ def window_table_functions(tokens: List[Token], sql: str) -> List[Token]:
         if outer_end is None or inner_end is None or inner_end + 1 != outer_end:
             i += 1
             continue
-        args = _split_commas(out[i + 4:inner_end])
+        args = _named_in_order(_split_commas(out[i + 4:inner_end]), name, sql)
         form = (f"write TABLE({name.text.upper()}(TABLE t{' PARTITION BY k' if name.text.upper() == 'SESSION' else ''}, "
                 f"DESCRIPTOR(ts), INTERVAL ...)) or {TABLE_FUNCTION_FORMS[name.text.upper()]}")
         data = args[0] if args else []
@@ -341,6 +341,39 @@ def window_table_functions(tokens: List[Token], sql: str) -> List[Token]:
         out[i:outer_end + 1] = new + [out[inner_end]]
         i += len(new)
     return out
+
+
+# Flink's named arguments of the window table functions, in the order of the positional form
+_ARGUMENT_NAMES = {"TUMBLE": ("DATA", "TIMECOL", "SIZE", "OFFSET"), "HOP": ("DATA", "TIMECOL", "SLIDE", "SIZE", "OFFSET"),
+                   "SESSION": ("DATA", "TIMECOL", "GAP")}
+
+
+def _named_in_order(args: List[List[Token]], name: Token, sql: str) -> List[List[Token]]:
+    """Flink's ``TUMBLE(DATA => TABLE t, TIMECOL => DESCRIPTOR(ts), SIZE => ...)`` as the positional arguments
+    (a part after a named one without a name of its own, a PARTITION BY key, continues it)."""
+    if not any(len(a) > 1 and a[1].token_type == TokenType.FARROW for a in args):
+        return args
+    order = _ARGUMENT_NAMES[name.text.upper()]
+    named: Dict[str, List[Token]] = {}
+    last = None
+    for a in args:
+        if len(a) > 1 and a[1].token_type == TokenType.FARROW:
+            last = a[0].text.upper()
+            if last not in order or last in named:
+                raise UnsupportedError(f"argument {a[0].text} of {name.text.upper()} is "
+                                       f"{'given twice' if last in named else 'not one of ' + ', '.join(order)}",
+                                       sql=sql, offset=a[0].start)
+            named[last] = list(a[2:])
+        elif last is not None:   # (a PARTITION BY key list of DATA, split at its commas)
+            comma = Token(TokenType.COMMA, ",", a[0].line, a[0].col, a[0].start, a[0].start) if a else None
+            named[last] += ([comma] if comma else []) + list(a)
+        else:
+            raise UnsupportedError(f"positional arguments before named ones in {name.text.upper()}", sql=sql,
+                                   offset=a[0].start if a else name.start)
+    missing = [n for n in order if n not in named and n != "OFFSET"]
+    if missing:
+        raise UnsupportedError(f"{name.text.upper()} needs the argument {missing[0]}", sql=sql, offset=name.start)
+    return [named[n] for n in order if n in named]
 
 
 # the engine's spelling of the window table functions (for messages)

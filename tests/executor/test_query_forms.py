@@ -97,15 +97,22 @@ def test_the_flink_spelling_of_window_table_functions_is_the_engines():
              ("TABLE(HOP(TABLE bid, DESCRIPTOR(ts), INTERVAL '2' SECOND, INTERVAL '6' SECOND))",
               "HOP(bid, ts, INTERVAL '2' SECOND, INTERVAL '6' SECOND)"),
              ("TABLE(SESSION(TABLE bid PARTITION BY auction, bidder, DESCRIPTOR(ts), INTERVAL '5' SECOND))",
-              "SESSION(bid, ts, INTERVAL '5' SECOND, auction, bidder)")]
+              "SESSION(bid, ts, INTERVAL '5' SECOND, auction, bidder)"),
+             ("TABLE(HOP(DATA => TABLE bid, SLIDE => INTERVAL '2' SECOND, TIMECOL => DESCRIPTOR(ts), "
+              "SIZE => INTERVAL '6' SECOND))", "HOP(bid, ts, INTERVAL '2' SECOND, INTERVAL '6' SECOND)"),
+             ("TABLE(SESSION(DATA => TABLE bid PARTITION BY auction, TIMECOL => DESCRIPTOR(ts), "
+              "GAP => INTERVAL '5' SECOND))", "SESSION(bid, ts, INTERVAL '5' SECOND, auction)")]
     for flink, ours in pairs:
         q = "CREATE VIEW v AS SELECT window_start, window_end, COUNT(*) AS n FROM {} GROUP BY window_start, window_end;"
         a, b = compile_program(schema + q.format(flink)), compile_program(schema + q.format(ours))
         assert a.explain("v") == b.explain("v")
     with pytest.raises(UnsupportedError, match=r"write TABLE\(TUMBLE\(TABLE t, DESCRIPTOR\(ts\)") as e:
-        compile_program(schema + "CREATE VIEW v AS SELECT window_start FROM TABLE(TUMBLE(DATA => TABLE bid, "
-                                 "TIMECOL => DESCRIPTOR(ts), SIZE => INTERVAL '1' SECOND));")
+        compile_program(schema + "CREATE VIEW v AS SELECT window_start FROM TABLE(TUMBLE(TABLE bid, ts, "
+                                 "INTERVAL '1' SECOND));")
     assert e.value.column is not None
+    with pytest.raises(UnsupportedError, match="argument WHEN of TUMBLE is not one of DATA, TIMECOL, SIZE, OFFSET"):
+        compile_program(schema + "CREATE VIEW v AS SELECT window_start FROM TABLE(TUMBLE(DATA => TABLE bid, "
+                                 "WHEN => DESCRIPTOR(ts), SIZE => INTERVAL '1' SECOND));")
 
 
 def test_lateral_forms_it_cannot_maintain_are_rejected():
