@@ -86,14 +86,9 @@ def _group_rows(lists: pa.Array) -> list:
     valid = structs.is_valid().to_pylist()
     rows = list(zip(*fields))
     offsets = lists.offsets.to_pylist()
-    out = []
-    for g in range(len(lists)):
-        if not lists.is_valid()[g].as_py():
-            out.append([])
-            continue
-        a, b = offsets[g], offsets[g + 1]
-        out.append([rows[i] for i in range(a, b) if valid[i]])
-    return out
+    groups = lists.is_valid().to_pylist()
+    return [[rows[i] for i in range(offsets[g], offsets[g + 1]) if valid[i]] if groups[g] else []
+            for g in range(len(lists))]
 
 
 def aggregate_call(make: Callable, name: str, returns: str, want: pa.DataType) -> Callable:
