@@ -25,6 +25,7 @@ from .bind_window import find_windows
 from .logical import AggCall, Aggregate, Distinct, Expr, Filter, Join, Node, Project, col
 from .scope import Rel, Scope, is_subquery_predicate, split_and
 from .types import BIGINT, BOOLEAN, SqlType
+from .user_functions import UserAggregate
 
 COMPARISONS = (exp.EQ, exp.NEQ, exp.LT, exp.LTE, exp.GT, exp.GTE)
 # expression nodes through which NULL propagates: an aggregate over no rows (NULL) makes the result NULL
@@ -55,14 +56,31 @@ def empty_value(value: exp.Expression) -> Tuple[exp.Expression, bool]:
             n = n.this
         if isinstance(n, ZERO_OVER_NO_ROWS):
             return exp.Literal.number(0)
+        if isinstance(n, UserAggregate):   # a Python aggregate over no rows: finish(create()), from an empty list
+            return exp.Cast(this=exp.Anonymous(this=n.this.name, expressions=[exp.Null()]),
+                            to=exp.DataType.build(n.args["returns"].name, dialect="duckdb"))
         if isinstance(n, exp.AggFunc):
             return exp.Null()
         return n
 
     has_count = any(isinstance(n, ZERO_OVER_NO_ROWS) for n in value.walk())
     plain = all(isinstance(n, NULL_PROPAGATING + (exp.AggFunc, exp.Filter, exp.Where, exp.Distinct))
-                for n in value.walk())
+                and not isinstance(n, UserAggregate) for n in value.walk())
     return value.copy().transform(fn), plain and not has_count
+
+
+def only_inner_rows(value: exp.Expression, mark: exp.Column) -> exp.Expression:
+    """``value`` with each aggregate over the rows where ``mark`` is not NULL: the inner rows of a LEFT JOIN, not
+    the NULL row that stands for a domain value without any (``COUNT('x')``, ``MAX(1)`` or a Python aggregate
+    would count it)."""
+    def fn(n):
+        if isinstance(n, exp.Filter) and isinstance(n.this, exp.AggFunc):
+            cond = exp.and_(exp.Paren(this=n.expression.this.copy()), mark.copy().is_(exp.null()).not_())
+            return exp.Filter(this=n.this.copy(), expression=exp.Where(this=cond))
+        if isinstance(n, exp.AggFunc) and not isinstance(n.parent, exp.Filter):
+            return exp.Filter(this=n.copy(), expression=exp.Where(this=mark.copy().is_(exp.null()).not_()))
+        return n
+    return value.copy().transform(fn)
 
 
 class SubqueryBinder:
@@ -336,9 +354,7 @@ class SubqueryBinder:
                 rkeys.append(self.bind_scalar(sides[1], scope_j))
         res = self.bind_scalar(exp.and_(*residual), scope_j) if residual else None
         joined = Join(dom, inner_m, tuple(lkeys), tuple(rkeys), res, "left")
-        counted = value.copy().transform(
-            lambda n: exp.Count(this=exp.column("__m", table="__mark"))
-            if isinstance(n, exp.Count) and isinstance(n.this, exp.Star) else n)
+        counted = only_inner_rows(value, exp.column("__m", table="__mark"))
         keys = [exp.column(d, table="__dom") for d in dnames]
         items = [(k, d) for k, d in zip(keys, dnames)] + [(counted, "__v")]
         agg_plan, exprs = self.bind_grouped(joined, scope_j, items, keys, [], None)

@@ -55,7 +55,23 @@ def _round_type(annotator, e: exp.Round) -> exp.Round:
     return e
 
 
-_METADATA = {**Dialect.get_or_raise(DIALECT).EXPRESSION_METADATA, exp.Round: {"annotator": _round_type}}
+def _date_operand(x: exp.Expression) -> bool:
+    """A DATE, or a string literal that DuckDB reads as one beside a DATE (``'2024-02-29' - d``)."""
+    return _is(x, {T.DATE}) or (isinstance(x, exp.Literal) and x.is_string)
+
+
+def _sub_type(annotator, e: exp.Sub) -> exp.Sub:
+    """DuckDB's ``date - date`` is a BIGINT (days), also with a string literal on one side; sqlglot types it
+    DATE, which then made ``(d - d) - (d - d)`` look like dates too."""
+    e = _DUCKDB_METADATA[exp.Sub]["annotator"](annotator, e)
+    a, b = e.this, e.expression
+    if _date_operand(a) and _date_operand(b) and (_is(a, {T.DATE}) or _is(b, {T.DATE})):
+        annotator._set_type(e, exp.DataType.build("BIGINT"))
+    return e
+
+
+_DUCKDB_METADATA = Dialect.get_or_raise(DIALECT).EXPRESSION_METADATA
+_METADATA = {**_DUCKDB_METADATA, exp.Round: {"annotator": _round_type}, exp.Sub: {"annotator": _sub_type}}
 
 
 def _annotate(e: exp.Expression, types: Sequence[SqlType]) -> exp.Expression:
@@ -108,8 +124,10 @@ def _r(x: exp.Expression) -> exp.Expression:
 
 
 def _rewrite(n: exp.Expression):
-    if isinstance(n, exp.Sub) and _is(n.this, {T.DATE}) and _is(n.expression, {T.DATE}):
-        return exp.DateDiff(this=_r(n.this), expression=_r(n.expression), unit=exp.var("DAY"))
+    if isinstance(n, exp.Sub) and _date_operand(n.this) and _date_operand(n.expression) and \
+            (_is(n.this, {T.DATE}) or _is(n.expression, {T.DATE})):
+        a, b = (exp.cast(_r(x), "DATE") if not _is(x, {T.DATE}) else _r(x) for x in (n.this, n.expression))
+        return exp.DateDiff(this=a, expression=b, unit=exp.var("DAY"))
     if isinstance(n, (exp.Add, exp.Sub)):
         a, b = n.this, n.expression
         if _is(a, {T.DATE}) and isinstance(b, exp.Interval):

@@ -235,7 +235,10 @@ class _Checker:
         return self.memo[key][1]
 
     def error(self, msg: str, node: exp.Expression) -> BindError:
-        return BindError(msg, sql=self.sql, offset=_start(node))
+        at = node
+        while at is not None and _start(at) is None:   # a node without tokens of its own: its parent's position
+            at = at.parent
+        return BindError(msg, sql=self.sql, offset=_start(at if at is not None else node))
 
     def infer_new(self, n: exp.Expression) -> Typed:
         if isinstance(n, exp.Paren):
@@ -258,6 +261,9 @@ class _Checker:
         if isinstance(n, (exp.Cast, exp.TryCast)) and isinstance(n.args.get("to"), exp.DataType):
             self.check(n.this)
             to = _datatype(n.args["to"])
+            if n.meta.get("implicit"):   # a function's argument, converted to its parameter's type
+                self.implicit(n.this, to, n)
+                return to
             if type(n) is exp.Cast and isinstance(n.this, exp.Literal) and n.this.is_string and \
                     _folded(n) and not _literal_casts(n.this.this, to[0], n.args["to"]):
                 # a CAST of a constant that cannot succeed under a minus sign: DuckDB folds it when it binds the
@@ -285,6 +291,10 @@ class _Checker:
             return BOOL, "BOOLEAN", None
         # everything else: check the children, then the few result types that are certain
         kids = {id(c): self.infer(c) for c in _children(n)}
+        untyped = _untyped_temporal_operand(n)
+        if untyped is not None:
+            raise self.error(f"{untyped} of an untyped NULL: DuckDB cannot tell a DATE from a TIMESTAMP or a TIME "
+                             f"there (write CAST(NULL AS DATE))", n)
         if isinstance(n, _PREDICATES):
             return BOOL, "BOOLEAN", None
         if isinstance(n, _TEXT_FUNCS):
@@ -315,6 +325,25 @@ class _Checker:
 
     def check(self, n: exp.Expression) -> None:
         self.infer(n)
+
+    def implicit(self, arg: exp.Expression, to: Typed, node: exp.Expression) -> None:
+        """Reject an argument that DuckDB would not convert implicitly to its parameter's type (it converts
+        NULL, string literals that parse, DATE to TIMESTAMP and numbers to wider numbers)."""
+        t = self.infer(arg)
+        if t[0] is None or to[0] is None or t[0] == NULL:
+            return
+        if t[2] is not None:
+            if not castable(t[2], to[0]):
+                raise self.error(f"cannot pass {t[1]} as {to[1]}: the string is not a valid {to[1]}", node)
+            return
+        while isinstance(arg, exp.Paren):
+            arg = arg.this
+        ok = t[0] == to[0] or (t[0], to[0]) == (DATE, TS)
+        if ok and t[0] == NUM and isinstance(arg, (exp.Column, exp.Literal, exp.Cast)):
+            ok = _widens(t[1], to[1], isinstance(arg, exp.Literal))
+        if not ok:
+            raise self.error(f"cannot pass {t[1]} as {to[1]}: a function's argument converts implicitly only to a "
+                             f"type that holds every value (write CAST to convert it)", node)
 
     def arithmetic(self, n: exp.Expression, op: str) -> Typed:
         a, b = self.infer(n.this), self.infer(n.expression)
@@ -359,6 +388,58 @@ class _Checker:
             raise self.error(f"cannot compare {a[1]} with {b[1]}{hint}", node)
 
 
+# functions of a date, time or timestamp, which DuckDB cannot bind over an untyped NULL (``year(NULL)``)
+_TEMPORAL_PARTS = (exp.Year, exp.Month, exp.Day, exp.Quarter, exp.Week, exp.DayOfWeek, exp.DayOfWeekIso,
+                   exp.DayOfMonth, exp.DayOfYear, exp.Hour, exp.Minute, exp.Second, exp.TimestampTrunc,
+                   exp.DateTrunc, exp.TimeToUnix, exp.Dayname, exp.Monthname)
+_TEMPORAL_PART_NAMES = {"millisecond", "microsecond", "nanosecond", "yearweek", "isoyear", "era", "epoch_ns",
+                        "epoch_us", "decade", "century", "millennium", "julian", "weekofyear", "weekday"}
+
+
+def _untyped_temporal_operand(n: exp.Expression) -> Optional[str]:
+    """The name of ``n`` if it is a function of a temporal value given an untyped NULL, else None."""
+    def null(x) -> bool:
+        while isinstance(x, exp.Paren):
+            x = x.this
+        return isinstance(x, exp.Null)
+    if isinstance(n, exp.Extract) and null(n.expression):
+        return "EXTRACT"
+    if isinstance(n, exp.DateDiff) and null(n.this) and null(n.expression):
+        return "date_diff"
+    if isinstance(n, _TEMPORAL_PARTS) and null(n.this):
+        return {"TIMESTAMP_TRUNC": "date_trunc", "DATE_TRUNC": "date_trunc", "TIME_TO_UNIX": "epoch"}.get(
+            n.sql_name(), n.sql_name().lower())
+    if isinstance(n, exp.Anonymous) and n.expressions:
+        name = n.name.lower()
+        if name in ("date_part", "datepart") and len(n.expressions) > 1 and null(n.expressions[1]):
+            return name
+        if name in _TEMPORAL_PART_NAMES and null(n.expressions[0]):
+            return name
+    return None
+
+
+_INTEGER_RANK = {"TINYINT": 1, "SMALLINT": 2, "INTEGER": 3, "INT": 3, "BIGINT": 4, "HUGEINT": 5}
+
+
+def _widens(source: str, target: str, literal: bool) -> bool:
+    """Does DuckDB convert a number of type ``source`` to ``target`` implicitly?  Integers to wider integers,
+    to DECIMAL and to floating point; DECIMAL to DECIMAL and floating point; REAL to DOUBLE.  An integer
+    literal goes to any numeric type, a decimal literal to any but the integers."""
+    src, dst = source.split("(")[0].strip().upper(), target.split("(")[0].strip().upper()
+    floats = ("REAL", "FLOAT", "DOUBLE")
+    if literal:
+        return src == "INTEGER" or dst not in _INTEGER_RANK
+    if src in _INTEGER_RANK:
+        return dst not in _INTEGER_RANK or _INTEGER_RANK[src] <= _INTEGER_RANK[dst]
+    if src == "DECIMAL":
+        return dst == "DECIMAL" or dst in floats
+    if src in ("REAL", "FLOAT"):
+        return dst in floats
+    if src == "DOUBLE":
+        return dst == "DOUBLE"
+    return True   # a class the rules do not know: DuckDB decides at run time
+
+
 def _children(n: exp.Expression):
     for v in n.args.values():
         if isinstance(v, exp.Expression):
@@ -368,7 +449,9 @@ def _children(n: exp.Expression):
 
 
 def _relevant(e: exp.Expression) -> bool:
-    return any(isinstance(n, COMPARISONS + (exp.Between, exp.In, exp.Neg)) or type(n) in ARITHMETIC for n in e.walk())
+    return any(isinstance(n, COMPARISONS + (exp.Between, exp.In, exp.Neg)) or type(n) in ARITHMETIC or
+               (isinstance(n, exp.Cast) and n.meta.get("implicit")) or _untyped_temporal_operand(n) is not None
+               for n in e.walk())
 
 
 def check_types(e: exp.Expression, types: Sequence[SqlType], sql: Optional[str] = None) -> None:

@@ -157,10 +157,15 @@ def function_def(stmt: exp.Create, sql: str, tokens: Sequence[Token] = ()) -> Us
                         body=body, offset=at)
 
 
-def _cast(e: exp.Expression, t: Optional[SqlType]) -> exp.Expression:
+def _cast(e: exp.Expression, t: Optional[SqlType], implicit: bool = False) -> exp.Expression:
+    """``e`` as type ``t``.  ``implicit``: an argument given to a typed parameter, which converts only where
+    DuckDB converts implicitly (``planner.typecheck`` rejects the others, e.g. a DATE to a BIGINT)."""
     if t is None:
         return e if isinstance(e, (exp.Column, exp.Literal, exp.Paren, exp.Null)) else exp.Paren(this=e)
-    return exp.Cast(this=e, to=exp.DataType.build(t.sql, dialect=DIALECT))
+    out = exp.Cast(this=e, to=exp.DataType.build(t.sql, dialect=DIALECT))
+    if implicit:
+        out.meta["implicit"] = True
+    return out
 
 
 def _expanded(call: exp.Anonymous, args: Sequence[exp.Expression], f: UserFunction, sql: str) -> exp.Expression:
@@ -174,7 +179,10 @@ def _expanded(call: exp.Anonymous, args: Sequence[exp.Expression], f: UserFuncti
     if f.python and not f.deterministic:
         raise UnsupportedError(f"function {f.name} is declared non-deterministic: its value would differ between a "
                                "row's insert and its delete", sql=sql, offset=position_of(call))
-    typed = [_cast(a, f.types[i] if f.types is not None else None) for i, a in enumerate(args)]
+    typed = [_cast(a, f.types[i] if f.types is not None else None, implicit=True) for i, a in enumerate(args)]
+    for t in typed:
+        if position_of(t) is None:
+            keep_position(t, call)
     if f.aggregate:
         return keep_position(UserAggregate(this=exp.to_identifier(f.name), expressions=typed,
                                            returns=exp.Literal.string(f.returns.sql)), call)

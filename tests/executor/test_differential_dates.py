@@ -14,6 +14,9 @@ DATES = [
         CAST(d AS BIGINT) AS di, CAST(r AS SMALLINT) AS ri FROM t""", True),
     ("d_group", "SELECT date_trunc('hour', ts) AS hr, COUNT(*) AS n, MAX(x) AS mx FROM t "
                 "GROUP BY date_trunc('hour', ts)", True),
+    # found by the fuzzer: a difference of dates is a number, also with a literal before it, and so are its sums
+    ("d_days", "SELECT id, dt - dt - ('2024-02-29' - dt) AS dd, (dt - DATE '2024-01-01') * 2 + ('2024-03-01' - dt) "
+               "AS s FROM t", False),
 ]
 
 

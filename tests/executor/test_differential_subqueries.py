@@ -81,6 +81,10 @@ GENERAL = [
     ("g_eq_then_nonequi", "SELECT a.k, a.x, (SELECT SUM(b.y) FROM b WHERE b.k = a.k) AS s, "
      "(SELECT COUNT(*) FROM b WHERE b.y <= a.x) AS n FROM a WHERE a.x >= (SELECT MIN(b.y) FROM b WHERE b.y >= a.x)",
      False),
+    # aggregates of values that are not NULL where no inner row is (the domain's LEFT JOIN row is not counted)
+    ("g_constant_args", "SELECT a.k, (SELECT COUNT('x') FROM b WHERE b.y < a.x) AS n, "
+     "(SELECT MAX(1) FROM b WHERE b.y < a.x) AS m, (SELECT SUM(COALESCE(b.y, 0)) FROM b WHERE b.y < a.x) AS s, "
+     "(SELECT COUNT(1) FILTER (WHERE b.k > 0) FROM b WHERE b.y < a.x) AS f FROM a", True),
 ]
 
 

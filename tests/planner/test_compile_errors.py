@@ -87,6 +87,10 @@ def test_nondeterministic_function_deep_in_a_query_is_located():
     ("SELECT k FROM t WHERE EXISTS (SELECT 1 FROM u WHERE u.k = t.k AND u.date_time > 7)",
      "cannot compare TIMESTAMP with INTEGER", "u.date_time >"),
     ("SELECT k, COUNT(*) FROM t WHERE v + 1 > 2 GROUP BY k", "cannot apply + to VARCHAR and INTEGER", "v +"),
+    # found by the fuzzer: DuckDB cannot choose between DATE, TIMESTAMP and TIME for an untyped NULL
+    ("SELECT k, year(NULL) AS z FROM t", "year of an untyped NULL", "year("),
+    ("SELECT k, date_trunc('day', NULL) AS z FROM t", "date_trunc of an untyped NULL", "date_trunc("),
+    ("SELECT k FROM t WHERE date_diff('day', NULL, NULL) > 1", "date_diff of an untyped NULL", "date_diff("),
 ])
 def test_type_error_is_located(view, fragment, at):
     compile_error(T + "CREATE VIEW w AS " + view, BindError, fragment, 3, at)
@@ -109,6 +113,7 @@ def test_compatible_types_are_accepted():
         "SELECT k, SUM(price) * 2 AS s, COUNT(*) + 1 AS n FROM t GROUP BY k "
         "HAVING AVG(x) > 1 AND MAX(ts) > '2024-01-01'",
         "SELECT k FROM t WHERE ts - INTERVAL '4' SECOND > ts AND (ts - ts) < INTERVAL 1 HOUR AND k IN (1, '2', NULL)",
+        "SELECT k, year(CAST(NULL AS DATE)) AS y, date_diff('day', NULL, d) AS n FROM t",
     ]
     for view in views:
         compile_program(T + "CREATE VIEW w AS " + view)

@@ -81,6 +81,8 @@ def _group_rows(lists: pa.Array) -> list:
     call's FILTER) dropped.  Struct fields are read by position (DuckDB's ROW has unnamed fields)."""
     if isinstance(lists, pa.ChunkedArray):
         lists = lists.combine_chunks()
+    if pa.types.is_null(lists.type):   # f(NULL): the value over no rows (planner.bind_subquery.empty_value)
+        return [[] for _ in range(len(lists))]
     structs = lists.values
     fields = [plain(structs.field(i)).to_pylist() for i in range(structs.type.num_fields)]
     valid = structs.is_valid().to_pylist()
