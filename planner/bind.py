@@ -18,6 +18,7 @@ from sqlglot import exp
 
 from . import aggregate_functions
 from .bind_asof import AsofBinder
+from .bind_recursive import RecursiveBinder
 from .bind_star import StarBinder, located
 from .bind_subquery import SubqueryBinder, rewrite_late, rewrite_subquery_predicates, scalar_subqueries
 from .bind_window import WindowBinder, find_windows
@@ -142,7 +143,7 @@ GROUP_ARGS = frozenset({"expressions", "all"})                             # gro
 DISTINCT_ARGS = frozenset({"expressions", "on"})                           # agg_call, bind_select (ON: rejected)
 
 
-class Binder(SubqueryBinder, WindowBinder, AsofBinder, StarBinder):
+class Binder(SubqueryBinder, WindowBinder, AsofBinder, StarBinder, RecursiveBinder):
     """Binds the SELECT of one view against the tables and views defined before it."""
 
     def __init__(self, sql: str, tables: Dict[str, TableDef], views: Dict[str, ViewDef],
@@ -168,9 +169,12 @@ class Binder(SubqueryBinder, WindowBinder, AsofBinder, StarBinder):
         ctes = dict(ctes)
         with_ = q.args.get("with") or q.args.get("with_")
         if with_ is not None:
-            if with_.args.get("recursive"):
-                raise self.unsupported("WITH RECURSIVE", with_)
             for cte in with_.expressions:
+                if with_.args.get("recursive") and any(name_of(t.this) == name_of(cte.args["alias"].this)
+                                                       for t in cte.this.find_all(exp.Table)
+                                                       if isinstance(t.this, exp.Identifier)):
+                    ctes[name_of(cte.args["alias"].this)] = self.bind_recursive(cte, ctes)
+                    continue
                 plan, names = self.bind_query(cte.this, ctes)
                 alias_cols = cte.args.get("alias") and cte.args["alias"].columns
                 if alias_cols:
@@ -434,6 +438,9 @@ class Binder(SubqueryBinder, WindowBinder, AsofBinder, StarBinder):
             if name in self.tables:
                 t = self.tables[name]
                 return Scan(t.name, t.fields), alias or name, [f.name for f in t.fields]
+            if name in self.declared:
+                raise self.unsupported(f"reading recursive view {name} before it is created (mutually recursive "
+                                       f"views)", item)
             known = sorted(set(self.tables) | set(self.views) | set(ctes))
             raise self.bind_error(f"unknown table or view '{name}'. Known: {', '.join(known) or '(none)'}", item)
         if isinstance(item, exp.Subquery):

@@ -20,7 +20,7 @@ from typing import Dict
 
 from .circuit import Circuit, Op, Output, aggregate_mode, keeps_output
 from .errors import InternalError
-from .logical import Aggregate, Distinct, Join, Node, OneRow, Scan, SetOp, UnionAll, Window
+from .logical import Aggregate, Distinct, Join, Node, OneRow, Recursive, Scan, SetOp, UnionAll, Window
 
 
 class _Builder:
@@ -65,6 +65,15 @@ class _Builder:
         elif isinstance(node, Distinct):
             ins = (self.delta(node.input),)
             op = self.add(kind="distinct", node=node, inputs=ins, reads=(self.integral(node.input),))
+        elif isinstance(node, Recursive):
+            # its relations' changes and contents, then (below) the contents it emitted: the old fixed point
+            ins = tuple(self.delta(r) for r in node.relations)
+            op = self.add(kind="recursive", node=node, inputs=ins,
+                          reads=tuple(self.integral(r) for r in node.relations))
+            self.delta_ids[node] = op
+            own = self.integral(node)
+            self.circuit.ops[op] = replace(self.circuit.ops[op], reads=self.circuit.ops[op].reads + (own,))
+            return op
         else:
             raise InternalError(f"no incremental rule for {type(node).__name__}")
         self.delta_ids[node] = op

@@ -339,6 +339,41 @@ def walk(node: Node):
     return order
 
 
+@dataclass(frozen=True)
+class Recursive(Node):
+    """The rows of a recursive CTE (``planner.bind_recursive``): the fixed point of ``base UNION [ALL] step``,
+    which the executor iterates (``sqlengine.executor.ops.recursive``).  ``base`` and ``step`` are DuckDB SQL in
+    which occurrence ``k`` of a relation is ``__o<k>``, read from ``relations[occurrences[k]]`` (whose columns
+    the SQL names ``relation_columns[...]``), and the recursive relation is ``__rec``; ``monotone[k]``: new rows
+    of that occurrence only add rows.  The first ``base_occurrences`` occurrences are the base's.
+    ``distinct``: UNION (a set) rather than UNION ALL (a bag).
+
+    Its relations are not children for the planner's rules (``inputs`` is empty: the rules leave it as it is,
+    with its relations' plans as bound); the circuit reads their changes and contents."""
+
+    algebra: ClassVar[str] = "stateful"
+    name: str
+    relations: Tuple[Node, ...]
+    relation_columns: Tuple[Tuple[str, ...], ...]
+    relation_names: Tuple[str, ...]
+    base: str
+    step: str
+    occurrences: Tuple[int, ...]
+    monotone: Tuple[bool, ...]
+    base_occurrences: int
+    out_fields: Tuple[Field, ...]
+    distinct: bool
+    max_iterations: int
+
+    @property
+    def fields(self):
+        return self.out_fields
+
+    def describe(self):
+        return f"Recursive {self.name} ({'UNION' if self.distinct else 'UNION ALL'}) over " + \
+            ", ".join(self.relation_names)
+
+
 def format_plan(node: Node, indent: int = 0) -> str:
     """Indented tree text of a plan, one node per line."""
     lines = ["  " * indent + node.describe() + "  -> (" + ", ".join(str(f) for f in node.fields) + ")"]

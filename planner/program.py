@@ -28,6 +28,7 @@ from .rules import Context, format_trace, optimize
 from .clock import CLOCK, clock_table, rewrite_now
 from .typecheck import nondeterministic_call
 from .types import SUPPORTED_COLUMN_TYPES, from_datatype
+from .bind_recursive import DEFAULT_MAX_ITERATIONS
 from .user_functions import UserFunction
 from .watermarks import Bound, closing_bounds, describe_bounds, event_columns, node_bounds
 
@@ -47,6 +48,8 @@ class Program:
     final: Dict[str, Bound] = field(default_factory=dict)
     # the user's functions (planner.user_functions): those declared in Python, then CREATE FUNCTION / MACRO
     functions: Dict[str, UserFunction] = field(default_factory=dict)
+    # DECLARE RECURSIVE VIEW name (columns): the declared columns, until the view is created
+    declared: Dict[str, Tuple[Field, ...]] = field(default_factory=dict)
 
     def rules_context(self, views=None, options=()) -> Context:
         """The rewrite rules' context for a view defined after ``views`` (default: all views so far), with the
@@ -112,6 +115,7 @@ class Statement:
     tokens: List[Token]
     event_time: Tuple[EventTimeClause, ...] = ()   # CREATE TABLE's LATENESS / WATERMARK FOR, taken out
     local: bool = False   # CREATE LOCAL VIEW (the word LOCAL taken out)
+    declared: bool = False   # DECLARE RECURSIVE VIEW v (columns): read as CREATE TABLE v (columns)
 
     @property
     def start(self) -> int:
@@ -237,6 +241,12 @@ def parse_statements(sql: str) -> List[Statement]:
             and chunk[2].text.upper() in ("VIEW", "MATERIALIZED")
         if local:   # Feldera's CREATE LOCAL VIEW: a view other views read, with no output of its own
             chunk = chunk[:1] + chunk[2:]
+        declared = len(chunk) > 3 and chunk[0].text.upper() == "DECLARE" and chunk[1].text.upper() == "RECURSIVE" \
+            and chunk[2].text.upper() == "VIEW"
+        if declared:   # Feldera's DECLARE RECURSIVE VIEW v (a INT, ...): its columns, parsed as a table's
+            first, second = chunk[0], chunk[2]
+            chunk = [Token(TokenType.CREATE, "CREATE", first.line, first.col, first.start, first.end),
+                     Token(TokenType.TABLE, "TABLE", second.line, second.col, second.start, second.end)] + chunk[3:]
         if chunk[0].token_type in (TokenType.VAR, TokenType.IDENTIFIER, TokenType.NUMBER, TokenType.STRING):
             check_event_time(chunk, sql)
             raise ParseError(f"syntax error: unexpected {_show(chunk[0], sql)} at the start of a statement (a program "
@@ -264,7 +274,7 @@ def parse_statements(sql: str) -> List[Statement]:
                 if at:
                     raise ParseError(f"syntax error: unexpected {_show(at, sql)}", sql=sql, offset=at.start)
                 raise ParseError("syntax error: unexpected end of input", sql=sql, offset=chunk[-1].end + 1)
-            out.append(Statement(aggregate_functions.as_engine_spells(tree), chunk, event_time, local))
+            out.append(Statement(aggregate_functions.as_engine_spells(tree), chunk, event_time, local, declared))
     return out
 
 
@@ -428,6 +438,11 @@ def compile_program(sql: str, disabled_rules: Optional[frozenset] = None,
             if f.body is not None:   # a body calls the functions declared before it
                 f = dataclasses.replace(f, body=user_functions.inline(f.body, prog.functions, sql))
             prog.functions[f.name] = f
+        elif st.declared:
+            d = table_def(stmt, sql, st.tokens, st.event_time)
+            if d.name in prog.tables or d.name in prog.views or d.name in prog.declared:
+                raise BindError(f"'{d.name}' is defined twice", sql=sql, offset=position_of(stmt.this))
+            prog.declared[d.name] = d.fields
         elif isinstance(stmt, exp.Create) and stmt.kind == "TABLE":
             t = table_def(stmt, sql, st.tokens, st.event_time)
             if t.name == CLOCK:
@@ -450,12 +465,16 @@ def compile_program(sql: str, disabled_rules: Optional[frozenset] = None,
             if v.name in prog.tables or v.name in prog.views:
                 raise BindError(f"'{v.name}' is defined twice", sql=sql, offset=position_of(stmt.this))
             prog.views[v.name] = v
+            prog.declared.pop(v.name, None)
         else:
             check_event_time(st.tokens, sql)
             what = stmt.key.upper() if not isinstance(stmt, exp.Create) else f"CREATE {stmt.kind}"
             raise UnsupportedError(f"statement {what} in a program is not supported "
                                    "(only CREATE TABLE, CREATE [MATERIALIZED] VIEW and CREATE FUNCTION / MACRO)",
                                    sql=sql, offset=st.start)
+    for name, fields in prog.declared.items():
+        raise BindError(f"recursive view {name} is declared but never created (CREATE VIEW {name} AS ...)", sql=sql,
+                        offset=None)
     check_foreign_keys(prog.tables, sql)
     prog.circuit = incrementalize(prog.tables, prog.views)
     for rule in (share_table_state, aggregate_contents):   # the rules on the circuit
@@ -717,7 +736,8 @@ def table_lateness(table: str, fields: Sequence[Field], clauses: Sequence[EventT
 
 VIEW_OPTIONS = {"join_order": ("optimized", "as_written"),   # option -> its values, the default first
                 "emit_final": None,                          # None: any value (emit_final: a view column)
-                "closed_windows": ("keep", "drop")}          # a MATERIALIZED view: keep closed windows' rows?
+                "closed_windows": ("keep", "drop"),          # a MATERIALIZED view: keep closed windows' rows?
+                "max_iterations": None}                      # a recursive query's bound (planner.bind_recursive)
 TABLE_OPTIONS = {"materialized": ("false", "true"), "append_only": ("false", "true")}
 
 
@@ -776,6 +796,28 @@ def view_options(props: Sequence[exp.Expression], sql: str) -> Tuple[Tuple[str, 
                                    f"not '{value}'", sql=sql, offset=position_of(p))
         out.append((key.lower(), value.lower()))
     return tuple(out)
+
+
+def declared_recursive(name: str, q: exp.Expression, fields) -> exp.Expression:
+    """The query of a view declared with DECLARE RECURSIVE VIEW, as ``WITH RECURSIVE name (its columns) AS
+    (query) SELECT * FROM name`` (the recursive CTE takes the declared types: planner.bind_recursive)."""
+    alias = exp.TableAlias(this=exp.to_identifier(name), columns=[exp.to_identifier(f.name) for f in fields])
+    cte = exp.CTE(this=q, alias=alias)
+    out = exp.select("*").from_(exp.Table(this=exp.to_identifier(name)))
+    out.set("with_", exp.With(expressions=[cte], recursive=True))
+    return out
+
+
+def max_iterations_option(options, props, sql: str) -> int:
+    """``WITH ('max_iterations' = 'N')``: how many iterations a recursive query of the view may take (a positive
+    integer; 1000 by default)."""
+    written = dict(options).get("max_iterations")
+    if written is None:
+        return DEFAULT_MAX_ITERATIONS
+    if not written.strip().isdigit() or int(written) < 1:
+        p = next(p for p in props if type(p) is exp.Property and _option_key(p).lower() == "max_iterations")
+        raise BindError(f"max_iterations must be a positive integer, not '{written}'", sql=sql, offset=position_of(p))
+    return int(written)
 
 
 def check_closed_windows(name: str, plan, options, materialized: bool, props, prog: "Program", sql: str) -> None:
@@ -855,6 +897,8 @@ def view_def(stmt: exp.Create, sql: str, prog: Program, tokens: Sequence[Token] 
         raise UnsupportedError(f"non-deterministic function {bad[0]} is not supported in a view: its value would "
                                "differ between a row's insert and its delete", sql=sql, offset=bad[1])
     q = query_forms.rewrite(q, sql)   # named windows, VALUES in FROM, SEMI / ANTI JOIN
+    if name in prog.declared:   # DECLARE RECURSIVE VIEW name (...): the view is WITH RECURSIVE name AS (its query)
+        q = declared_recursive(name, q, prog.declared[name])
     check_parsed(q, sql)
     # ORDER BY without LIMIT or OFFSET does not change a view's contents (a bag); drop it.
     if isinstance(q, (exp.Select, exp.Union)) and q.args.get("order") is not None and q.args.get("limit") is None \
@@ -862,6 +906,8 @@ def view_def(stmt: exp.Create, sql: str, prog: Program, tokens: Sequence[Token] 
         q = q.copy()
         q.set("order", None)
     binder = Binder(sql, prog.tables, prog.views, user_functions.python_names(prog.functions))
+    binder.max_iterations = max_iterations_option(options, props.expressions if props else (), sql)
+    binder.declared = dict(prog.declared)
     bound, names = binder.bind_query(q, {})
     if column_list is not None:   # CREATE VIEW v (a, b) AS ...: the columns renamed, in order
         bound, names = renamed(bound, names, column_list, name, sql)

@@ -31,8 +31,8 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, FrozenSet, List, Mapping, Optional, Sequence, Tuple
 
 from ..errors import InternalError
-from ..logical import (Aggregate, Distinct, Expr, Filter, Join, Node, OneRow, Project, Scan, SetOp, UnionAll,
-                       Window, format_plan)
+from ..logical import (Aggregate, Distinct, Expr, Filter, Join, Node, OneRow, Project, Recursive, Scan, SetOp,
+                       UnionAll, Window, format_plan)
 from .exprs import column_index, refs
 from .fold_constants import fold_constants
 from .merge_filters import merge_filters
@@ -234,7 +234,7 @@ def check_node(n: Node) -> Optional[str]:
         if not widths or any(w != widths[0] for w in widths):
             return f"{name}: inputs of {widths} columns"
         return None
-    if isinstance(n, Distinct):
+    if isinstance(n, (Distinct, Recursive)):   # (a Recursive's relations are not its children: not checked)
         return None
     return f"unknown node {type(n).__name__}"
 

@@ -30,8 +30,8 @@ from dataclasses import replace
 from typing import Dict, FrozenSet, List, Sequence, Tuple
 
 from ..circuit import aggregate_mode
-from ..logical import (AggCall, Aggregate, Distinct, Expr, Filter, Join, Node, OneRow, Project, Scan, SetOp,
-                       UnionAll, Window, col)
+from ..logical import (AggCall, Aggregate, Distinct, Expr, Filter, Join, Node, OneRow, Project, Recursive, Scan,
+                       SetOp, UnionAll, Window, col)
 from .exprs import cannot_fail, column_index, refs, remap
 from .tree import width
 
@@ -157,7 +157,7 @@ class _Pruner:
         c = self.canon[id(node)]
         hit = self.memo.get(id(c))
         if hit is None:
-            if id(c) in self.barriers or isinstance(c, (Scan, OneRow)):
+            if id(c) in self.barriers or isinstance(c, (Scan, OneRow, Recursive)):   # (a Recursive: all its columns)
                 hit = (c, _identity(width(c)))
             else:
                 hit = getattr(self, f"prune_{type(c).__name__}")(c, frozenset(self.needs[id(c)]))

@@ -246,6 +246,7 @@ class SparkBackend:
         self._calls = itertools.count()
         self._tag = f"__sq{id(self) & 0xFFFFFF:x}"
         duckdb_text.register(spark)
+        self.functions = functions or {}
         register_spark(spark, functions or {})
 
     def rule(self, sql: str, **frames: DataFrame) -> DataFrame:

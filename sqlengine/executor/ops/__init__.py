@@ -40,6 +40,7 @@ KINDS = {
     "distinct": "distinct",
     "setop": "setop",
     "window": "window",
+    "recursive": "recursive",
 }
 
 
