@@ -491,8 +491,44 @@ class Generator:
         inner = self.shape_project()
         return f"SELECT * FROM ({inner}) z ORDER BY ALL LIMIT {self.rnd.randint(1, 4)}"
 
+    def shape_recursive(self) -> str:
+        """A recursive CTE (docs/sql-reference.md, Recursive views): the closure of a relation's two columns of
+        one category (UNION, or UNION ALL bounded by a depth), or a bounded counter beside a column; read plainly,
+        filtered, or aggregated outside the recursion."""
+        rel, a = self.source(), self.alias()
+        pairs = [(x, y) for x in rel.columns for y in rel.columns if x[1] == y[1] and x[0] != y[0]]
+        where = self.where(self.gen(self.scoped(rel, a)))
+        if pairs and self.rnd.random() < 0.7:
+            (x, cat), (y, _) = self.rnd.choice(pairs)
+            bag = self.rnd.random() < 0.3
+            depth = ", 0" if bag else ""
+            inner = f"SELECT {a}.{x}, {a}.{y}{depth} FROM {rel.name} {a}{where}"
+            step_where = f" WHERE r.d < {self.rnd.randint(1, 3)}" if bag else ""
+            join = self.rnd.choice([f"FROM r JOIN {rel.name} {a} ON r.q = {a}.x_".replace("x_", x),
+                                    f"FROM {rel.name} {a}, r WHERE r.q = {a}.{x}"])
+            if step_where and "WHERE" in join:
+                step_where = step_where.replace(" WHERE ", " AND ")
+            step = f"SELECT r.p, {a}.{y}{', r.d + 1' if bag else ''} {join}{step_where}"
+            cols = "p, q, d" if bag else "p, q"
+            cte = f"WITH RECURSIVE r({cols}) AS ({inner} {'UNION ALL' if bag else 'UNION'} {step})"
+            scope = [("r.p", cat), ("r.q", cat)] + ([("r.d", "int")] if bag else [])
+        else:
+            (x, cat) = self.rnd.choice(rel.columns)
+            limit = self.rnd.randint(1, 4)
+            cte = (f"WITH RECURSIVE r(n, v) AS (SELECT 0, {a}.{x} FROM {rel.name} {a}{where} "
+                   f"{self.rnd.choice(['UNION', 'UNION ALL'])} SELECT n + 1, v FROM r WHERE n < {limit})")
+            scope = [("r.n", "int"), ("r.v", cat)]
+        g = self.gen(scope)
+        form = self.rnd.random()
+        if form < 0.4:
+            return f"{cte} SELECT * FROM r"
+        if form < 0.7:
+            return f"{cte} SELECT {', '.join(self.select_list(g))} FROM r{self.where(g)}"
+        key = self.rnd.choice(scope)[0]
+        return f"{cte} SELECT {key} AS k, {self.aggregate(g)} AS o1 FROM r GROUP BY {key}"
+
     SHAPES = ("project", "project", "aggregate", "aggregate", "join", "semi", "scalar_subquery", "setop", "window",
-              "topk", "cte", "duckdb")
+              "topk", "cte", "duckdb", "recursive")
 
     def describe(self, sql: str) -> Optional[List[Tuple[str, str]]]:
         """The (column, category) list of ``sql`` per DuckDB, or None if DuckDB rejects it."""

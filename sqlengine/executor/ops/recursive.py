@@ -31,6 +31,7 @@ fails the Spark step, which then runs on the driver and records the error).
 from __future__ import annotations
 
 import itertools
+import os
 import re
 from collections import Counter
 from typing import Dict, List, Optional
@@ -45,6 +46,7 @@ from sqlengine.types import arrow_type
 from sqlengine.zset import W
 
 SKIPS_UNCHANGED = True
+THREADS = max(1, min(4, os.cpu_count() or 1))   # DuckDB's threads for an evaluation: its joins and scans are big
 _OCCURRENCE = re.compile(r"\b__o(\d+)\b")
 _REC = re.compile(r"\b__rec\b")
 _calls = itertools.count()
@@ -89,6 +91,12 @@ class _Run:
         self.made.append(full)
         return full
 
+    def view(self, name: str, query: str) -> str:
+        full = self.p + name
+        self.sql(f"CREATE OR REPLACE TEMP VIEW {full} AS {query}")
+        self.made.append("view:" + full)
+        return full
+
     def arrow(self, name: str, t: pa.Table) -> str:
         full = self.p + name
         self.con.register(full, t)
@@ -101,16 +109,27 @@ class _Run:
         src = self.arrow(name + "_raw", raw)
         data = [f.name for f in raw.schema if f.name != W]
         w = raw.column(W)
-        if raw.num_rows and pc.min(w).as_py() < 0:
-            src = self.table(name + "_sum", f"SELECT {', '.join(data)}, SUM({W})::BIGINT AS {W} FROM {src} "
-                                            f"GROUP BY ALL HAVING SUM({W}) > 0")
+        negative = pc.less(w, 0)
+        if raw.num_rows and pc.any(negative).as_py():
+            # only the rows that some run deletes are summed (the runs since the last merge: few); the others
+            # are as they were written
+            touched = self.arrow(name + "_neg", raw.filter(negative).select(data))
+            same = " AND ".join(f"y.{c} IS NOT DISTINCT FROM x.{c}" for c in data)
+            hit = f"EXISTS (SELECT 1 FROM {touched} AS y WHERE {same})"
+            listed = ", ".join(data)
+            src = self.table(name + "_sum", f"SELECT {listed}, {W} FROM {src} AS x WHERE NOT {hit} UNION ALL "
+                                           f"SELECT {listed}, SUM({W})::BIGINT AS {W} FROM {src} AS x WHERE {hit} "
+                                           f"GROUP BY ALL HAVING SUM({W}) > 0")
             many = True
         else:
             many = bool(raw.num_rows) and pc.max(w).as_py() > 1
         cols = ", ".join(f"{c} AS {_q(n)}" for c, n in zip(data, columns))
         view = self.p + name
-        self.sql(f"CREATE OR REPLACE TEMP VIEW {view} AS SELECT {cols} FROM {src}"
-                 + (f", range({src}.{W})" if many else ""))
+        query = f"SELECT {cols} FROM {src}"
+        if many:   # (a weight above 1: that many copies; most rows have weight 1 and are read as they are)
+            query = (f"SELECT {cols} FROM {src} WHERE {W} = 1 UNION ALL "
+                     f"SELECT {cols} FROM {src}, range({src}.{W}) WHERE {W} > 1")
+        self.sql(f"CREATE OR REPLACE TEMP VIEW {view} AS {query}")
         self.made.append("view:" + view)
         return view
 
@@ -135,6 +154,15 @@ class _Run:
             body = _REC.sub(rec, body)
         cols = ", ".join(f"CAST(#{i + 1} AS {t}) AS {_q(n)}" for i, (t, n) in enumerate(zip(self.types, self.names)))
         return f"SELECT {cols} FROM ({body})"
+
+    def match(self, t: str) -> str:
+        """A condition: the row ``x`` is in ``t`` (NULLs equal, as in a set).  As EXISTS rather than INTERSECT or
+        EXCEPT: DuckDB then builds its hash table on the side with fewer rows (the new rows, not the fixed point)."""
+        same = " AND ".join(f"y.{_q(n)} IS NOT DISTINCT FROM x.{_q(n)}" for n in self.names)
+        return f"EXISTS (SELECT 1 FROM {t} AS y WHERE {same})"
+
+    def distinct_where(self, query: str, condition: str) -> str:
+        return f"SELECT DISTINCT * FROM ({query}) AS x WHERE {condition}"
 
     def occurrences(self, base: bool):
         n = self.node.base_occurrences
@@ -192,7 +220,7 @@ class _Run:
         frontier = self.table("f0", f"SELECT * FROM {fixed}")
         for i in range(1, node.max_iterations + 1):
             step = self.all_of(new, False, frontier)
-            nxt = self.table(f"f{i}", f"SELECT * FROM ({step}) EXCEPT SELECT * FROM {fixed}" if node.distinct
+            nxt = self.table(f"f{i}", self.distinct_where(step, f"NOT {self.match(fixed)}") if node.distinct
                              else step)
             if not self.count(nxt):
                 return fixed
@@ -230,48 +258,42 @@ class _Run:
                     out.append(self.part(node.base if base else node.step, versions, None if base else rec))
             return out
 
+        gone = None   # the rows of the old fixed point that are deleted (after rederiving)
+        candidates = []
         if any(self.count(t) for t in minus.values()):
             # 1. over-delete: what the deleted rows derived in the old fixed point, transitively
-            first = seeds(dict(minus), old, r_old)
-            frontier = self.table("del0", f"SELECT * FROM ({' UNION '.join(first)}) INTERSECT SELECT * FROM {r_old}")
+            first = " UNION ALL ".join(f"SELECT * FROM ({q})" for q in seeds(dict(minus), old, r_old))
+            frontier = self.table("del0", self.distinct_where(first, self.match(r_old)))
             self.sql(f"INSERT INTO {removed} SELECT * FROM {frontier}")
             while self.count(frontier):
                 check()
                 step = self.all_of(old, False, frontier)
-                frontier = self.table(f"del{iterations}", f"SELECT * FROM (SELECT * FROM ({step}) INTERSECT "
-                                                        f"SELECT * FROM {r_old}) EXCEPT SELECT * FROM {removed}")
+                frontier = self.table(f"del{iterations}", self.distinct_where(
+                    step, f"{self.match(r_old)} AND NOT {self.match(removed)}"))
                 self.sql(f"INSERT INTO {removed} SELECT * FROM {frontier}")
             # 2. rederive: the removed rows the new contents derive in one step from what is left
-            left = self.table("left", f"SELECT * FROM {r_old} EXCEPT SELECT * FROM {removed}") \
-                if self.count(removed) else r_old
-            again = self.table("again", f"SELECT * FROM (SELECT * FROM ({self.all_of(new, True, None)}) UNION "
-                                        f"SELECT * FROM ({self.all_of(new, False, left)})) INTERSECT "
-                                        f"SELECT * FROM {removed}")
-            removed = self.table("removed2", f"SELECT * FROM {removed} EXCEPT SELECT * FROM {again}")
-            parts = [left, again]
+            left = self.view("left", f"SELECT * FROM {r_old} AS x WHERE NOT {self.match(removed)}")
+            derived = f"SELECT * FROM ({self.all_of(new, True, None)}) UNION ALL " \
+                      f"SELECT * FROM ({self.all_of(new, False, left)})"
+            again = self.table("again", self.distinct_where(derived, self.match(removed)))
+            gone = self.table("gone", f"SELECT * FROM {removed} AS x WHERE NOT {self.match(again)}")
             candidates = [f"SELECT * FROM {again}", self.all_of(new, False, again)]
-        else:
-            parts = [r_old]
-            candidates = []
         # 3. semi-naive: what the inserted rows (and the rederived ones) derive, until nothing is new
         if plus:
-            current = parts[0] if len(parts) == 1 else \
-                self.table("current", " UNION ALL ".join(f"SELECT * FROM {t}" for t in parts))
+            current = r_old if gone is None else \
+                self.view("current", f"SELECT * FROM {r_old} AS x WHERE NOT {self.match(gone)}")
             candidates += seeds(plus, new, current)
         if not candidates:
-            return added, removed
-        parts.append(added)
-
-        def unseen(query: str) -> str:
-            return f"SELECT * FROM ({query})" + "".join(f" EXCEPT SELECT * FROM {t}" for t in parts)
-
-        frontier = self.table("ins0", unseen(" UNION ".join(f"SELECT * FROM ({c})" for c in candidates)))
+            return added, gone if gone is not None else removed
+        kept = self.match(r_old) if gone is None else f"({self.match(r_old)} AND NOT {self.match(gone)})"
+        unseen = f"NOT {kept} AND NOT {self.match(added)}"
+        frontier = self.table("ins0", self.distinct_where(" UNION ALL ".join(f"SELECT * FROM ({c})"
+                                                                             for c in candidates), unseen))
         while self.count(frontier):
             check()
             self.sql(f"INSERT INTO {added} SELECT * FROM {frontier}")
-            step = self.all_of(new, False, frontier)
-            frontier = self.table(f"ins{iterations}", unseen(step))
-        return added, removed
+            frontier = self.table(f"ins{iterations}", self.distinct_where(self.all_of(new, False, frontier), unseen))
+        return added, gone if gone is not None else removed
 
 
 def evaluate(con, op, ins: List[Optional[pa.Table]], reads: List[pa.Table]) -> pa.Table:
@@ -292,10 +314,13 @@ def _emptied(op, reads: List[pa.Table]) -> pa.Table:
 
 def local(lw, op, ins, reads, initial: bool = False) -> pa.Table:
     with lw.lock:
+        lw.con.execute(f"SET threads = {THREADS}").fetchall()   # (the steps' connection runs one thread)
         try:
             return evaluate(lw.con, op, ins, reads)
         except (NoFixedPoint, duckdb.Error) as e:
             message = str(e).splitlines()[0] if str(e) else type(e).__name__
+        finally:
+            lw.con.execute("SET threads = 1").fetchall()
     if lw.errors is not None:
         lw.errors.add(op.id, lw.op_views.get(op.id, []), f"WITH RECURSIVE {op.node.name}", message, [{}], [1],
                       operator=f"Recursive {op.node.name}")
