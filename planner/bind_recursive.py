@@ -1,28 +1,30 @@
-"""Recursive queries: ``WITH RECURSIVE r AS (base UNION [ALL] step)`` bound to a :class:`Recursive` node.
+"""Recursive queries bound to a :class:`Recursive` node: ``WITH RECURSIVE r AS (base UNION [ALL] step)``, and
+the views of a group declared with ``DECLARE RECURSIVE VIEW`` that read each other.
 
-The node keeps the two parts as DuckDB SQL, which the executor iterates to a fixed point
-(:mod:`sqlengine.executor.ops.recursive`): ``base`` reads only the relations of the program (tables, views,
-the WITH's other CTEs); ``step`` reads them and the recursive relation once.  Each occurrence of a relation in
-the SQL is renamed ``__o<k>`` (its alias kept, so ``e.src`` and ``edges.src`` still resolve), so that the
-executor can give each occurrence the old or the new contents of its relation, or only their change: the
-semi-naive evaluation of inserts and the delete-and-rederive (DRed) of deletes.  The recursive relation is
+Each recursive relation is a UNION [ALL] of branches: a branch that reads no recursive relation is a base, one
+that reads one (once) is a step.  The node keeps the branches as DuckDB SQL, which the executor iterates to a
+fixed point (:mod:`sqlengine.executor.ops.recursive`).  Each occurrence of a relation of the program in the
+SQL is renamed ``__o<k>`` (its alias kept, so ``e.src`` and ``edges.src`` still resolve), so that the executor
+can give each occurrence the old or the new contents of its relation, or only their change: the semi-naive
+evaluation of inserts and the delete-and-rederive (DRed) of deletes.  The recursive relation a step reads is
 ``__rec``.
 
 What is accepted (else a compile error at the construct):
 
-* the CTE is ``base UNION step`` (a set: the least fixed point, as DuckDB computes it) or ``base UNION ALL
-  step`` (a bag: each iteration's new rows added, which terminates only where the derivations do);
-* the step reads the recursive relation once, directly in its FROM or in an inner JOIN (linear recursion),
-  with no GROUP BY, aggregate, window, DISTINCT ON, LIMIT or OFFSET over it, and not on the NULL side of an
-  outer join: the step is then monotone in the recursive relation, and its fixed point is unique;
-* the step's columns are cast to the base's types, as DuckDB does.
+* UNION (a set: the least fixed point, as DuckDB computes it) or UNION ALL (a bag: each iteration's new rows
+  added, which terminates only where the derivations do), not both in one relation;
+* a step reads a recursive relation once, directly in its FROM or in an inner JOIN (linear recursion), with no
+  GROUP BY, aggregate, window, DISTINCT ON, LIMIT or OFFSET over it, and not on the NULL side of an outer join:
+  the step is then monotone in it, and the fixed point is unique;
+* a CTE's columns are typed by its bases (bound as one UNION, as DuckDB types its anchor), a declared view's
+  by its declaration; each branch's columns are cast to them, as DuckDB does.
 
 >>> from planner import compile_program
 >>> p = compile_program("CREATE TABLE e (src INT, dst INT); CREATE VIEW reach AS WITH RECURSIVE r(a, b) AS "
 ...     "(SELECT src, dst FROM e UNION SELECT r.a, e.dst FROM r JOIN e ON r.b = e.src) SELECT * FROM r")
 >>> node = p.views["reach"].plan
->>> node.describe(), node.step
-('Recursive r (UNION) over e', 'SELECT r.a, e.dst FROM __rec AS r JOIN __o1 AS e ON r.b = e.src')
+>>> node.describe(), node.steps
+('Recursive r (UNION) over e', ((0, 0, 'SELECT r.a, e.dst FROM __rec AS r JOIN __o1 AS e ON r.b = e.src'),))
 """
 from __future__ import annotations
 
@@ -30,8 +32,9 @@ from typing import Dict, List, Tuple
 
 from sqlglot import exp
 
+from .errors import UnsupportedError
 from .logical import Field, Node, Recursive, Scan
-from .scope import name_of
+from .scope import name_of, position_of
 from .user_functions import UserAggregate
 
 DEFAULT_MAX_ITERATIONS = 1000
@@ -89,6 +92,25 @@ def _unwrapped(q: exp.Expression) -> exp.Expression:
     return q
 
 
+def _branches(body: exp.Expression) -> Tuple[List[exp.Expression], bool]:
+    """The branches of a UNION [ALL] chain (a body that is no union: one branch, a bag) and whether it is UNION."""
+    body = _unwrapped(body)
+    if not isinstance(body, exp.Union):
+        return [body], False
+    distinct = bool(body.args.get("distinct"))
+    out = []
+    for side in (body.this, body.expression):
+        side = _unwrapped(side)
+        if isinstance(side, exp.Union):
+            more, kind = _branches(side)
+            if kind != distinct:
+                raise UnsupportedError("UNION and UNION ALL mixed in one recursive query")
+            out += more
+        else:
+            out.append(side)
+    return out, distinct
+
+
 class RecursiveBinder:
     """Mixin for :class:`planner.bind.Binder`."""
 
@@ -96,60 +118,71 @@ class RecursiveBinder:
     declared: Dict[str, Tuple[Field, ...]] = {}   # DECLARE RECURSIVE VIEW: the declared columns, by view name
 
     def bind_recursive(self, cte: exp.CTE, ctes: Dict[str, Node]) -> Node:
+        """A ``WITH RECURSIVE`` CTE: one recursive relation, typed by its branches that do not read it."""
         alias = cte.args["alias"]
         name = name_of(alias.this)
         body = _unwrapped(cte.this)
         if not isinstance(body, exp.Union) or isinstance(body, (exp.Intersect, exp.Except)):
             raise self.unsupported("a recursive CTE that is not 'base UNION [ALL] step'", body)
-        base, step = _unwrapped(body.this), _unwrapped(body.expression)
-        refs = [t for t in _tables(step) if name_of(t.this) == name]
-        if any(name_of(t.this) == name for t in _tables(base)):
-            raise self.unsupported(f"a reference to {name} in the base of its recursion (the part before the last "
-                                   f"UNION)", next(t for t in _tables(base) if name_of(t.this) == name))
-        if not refs:
-            raise self.bind_error(f"recursive CTE {name} does not read itself in its last UNION branch (make it a "
-                                  f"plain CTE)", step)
-        if len(refs) > 1:
-            raise self.unsupported(f"reading {name} twice in one step of its recursion (non-linear recursion)",
-                                   refs[1])
-        if not isinstance(step, exp.Select) or not _monotone(refs[0], step):
-            raise self.unsupported(f"reading {name} inside a subquery, an aggregate, a window, DISTINCT ON, "
-                                   f"LIMIT, or on the NULL side of an outer join (a step that is not monotone in "
-                                   f"{name})", refs[0])
-        for n in body.walk():
-            if isinstance(n, UserAggregate):
-                raise self.unsupported("a Python aggregate function in a recursive CTE", n)
-        base_plan, names = self.bind_query(base, ctes)
-        if alias.columns:
-            if len(alias.columns) != len(names):
-                raise self.bind_error(f"recursive CTE {name} names {len(alias.columns)} columns but its base gives "
-                                      f"{len(names)}", alias)
-            names = [name_of(c) for c in alias.columns]
-        fields = tuple(Field(n, f.type.with_nullable(True)) for n, f in zip(names, base_plan.fields))
-        if name in self.declared:   # the declared types (the base's values must be of the same kind)
-            for f, d in zip(fields, self.declared[name]):
-                if f.type.base != d.type.base and not (f.type.base in NUMERIC and d.type.base in NUMERIC):
-                    raise self.bind_error(f"column {d.name} of recursive view {name} is declared {d.type.sql}, but "
-                                          f"the query gives {f.type.sql}", base)
-            fields = tuple(Field(d.name, d.type.with_nullable(True)) for d in self.declared[name])
-        placeholder = Scan(f"__recursive_{name}", fields)
-        step_plan, _ = self.bind_query(step, {**ctes, name: placeholder})   # types and names checked
-        if len(step_plan.fields) != len(fields):
-            raise self.bind_error(f"the step of recursive CTE {name} gives {len(step_plan.fields)} columns, its base "
-                                  f"{len(fields)}", step)
+        columns = [name_of(c) for c in alias.columns] if alias.columns else None
+        return self.bind_recursive_group([(name, body, columns, self.declared.get(name))], ctes)
+
+    def bind_recursive_group(self, members, ctes: Dict[str, Node]) -> Recursive:
+        """Recursive relations that may read each other: ``members`` is a list of (name, query, column names or
+        None, declared fields or None)."""
+        names = [m[0] for m in members]
+        parsed = []
+        for name, body, _, _ in members:
+            try:
+                branches, distinct = _branches(body)
+            except UnsupportedError as e:
+                raise UnsupportedError(e.message, sql=self.sql, offset=position_of(body)) from None
+            for b in branches:
+                for n in b.walk():
+                    if isinstance(n, UserAggregate):
+                        raise self.unsupported("a Python aggregate function in a recursive query", n)
+            parsed.append((branches, distinct))
+        # each relation's columns: declared, else its base's (bound as one UNION, as DuckDB types its anchor)
+        columns: List[Tuple[Field, ...]] = []
+        for (name, body, cols, declared), (branches, distinct) in zip(members, parsed):
+            bases = [b for b in branches if not self._reads(b, names)]
+            if not bases:
+                if declared is None:
+                    raise self.bind_error(f"recursive CTE {name} has no branch that does not read it (a base)", body)
+                columns.append(tuple(Field(d.name, d.type.with_nullable(True)) for d in declared))
+                continue
+            anchor = bases[0]
+            for b in bases[1:]:
+                anchor = exp.Union(this=anchor, expression=b, distinct=distinct)
+            plan, got = self.bind_query(anchor, ctes)
+            if cols is not None and len(cols) != len(got):
+                raise self.bind_error(f"recursive CTE {name} names {len(cols)} columns but its base gives "
+                                      f"{len(got)}", body)
+            if declared is not None:
+                if len(declared) != len(got):
+                    raise self.bind_error(f"recursive view {name} is declared with {len(declared)} columns but its "
+                                          f"query gives {len(got)}", bases[0])
+                for f, d in zip(plan.fields, declared):
+                    if f.type.base != d.type.base and not (f.type.base in NUMERIC and d.type.base in NUMERIC):
+                        raise self.bind_error(f"column {d.name} of recursive view {name} is declared {d.type.sql}, "
+                                              f"but the query gives {f.type.sql}", bases[0])
+                columns.append(tuple(Field(d.name, d.type.with_nullable(True)) for d in declared))
+            else:
+                columns.append(tuple(Field(n, f.type.with_nullable(True)) for n, f in zip(cols or got, plan.fields)))
+        placeholders = {name: Scan(f"__recursive_{name}", cols) for name, cols in zip(names, columns)}
         relations: List[Node] = []
-        columns: List[Tuple[str, ...]] = []
+        relation_columns: List[Tuple[str, ...]] = []
         index: Dict[str, int] = {}
         occurrences: List[int] = []
         monotone: List[bool] = []
 
-        def renamed(part: exp.Expression) -> exp.Expression:
+        def renamed(part: exp.Expression) -> str:
             part = part.copy()
             for t in _tables(part):
                 rel = name_of(t.this)
                 label = exp.TableAlias(this=exp.to_identifier(name_of(t.args["alias"].this)
                                                               if t.args.get("alias") else rel))
-                if rel == name:
+                if rel in names:
                     t.set("this", exp.to_identifier("__rec"))
                     t.set("alias", label)
                     continue
@@ -157,18 +190,42 @@ class RecursiveBinder:
                     plan, _, cols = self.bind_from_source(exp.Table(this=exp.to_identifier(rel)), None, ctes)
                     index[rel] = len(relations)
                     relations.append(plan)
-                    columns.append(tuple(cols))
+                    relation_columns.append(tuple(cols))
                 monotone.append(_monotone(t, part))
                 t.set("this", exp.to_identifier(f"__o{len(occurrences)}"))
                 t.set("alias", label)
                 occurrences.append(index[rel])
-            return part
+            return part.sql(dialect="duckdb")
 
-        base_sql = renamed(base).sql(dialect="duckdb")
-        n_base = len(occurrences)
-        step_sql = renamed(step).sql(dialect="duckdb")
-        return Recursive(name=name, relations=tuple(relations), relation_columns=tuple(columns), base=base_sql,
-                         step=step_sql, occurrences=tuple(occurrences), monotone=tuple(monotone),
-                         base_occurrences=n_base, out_fields=fields, distinct=bool(body.args.get("distinct")),
-                         max_iterations=self.max_iterations,
-                         relation_names=tuple(sorted(index, key=index.get)))
+        bases: List[Tuple[str, ...]] = []
+        steps: List[Tuple[int, int, str]] = []
+        for i, ((name, body, _, _), (branches, _)) in enumerate(zip(members, parsed)):
+            mine = []
+            for b in branches:
+                refs = self._reads(b, names)
+                plan, _ = self.bind_query(b, {**ctes, **placeholders})   # names and types checked
+                if len(plan.fields) != len(columns[i]):
+                    raise self.bind_error(f"a branch of recursive {'view' if members[i][3] is not None else 'CTE'} "
+                                          f"{name} gives {len(plan.fields)} columns, not {len(columns[i])}", b)
+                if not refs:
+                    mine.append(renamed(b))
+                    continue
+                if len(refs) > 1:
+                    raise self.unsupported(f"reading {name_of(refs[1].this)} twice in one step of a recursion "
+                                           "(non-linear recursion)", refs[1])
+                if not isinstance(b, exp.Select) or not _monotone(refs[0], b):
+                    what = name_of(refs[0].this)
+                    raise self.unsupported(f"reading {what} inside a subquery, an aggregate, a window, DISTINCT ON, "
+                                           f"LIMIT, or on the NULL side of an outer join (a step that is not monotone "
+                                           f"in {what})", refs[0])
+                steps.append((i, names.index(name_of(refs[0].this)), renamed(b)))
+            bases.append(tuple(mine))
+        return Recursive(name=", ".join(names), names=tuple(names), columns=tuple(columns),
+                         distinct=tuple(d for _, d in parsed), bases=tuple(bases), steps=tuple(steps),
+                         relations=tuple(relations), relation_columns=tuple(relation_columns),
+                         relation_names=tuple(sorted(index, key=index.get)), occurrences=tuple(occurrences),
+                         monotone=tuple(monotone), max_iterations=self.max_iterations)
+
+    @staticmethod
+    def _reads(branch: exp.Expression, names: List[str]) -> List[exp.Table]:
+        return [t for t in _tables(branch) if name_of(t.this) in names]

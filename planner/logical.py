@@ -341,37 +341,53 @@ def walk(node: Node):
 
 @dataclass(frozen=True)
 class Recursive(Node):
-    """The rows of a recursive CTE (``planner.bind_recursive``): the fixed point of ``base UNION [ALL] step``,
-    which the executor iterates (``sqlengine.executor.ops.recursive``).  ``base`` and ``step`` are DuckDB SQL in
-    which occurrence ``k`` of a relation is ``__o<k>``, read from ``relations[occurrences[k]]`` (whose columns
-    the SQL names ``relation_columns[...]``), and the recursive relation is ``__rec``; ``monotone[k]``: new rows
-    of that occurrence only add rows.  The first ``base_occurrences`` occurrences are the base's.
-    ``distinct``: UNION (a set) rather than UNION ALL (a bag).
+    """The rows of recursive relations (``planner.bind_recursive``): the fixed point of each relation's branches,
+    which the executor iterates (``sqlengine.executor.ops.recursive``).  One relation for a ``WITH RECURSIVE``
+    CTE; the views of a group declared with DECLARE RECURSIVE VIEW that read each other.
+
+    ``bases[i]``: relation i's branches that read no recursive relation; ``steps``: (i, j, SQL), a branch of
+    relation i that reads recursive relation j once, as ``__rec``.  The SQL is DuckDB's, in which occurrence
+    ``k`` of a relation of the program is ``__o<k>``, read from ``relations[occurrences[k]]`` (whose columns the
+    SQL names ``relation_columns[...]``); ``monotone[k]``: new rows of that occurrence only add rows.
+    ``distinct[i]``: UNION (a set) rather than UNION ALL (a bag).  The node's rows: relation 0's columns when it
+    has one relation, else the relation's number (``__relation``) then each relation's columns in turn (NULL in
+    the other relations' columns).
 
     Its relations are not children for the planner's rules (``inputs`` is empty: the rules leave it as it is,
     with its relations' plans as bound); the circuit reads their changes and contents."""
 
     algebra: ClassVar[str] = "stateful"
     name: str
+    names: Tuple[str, ...]
+    columns: Tuple[Tuple[Field, ...], ...]
+    distinct: Tuple[bool, ...]
+    bases: Tuple[Tuple[str, ...], ...]
+    steps: Tuple[Tuple[int, int, str], ...]
     relations: Tuple[Node, ...]
     relation_columns: Tuple[Tuple[str, ...], ...]
     relation_names: Tuple[str, ...]
-    base: str
-    step: str
     occurrences: Tuple[int, ...]
     monotone: Tuple[bool, ...]
-    base_occurrences: int
-    out_fields: Tuple[Field, ...]
-    distinct: bool
     max_iterations: int
 
     @property
     def fields(self):
-        return self.out_fields
+        if len(self.names) == 1:
+            return self.columns[0]
+        from .types import SqlType
+        out = [Field("__relation", SqlType("BIGINT"))]
+        for name, cols in zip(self.names, self.columns):
+            out += [Field(f"{name}.{f.name}", f.type) for f in cols]
+        return tuple(out)
+
+    def slots(self, i: int) -> Tuple[int, ...]:
+        """The positions of relation ``i``'s columns among the node's (several relations)."""
+        start = 1 + sum(len(c) for c in self.columns[:i])
+        return tuple(range(start, start + len(self.columns[i])))
 
     def describe(self):
-        return f"Recursive {self.name} ({'UNION' if self.distinct else 'UNION ALL'}) over " + \
-            ", ".join(self.relation_names)
+        kinds = {"UNION" if d else "UNION ALL" for d in self.distinct}
+        return f"Recursive {self.name} ({', '.join(sorted(kinds))}) over " + ", ".join(self.relation_names)
 
 
 def format_plan(node: Node, indent: int = 0) -> str:

@@ -22,12 +22,12 @@ from .incrementalize import incrementalize
 from .rules.aggregate_contents import aggregate_contents
 from .rules.share_table_state import share_table_state
 from .circuit import stream_tables
-from .logical import Expr, Field, Node, Project, col, format_plan
+from .logical import Expr, Field, Filter, Node, Project, col, format_plan
 from .parsed_nodes import check_parsed
 from .rules import Context, format_trace, optimize
 from .clock import CLOCK, clock_table, rewrite_now
 from .typecheck import nondeterministic_call
-from .types import SUPPORTED_COLUMN_TYPES, from_datatype
+from .types import BOOLEAN, SUPPORTED_COLUMN_TYPES, from_datatype
 from .bind_recursive import DEFAULT_MAX_ITERATIONS
 from .user_functions import UserFunction
 from .watermarks import Bound, closing_bounds, describe_bounds, event_columns, node_bounds
@@ -418,6 +418,39 @@ def match_condition_to_on(tokens: List[Token]) -> List[Token]:
     return out
 
 
+def _view_name(stmt: exp.Create) -> str:
+    return name_of(stmt.this.this if isinstance(stmt.this, exp.Schema) else stmt.this)
+
+
+def _references(st: Statement) -> set:
+    return {name_of(t.this) for t in st.tree.expression.find_all(exp.Table) if isinstance(t.this, exp.Identifier)}
+
+
+def _complete_group(name: str, pending: Dict[str, Statement], declared) -> Optional[List[str]]:
+    """The declared recursive views connected to ``name`` through what they read, in the order they were
+    created, when all of them are created; None while one is not."""
+    group, todo = {name}, [name]
+    while todo:
+        for other in _references(pending[todo.pop()]):
+            if other in declared and other not in group:
+                if other not in pending:
+                    return None
+                group.add(other)
+                todo.append(other)
+    # (and the pending views that read the group's)
+    changed = True
+    while changed:
+        changed = False
+        for other, st in pending.items():
+            if other not in group and _references(st) & group:
+                refs = {r for r in _references(st) if r in declared}
+                if not refs <= set(pending):
+                    return None
+                group |= {other} | refs
+                changed = True
+    return [n for n in pending if n in group]
+
+
 def compile_program(sql: str, disabled_rules: Optional[frozenset] = None,
                     functions: Optional[Mapping[str, UserFunction]] = None) -> Program:
     """Parse, bind and incrementalize a program.  ``disabled_rules``: names of rewrite rules not to run
@@ -429,6 +462,7 @@ def compile_program(sql: str, disabled_rules: Optional[frozenset] = None,
     ['b']
     """
     prog = Program(sql, disabled_rules=disabled_rules, functions=dict(functions or {}))
+    pending: Dict[str, Statement] = {}   # declared recursive views created, waiting for the views they read
     for st in parse_statements(sql):
         stmt = st.tree
         if isinstance(stmt, exp.Create) and stmt.kind in ("FUNCTION", "MACRO"):
@@ -451,6 +485,26 @@ def compile_program(sql: str, disabled_rules: Optional[frozenset] = None,
             if t.name in prog.tables or t.name in prog.views:
                 raise BindError(f"'{t.name}' is defined twice", sql=sql, offset=position_of(stmt.this))
             prog.tables[t.name] = t
+        elif isinstance(stmt, exp.Create) and stmt.kind == "VIEW" and stmt.expression is not None and \
+                _view_name(stmt) in prog.declared:
+            # a declared recursive view: bound when every declared view its group reads is created
+            pending[_view_name(stmt)] = st
+            group = _complete_group(_view_name(stmt), pending, prog.declared)
+            if group is None:
+                continue
+            try:
+                made = recursive_group([pending[n] for n in group], sql, prog) if len(group) > 1 else \
+                    [view_def(stmt, sql, prog, st.tokens, local=st.local)]
+            except (SqlglotParseError, TokenError) as e:
+                raise ParseError(f"cannot compile view {_view_name(stmt)}: {plain_message(e)}", sql=sql,
+                                 offset=st.start) from None
+            for v in made:
+                if v.name in prog.tables or v.name in prog.views:
+                    raise BindError(f"'{v.name}' is defined twice", sql=sql, offset=position_of(stmt.this))
+                prog.views[v.name] = v
+            for n in group:
+                prog.declared.pop(n, None)
+                pending.pop(n, None)
         elif isinstance(stmt, exp.Create) and stmt.kind == "VIEW":
             if stmt.expression is None:
                 raise ParseError("syntax error: unexpected end of input: expected " +
@@ -472,7 +526,11 @@ def compile_program(sql: str, disabled_rules: Optional[frozenset] = None,
             raise UnsupportedError(f"statement {what} in a program is not supported "
                                    "(only CREATE TABLE, CREATE [MATERIALIZED] VIEW and CREATE FUNCTION / MACRO)",
                                    sql=sql, offset=st.start)
-    for name, fields in prog.declared.items():
+    for name in prog.declared:
+        if name in pending:
+            waits = sorted(n for n in _references(pending[name]) if n in prog.declared and n not in pending)
+            raise BindError(f"recursive view {name} reads declared view{'s' * (len(waits) > 1)} "
+                            f"{', '.join(waits)}, never created", sql=sql, offset=position_of(pending[name].tree.this))
         raise BindError(f"recursive view {name} is declared but never created (CREATE VIEW {name} AS ...)", sql=sql,
                         offset=None)
     check_foreign_keys(prog.tables, sql)
@@ -877,7 +935,19 @@ def renamed(bound: Node, names: List[str], column_list: Sequence[exp.Expression]
     return plan, new
 
 
-def view_def(stmt: exp.Create, sql: str, prog: Program, tokens: Sequence[Token] = (), local: bool = False) -> ViewDef:
+@dataclass
+class _ViewQuery:
+    """A CREATE VIEW's parts, its query prepared for binding (functions inlined, NOW() read from the clock, the
+    query forms rewritten, checked for what the engine does not honour)."""
+    name: str
+    column_list: Optional[list]
+    props: Optional[exp.Expression]
+    materialized: bool
+    options: Tuple[Tuple[str, str], ...]
+    q: exp.Expression
+
+
+def _view_query(stmt: exp.Create, sql: str, prog: Program, tokens: Sequence[Token] = ()) -> _ViewQuery:
     column_list = list(stmt.this.expressions) if isinstance(stmt.this, exp.Schema) else None
     name = name_of(stmt.this.this if column_list is not None else stmt.this)
     props = stmt.args.get("properties")
@@ -897,18 +967,53 @@ def view_def(stmt: exp.Create, sql: str, prog: Program, tokens: Sequence[Token] 
         raise UnsupportedError(f"non-deterministic function {bad[0]} is not supported in a view: its value would "
                                "differ between a row's insert and its delete", sql=sql, offset=bad[1])
     q = query_forms.rewrite(q, sql)   # named windows, VALUES in FROM, SEMI / ANTI JOIN
-    if name in prog.declared:   # DECLARE RECURSIVE VIEW name (...): the view is WITH RECURSIVE name AS (its query)
-        q = declared_recursive(name, q, prog.declared[name])
     check_parsed(q, sql)
     # ORDER BY without LIMIT or OFFSET does not change a view's contents (a bag); drop it.
     if isinstance(q, (exp.Select, exp.Union)) and q.args.get("order") is not None and q.args.get("limit") is None \
             and q.args.get("offset") is None:
         q = q.copy()
         q.set("order", None)
+    return _ViewQuery(name, column_list, props, materialized, options, q)
+
+
+def _binder(prog: Program, sql: str, vqs: Sequence[_ViewQuery]) -> Binder:
     binder = Binder(sql, prog.tables, prog.views, user_functions.python_names(prog.functions))
-    binder.max_iterations = max_iterations_option(options, props.expressions if props else (), sql)
+    binder.max_iterations = max(max_iterations_option(vq.options, vq.props.expressions if vq.props else (), sql)
+                                for vq in vqs)
     binder.declared = dict(prog.declared)
-    bound, names = binder.bind_query(q, {})
+    return binder
+
+
+def recursive_group(statements: Sequence[Statement], sql: str, prog: Program) -> List[ViewDef]:
+    """The views of a group declared with DECLARE RECURSIVE VIEW that read each other: one :class:`Recursive`
+    node for all (``planner.bind_recursive``), each view the rows of its relation."""
+    vqs = [_view_query(st.tree, sql, prog, st.tokens) for st in statements]
+    node = _binder(prog, sql, vqs).bind_recursive_group(
+        [(vq.name, vq.q, None, prog.declared[vq.name]) for vq in vqs], {})
+    out = []
+    for i, (st, vq) in enumerate(zip(statements, vqs)):
+        picked = Filter(node, Expr(f"c0 = {i}", BOOLEAN))
+        cols = node.columns[i]
+        plan = Project(picked, tuple(Expr(col(k), f.type) for k, f in zip(node.slots(i), cols)),
+                       tuple(f.name for f in cols))
+        out.append(view_def(st.tree, sql, prog, st.tokens, local=st.local, bound=(plan, [f.name for f in cols])))
+    return out
+
+
+def view_def(stmt: exp.Create, sql: str, prog: Program, tokens: Sequence[Token] = (), local: bool = False,
+             bound=None) -> ViewDef:
+    """A CREATE VIEW bound and optimized (``bound``: its plan and column names already bound, for the views of a
+    recursive group)."""
+    vq = _view_query(stmt, sql, prog, tokens)
+    name, column_list, props, materialized, options, q = (vq.name, vq.column_list, vq.props, vq.materialized,
+                                                          vq.options, vq.q)
+    binder = _binder(prog, sql, [vq])
+    if bound is not None:
+        bound, names = bound
+    else:
+        if name in prog.declared:   # DECLARE RECURSIVE VIEW name (...): the view is WITH RECURSIVE name AS (query)
+            q = declared_recursive(name, q, prog.declared[name])
+        bound, names = binder.bind_query(q, {})
     if column_list is not None:   # CREATE VIEW v (a, b) AS ...: the columns renamed, in order
         bound, names = renamed(bound, names, column_list, name, sql)
     check_column_types(name, bound, tuple(names), binder.origins, sql, position_of, position_of(q))

@@ -58,6 +58,46 @@ def test_recursive_views_against_duckdb(make_pipeline, steps):
     run_program(make_pipeline, SCHEMA, COLUMNS, VIEWS, steps)
 
 
+# Mutually recursive views (Feldera's DECLARE RECURSIVE VIEW): paths alternating red and blue edges.  DuckDB has
+# no mutual recursion: its oracle is one WITH RECURSIVE over a tagged union of both relations.
+MUTUAL_SCHEMA = "CREATE TABLE e (src INT, dst INT, kind VARCHAR);"
+MUTUAL_COLUMNS = {"e": ["src", "dst", "kind"]}
+MUTUAL_TABLES = {"e": st.tuples(maybe(NODES), maybe(NODES), maybe(["r", "b"]))}
+TAGGED = ("WITH RECURSIVE rb(tag, a, b) AS (SELECT CASE WHEN kind = 'r' THEN 'r' ELSE 'b' END, src, dst FROM e "
+          "WHERE kind IN ('r', 'b') UNION SELECT CASE WHEN x.tag = 'b' THEN 'r' ELSE 'b' END, x.a, e.dst FROM rb x "
+          "JOIN e ON x.b = e.src WHERE (x.tag = 'b' AND e.kind = 'r') OR (x.tag = 'r' AND e.kind = 'b')) ")
+MUTUAL_PRELUDE = "DECLARE RECURSIVE VIEW red (a INT, b INT);\nDECLARE RECURSIVE VIEW blue (a INT, b INT);\n"
+MUTUAL_VIEWS = [
+    ("red", "SELECT src, dst FROM e WHERE kind = 'r' UNION SELECT blue.a, e.dst FROM blue JOIN e ON blue.b = e.src "
+            "WHERE e.kind = 'r'", True, TAGGED + "SELECT a, b FROM rb WHERE tag = 'r'"),
+    ("blue", "SELECT src, dst FROM e WHERE kind = 'b' UNION SELECT red.a, e.dst FROM e, red WHERE red.b = e.src "
+             "AND e.kind = 'b'", False, TAGGED + "SELECT a, b FROM rb WHERE tag = 'b'"),
+    ("pairs", "SELECT red.a, COUNT(*) AS n FROM red JOIN blue ON red.a = blue.a GROUP BY red.a", True,
+     TAGGED + "SELECT r.a, COUNT(*) AS n FROM (SELECT a, b FROM rb WHERE tag = 'r') r JOIN "
+              "(SELECT a, b FROM rb WHERE tag = 'b') b ON r.a = b.a GROUP BY r.a"),
+]
+
+
+@settings(max_examples=int(os.environ.get("SQLENGINE_RECURSIVE_EXAMPLES", "25")))
+@given(steps_strategy(MUTUAL_TABLES, max_steps=5))
+def test_mutually_recursive_views_against_one_tagged_recursion(make_pipeline, steps):
+    run_program(make_pipeline, MUTUAL_SCHEMA, MUTUAL_COLUMNS, MUTUAL_VIEWS, steps, prelude=MUTUAL_PRELUDE)
+
+
+def test_a_declared_view_that_reads_a_view_never_created_is_an_error():
+    with pytest.raises(sqlengine.EngineError) as e:
+        sqlengine.Pipeline.from_sql("DECLARE RECURSIVE VIEW a (x INT); DECLARE RECURSIVE VIEW b (x INT);\n"
+                                    "CREATE TABLE t (x INT);\nCREATE VIEW a AS SELECT x FROM t UNION SELECT x FROM b")
+    assert "recursive view a reads declared view b, never created" in str(e.value)
+    assert "line 3" in str(e.value)
+    with pytest.raises(sqlengine.EngineError) as e:
+        sqlengine.Pipeline.from_sql("DECLARE RECURSIVE VIEW a (x INT); DECLARE RECURSIVE VIEW b (x INT);\n"
+                                    "CREATE TABLE t (x INT);\nCREATE VIEW a AS SELECT x FROM t UNION SELECT x FROM b;\n"
+                                    "CREATE VIEW c AS SELECT x FROM a;\nCREATE VIEW b AS SELECT x FROM a")
+    assert "reading recursive view a before it is created" in str(e.value)
+    assert "line 4" in str(e.value)
+
+
 def test_the_differential_test_exercises_the_incremental_evaluation():
     """(run after the test above, in the same process): most steps were incremental, not recomputed."""
     from sqlengine.executor.ops.recursive import evaluations
@@ -104,7 +144,7 @@ def test_a_recursion_without_a_fixed_point_fails_its_view_alone(make_pipeline):
 
 @pytest.mark.parametrize("view, message", [
     ("WITH RECURSIVE r(a) AS (SELECT src FROM e UNION SELECT r.a FROM r JOIN r AS s ON r.a = s.a) SELECT * FROM r",
-     "reading r twice in one step of its recursion"),
+     "reading r twice in one step of a recursion"),
     ("WITH RECURSIVE r(a, n) AS (SELECT src, 1 FROM e UNION SELECT a, COUNT(*) FROM r GROUP BY a) SELECT * FROM r",
      "a step that is not monotone in r"),
     ("WITH RECURSIVE r(a) AS (SELECT src FROM e UNION SELECT e.dst FROM e WHERE NOT EXISTS "
@@ -116,7 +156,7 @@ def test_a_recursion_without_a_fixed_point_fails_its_view_alone(make_pipeline):
     ("WITH RECURSIVE r(a, b) AS (SELECT src FROM e UNION SELECT a FROM r) SELECT * FROM r",
      "recursive CTE r names 2 columns but its base gives 1"),
     ("WITH RECURSIVE r(a) AS (SELECT src FROM e UNION SELECT a, a FROM r) SELECT * FROM r",
-     "the step of recursive CTE r gives 2 columns, its base 1"),
+     "a branch of recursive CTE r gives 2 columns, not 1"),
     ("WITH RECURSIVE r(a) AS (SELECT src FROM e UNION SELECT r.zz FROM r) SELECT * FROM r", "zz"),
 ])
 def test_recursions_that_cannot_be_kept_are_rejected_with_a_position(view, message):

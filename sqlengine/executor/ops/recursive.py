@@ -77,8 +77,8 @@ class _Run:
         self.con, self.op, self.node = con, op, op.node
         self.p = f"__fx{next(_calls)}_"
         self.made: List[str] = []
-        self.names = [f.name for f in self.node.fields]
-        self.types = [f.type.sql for f in self.node.fields]
+        self.names = [[f.name for f in cols] for cols in self.node.columns]   # per recursive relation
+        self.types = [[f.type.sql for f in cols] for cols in self.node.columns]
         self.ins, self.reads = ins, reads
 
     # ------------------------------------------------------------ relations
@@ -146,35 +146,54 @@ class _Run:
                 pass
 
     # ------------------------------------------------------------ the parts
-    def part(self, text: str, versions: Dict[int, str], rec: Optional[str]) -> str:
-        """``text`` (the base or the step) reading ``versions[k]`` for occurrence k and ``rec`` for ``__rec``,
-        its columns cast to the base's types and named as the CTE's."""
+    def part(self, text: str, i: int, versions: Dict[int, str], rec: Optional[str]) -> str:
+        """``text`` (a branch of relation ``i``) reading ``versions[k]`` for occurrence k and ``rec`` for
+        ``__rec``, its columns cast to relation ``i``'s types and named as its columns."""
         body = _OCCURRENCE.sub(lambda m: versions[int(m.group(1))], text)
         if rec is not None:
             body = _REC.sub(rec, body)
-        cols = ", ".join(f"CAST(#{i + 1} AS {t}) AS {_q(n)}" for i, (t, n) in enumerate(zip(self.types, self.names)))
+        cols = ", ".join(f"CAST(#{k + 1} AS {t}) AS {_q(n)}" for k, (t, n) in enumerate(zip(self.types[i],
+                                                                                             self.names[i])))
         return f"SELECT {cols} FROM ({body})"
 
-    def match(self, t: str) -> str:
-        """A condition: the row ``x`` is in ``t`` (NULLs equal, as in a set).  As EXISTS rather than INTERSECT or
-        EXCEPT: DuckDB then builds its hash table on the side with fewer rows (the new rows, not the fixed point)."""
-        same = " AND ".join(f"y.{_q(n)} IS NOT DISTINCT FROM x.{_q(n)}" for n in self.names)
+    def everywhere(self, tables: List[str]) -> Dict[int, str]:
+        """Each occurrence reading its relation's ``tables[j]``."""
+        return {k: tables[j] for k, j in enumerate(self.node.occurrences)}
+
+    def base(self, i: int, tables: List[str]) -> List[str]:
+        return [self.part(b, i, self.everywhere(tables), None) for b in self.node.bases[i]]
+
+    def steps_into(self, i: int, tables: List[str], recs: List[Optional[str]]) -> List[str]:
+        """The steps that derive rows of relation ``i``, each reading its recursive relation as ``recs[j]``."""
+        return [self.part(text, i, self.everywhere(tables), recs[j])
+                for target, j, text in self.node.steps if target == i and recs[j] is not None]
+
+    def match(self, i: int, t: str) -> str:
+        """A condition: the row ``x`` (of relation ``i``) is in ``t`` (NULLs equal, as in a set).  As EXISTS rather
+        than INTERSECT or EXCEPT: DuckDB then builds its hash table on the side with fewer rows."""
+        same = " AND ".join(f"y.{_q(n)} IS NOT DISTINCT FROM x.{_q(n)}" for n in self.names[i])
         return f"EXISTS (SELECT 1 FROM {t} AS y WHERE {same})"
+
+    def empty(self, i: int) -> str:
+        cols = ", ".join(f"CAST(NULL AS {t}) AS {_q(n)}" for t, n in zip(self.types[i], self.names[i]))
+        return f"SELECT {cols} WHERE FALSE"
+
+    def union(self, i: int, queries: List[str]) -> str:
+        return " UNION ALL ".join(f"SELECT * FROM ({q})" for q in queries) if queries else self.empty(i)
 
     def distinct_where(self, query: str, condition: str) -> str:
         return f"SELECT DISTINCT * FROM ({query}) AS x WHERE {condition}"
 
-    def occurrences(self, base: bool):
-        n = self.node.base_occurrences
-        return range(0, n) if base else range(n, len(self.node.occurrences))
-
     def count(self, name: str) -> int:
         return self.con.sql(f"SELECT COUNT(*) FROM {name}").fetchall()[0][0]
+
+    def tables(self, prefix: str, queries: List[str]) -> List[str]:
+        return [self.table(f"{prefix}_{i}", q) for i, q in enumerate(queries)]
 
     # ------------------------------------------------------------ evaluation
     def evaluate(self) -> pa.Table:
         node = self.node
-        rels = len(node.relations)
+        rels, n = len(node.relations), len(node.names)
         old = [self.contents(f"old{j}", self.reads[j], node.relation_columns[j]) for j in range(rels)]
         changed = [j for j in range(rels) if self.ins[j] is not None and self.ins[j].num_rows]
         new = list(old)
@@ -182,8 +201,14 @@ class _Run:
             both = pa.concat_tables([self.reads[j], self.ins[j].select(self.reads[j].schema.names)
                                      .cast(self.reads[j].schema)])
             new[j] = self.contents(f"new{j}", both, node.relation_columns[j])
-        r_old = self.contents("R", self.reads[rels], self.names)
-        incremental = node.distinct and self.count(r_old) > 0 and all(
+        if n == 1:
+            r_old = [self.contents("R", self.reads[rels], self.names[0])]
+        else:   # (the relation's number, then each relation's columns in turn)
+            slots = ["__relation"] + [f"__r{i}_{k}" for i in range(n) for k in range(len(self.names[i]))]
+            every = self.contents("R", self.reads[rels], slots)
+            r_old = [self.view(f"R{i}", f"SELECT {', '.join(f'__r{i}_{k} AS {_q(c)}' for k, c in enumerate(self.names[i]))} "
+                                        f"FROM {every} WHERE __relation = {i}") for i in range(n)]
+        incremental = all(node.distinct) and sum(self.count(r) for r in r_old) > 0 and all(
             node.monotone[k] for k, j in enumerate(node.occurrences) if j in changed)
         evaluations["incremental" if incremental else "from_scratch"] += 1
         if incremental:
@@ -191,42 +216,53 @@ class _Run:
             for j in changed:
                 d = self.arrow(f"chg{j}", self.ins[j])
                 data = [f.name for f in self.ins[j].schema if f.name != W]
-                cols = ", ".join(f"{c} AS {_q(n)}" for c, n in zip(data, node.relation_columns[j]))
+                cols = ", ".join(f"{c} AS {_q(nm)}" for c, nm in zip(data, node.relation_columns[j]))
                 summed = self.table(f"dsum{j}", f"SELECT {', '.join(data)}, SUM({W})::BIGINT AS {W} FROM {d} "
                                                 f"GROUP BY ALL HAVING SUM({W}) <> 0")
                 plus[j] = self.table(f"plus{j}", f"SELECT {cols} FROM {summed} WHERE {W} > 0")
                 minus[j] = self.table(f"minus{j}", f"SELECT {cols} FROM {summed} WHERE {W} < 0")
             added, removed = self.incremental(old, new, plus, minus, r_old)
-            change = (f"SELECT *, 1::BIGINT AS {W} FROM (SELECT * FROM {added} EXCEPT SELECT * FROM {removed}) "
-                      f"UNION ALL SELECT *, -1::BIGINT AS {W} FROM (SELECT * FROM {removed} EXCEPT "
-                      f"SELECT * FROM {added})")
+            changes = [f"SELECT *, 1::BIGINT AS {W} FROM (SELECT * FROM {added[i]} EXCEPT SELECT * FROM {removed[i]}) "
+                       f"UNION ALL SELECT *, -1::BIGINT AS {W} FROM (SELECT * FROM {removed[i]} EXCEPT "
+                       f"SELECT * FROM {added[i]})" for i in range(n)]
         else:
             fixed = self.from_scratch(new)
-            cols = ", ".join(_q(n) for n in self.names)
-            change = (f"SELECT {cols}, SUM({W})::BIGINT AS {W} FROM (SELECT *, 1::BIGINT AS {W} FROM {fixed} "
-                      f"UNION ALL SELECT *, -1::BIGINT AS {W} FROM {r_old}) GROUP BY ALL HAVING SUM({W}) <> 0")
-        out = self.con.sql(change).to_arrow_table()
-        return out.rename_columns([f"c{i}" for i in range(len(self.names))] + [W])
+            changes = []
+            for i in range(n):
+                cols = ", ".join(_q(c) for c in self.names[i])
+                changes.append(f"SELECT {cols}, SUM({W})::BIGINT AS {W} FROM (SELECT *, 1::BIGINT AS {W} FROM "
+                               f"{fixed[i]} UNION ALL SELECT *, -1::BIGINT AS {W} FROM {r_old[i]}) GROUP BY ALL "
+                               f"HAVING SUM({W}) <> 0")
+        if n == 1:
+            out = self.con.sql(changes[0]).to_arrow_table()
+            return out.rename_columns([f"c{k}" for k in range(len(self.names[0]))] + [W])
+        parts = []
+        for i, change in enumerate(changes):   # each relation's rows in its slots, NULL in the others'
+            slots = [f"{i}::BIGINT"]
+            for r in range(n):
+                slots += [f"x.{_q(c)}" if r == i else f"CAST(NULL AS {t})" for c, t in zip(self.names[r], self.types[r])]
+            parts.append(f"SELECT {', '.join(slots)}, x.{W} FROM ({change}) AS x")
+        out = self.con.sql(" UNION ALL ".join(parts)).to_arrow_table()
+        return out.rename_columns([f"c{k}" for k in range(out.num_columns - 1)] + [W])
 
-    def all_of(self, tables, base: bool, rec: Optional[str]) -> str:
-        return self.part(self.node.base if base else self.node.step,
-                         {k: tables[j] for k, j in enumerate(self.node.occurrences)}, rec)
-
-    def from_scratch(self, new: List[str]) -> str:
-        """The fixed point over the relations' contents ``new``, as DuckDB's WITH RECURSIVE iterates it."""
+    def from_scratch(self, new: List[str]) -> List[str]:
+        """The fixed point over the relations' contents ``new``, as DuckDB's WITH RECURSIVE iterates it: the bases,
+        then each iteration's steps over the rows new in the one before (for UNION: minus the rows found)."""
         node = self.node
-        fixed = self.table("fixed", (f"SELECT DISTINCT * FROM ({self.all_of(new, True, None)})" if node.distinct
-                                     else self.all_of(new, True, None)))
-        frontier = self.table("f0", f"SELECT * FROM {fixed}")
-        for i in range(1, node.max_iterations + 1):
-            step = self.all_of(new, False, frontier)
-            nxt = self.table(f"f{i}", self.distinct_where(step, f"NOT {self.match(fixed)}") if node.distinct
-                             else step)
-            if not self.count(nxt):
+        n = len(node.names)
+        fixed = self.tables("fixed", [f"SELECT DISTINCT * FROM ({self.union(i, self.base(i, new))})"
+                                      if node.distinct[i] else self.union(i, self.base(i, new)) for i in range(n)])
+        frontier = self.tables("f0", [f"SELECT * FROM {t}" for t in fixed])
+        for it in range(1, node.max_iterations + 1):
+            nxt = []
+            for i in range(n):
+                step = self.union(i, self.steps_into(i, new, frontier))
+                nxt.append(self.distinct_where(step, f"NOT {self.match(i, fixed[i])}") if node.distinct[i] else step)
+            frontier = self.tables(f"f{it}", nxt)
+            if not sum(self.count(t) for t in frontier):
                 return fixed
-            self.sql(f"INSERT INTO {fixed} SELECT * FROM {nxt}")
-            self.sql(f"DROP TABLE {frontier}")
-            frontier = nxt
+            for i in range(n):
+                self.sql(f"INSERT INTO {fixed[i]} SELECT * FROM {frontier[i]}")
         raise NoFixedPoint(self.limit_message())
 
     def limit_message(self) -> str:
@@ -234,11 +270,12 @@ class _Run:
                 f"iterations (raise it with WITH ('max_iterations' = 'N') on the view, or bound the recursion)")
 
     def incremental(self, old, new, plus, minus, r_old):
-        """(rows added, rows removed) of the fixed point: DRed for the deleted rows, then semi-naive for the
-        inserted ones (see the module's docstring)."""
+        """(rows added, rows removed) of each relation's fixed point: DRed for the deleted rows, then semi-naive
+        for the inserted ones (see the module's docstring)."""
         node = self.node
-        removed = self.table("removed", f"SELECT * FROM {r_old} LIMIT 0")
-        added = self.table("added", f"SELECT * FROM {r_old} LIMIT 0")
+        n = len(node.names)
+        added = self.tables("added", [self.empty(i) for i in range(n)])
+        removed = self.tables("removed", [self.empty(i) for i in range(n)])
         iterations = 0
 
         def check():
@@ -247,53 +284,71 @@ class _Run:
             if iterations > node.max_iterations:
                 raise NoFixedPoint(self.limit_message())
 
-        def seeds(delta: Dict[int, str], others, rec: str) -> List[str]:
-            """One step's rows derived with occurrence k of a changed relation reading ``delta``."""
-            out = []
-            for k, j in enumerate(node.occurrences):
-                if j in delta:
-                    versions = {i: others[r] for i, r in enumerate(node.occurrences)}
-                    versions[k] = delta[j]
-                    base = k < node.base_occurrences
-                    out.append(self.part(node.base if base else node.step, versions, None if base else rec))
+        def seeds(delta: Dict[int, str], others: List[str], recs: List[str]) -> List[List[str]]:
+            """Per relation: one step's rows derived with an occurrence of a changed relation reading ``delta``
+            (the other occurrences ``others``, the recursive relations ``recs``)."""
+            out: List[List[str]] = [[] for _ in range(n)]
+            parts = [(i, b, None) for i in range(n) for b in node.bases[i]] + \
+                [(i, text, recs[j]) for i, j, text in node.steps]
+            for i, text, rec in parts:
+                for k in sorted({int(m) for m in _OCCURRENCE.findall(text)}):
+                    j = node.occurrences[k]
+                    if j in delta:
+                        versions = self.everywhere(others)
+                        versions[k] = delta[j]
+                        out[i].append(self.part(text, i, versions, rec))
             return out
 
-        gone = None   # the rows of the old fixed point that are deleted (after rederiving)
-        candidates = []
+        gone = None   # each relation's rows of the old fixed point that are deleted (after rederiving)
+        candidates: List[List[str]] = [[] for _ in range(n)]
         if any(self.count(t) for t in minus.values()):
             # 1. over-delete: what the deleted rows derived in the old fixed point, transitively
-            first = " UNION ALL ".join(f"SELECT * FROM ({q})" for q in seeds(dict(minus), old, r_old))
-            frontier = self.table("del0", self.distinct_where(first, self.match(r_old)))
-            self.sql(f"INSERT INTO {removed} SELECT * FROM {frontier}")
-            while self.count(frontier):
+            first = seeds(dict(minus), old, r_old)
+            frontier = self.tables("del0", [self.distinct_where(self.union(i, first[i]), self.match(i, r_old[i]))
+                                            for i in range(n)])
+            for i in range(n):
+                self.sql(f"INSERT INTO {removed[i]} SELECT * FROM {frontier[i]}")
+            while sum(self.count(t) for t in frontier):
                 check()
-                step = self.all_of(old, False, frontier)
-                frontier = self.table(f"del{iterations}", self.distinct_where(
-                    step, f"{self.match(r_old)} AND NOT {self.match(removed)}"))
-                self.sql(f"INSERT INTO {removed} SELECT * FROM {frontier}")
+                frontier = self.tables(f"del{iterations}", [self.distinct_where(
+                    self.union(i, self.steps_into(i, old, frontier)),
+                    f"{self.match(i, r_old[i])} AND NOT {self.match(i, removed[i])}") for i in range(n)])
+                for i in range(n):
+                    self.sql(f"INSERT INTO {removed[i]} SELECT * FROM {frontier[i]}")
             # 2. rederive: the removed rows the new contents derive in one step from what is left
-            left = self.view("left", f"SELECT * FROM {r_old} AS x WHERE NOT {self.match(removed)}")
-            derived = f"SELECT * FROM ({self.all_of(new, True, None)}) UNION ALL " \
-                      f"SELECT * FROM ({self.all_of(new, False, left)})"
-            again = self.table("again", self.distinct_where(derived, self.match(removed)))
-            gone = self.table("gone", f"SELECT * FROM {removed} AS x WHERE NOT {self.match(again)}")
-            candidates = [f"SELECT * FROM {again}", self.all_of(new, False, again)]
+            left = [self.view(f"left{i}", f"SELECT * FROM {r_old[i]} AS x WHERE NOT {self.match(i, removed[i])}")
+                    for i in range(n)]
+            again = self.tables("again", [self.distinct_where(
+                self.union(i, self.base(i, new) + self.steps_into(i, new, left)), self.match(i, removed[i]))
+                for i in range(n)])
+            gone = self.tables("gone", [f"SELECT * FROM {removed[i]} AS x WHERE NOT {self.match(i, again[i])}"
+                                        for i in range(n)])
+            candidates = [[f"SELECT * FROM {again[i]}"] + self.steps_into(i, new, again) for i in range(n)]
         # 3. semi-naive: what the inserted rows (and the rederived ones) derive, until nothing is new
         if plus:
-            current = r_old if gone is None else \
-                self.view("current", f"SELECT * FROM {r_old} AS x WHERE NOT {self.match(gone)}")
-            candidates += seeds(plus, new, current)
-        if not candidates:
-            return added, gone if gone is not None else removed
-        kept = self.match(r_old) if gone is None else f"({self.match(r_old)} AND NOT {self.match(gone)})"
-        unseen = f"NOT {kept} AND NOT {self.match(added)}"
-        frontier = self.table("ins0", self.distinct_where(" UNION ALL ".join(f"SELECT * FROM ({c})"
-                                                                             for c in candidates), unseen))
-        while self.count(frontier):
+            current = r_old if gone is None else [
+                self.view(f"current{i}", f"SELECT * FROM {r_old[i]} AS x WHERE NOT {self.match(i, gone[i])}")
+                for i in range(n)]
+            for i, more in enumerate(seeds(plus, new, current)):
+                candidates[i] += more
+        result = gone if gone is not None else removed
+        if not any(candidates):
+            return added, result
+
+        def unseen(i: int) -> str:
+            kept = self.match(i, r_old[i]) if gone is None else \
+                f"({self.match(i, r_old[i])} AND NOT {self.match(i, gone[i])})"
+            return f"NOT {kept} AND NOT {self.match(i, added[i])}"
+
+        frontier = self.tables("ins0", [self.distinct_where(self.union(i, candidates[i]), unseen(i))
+                                        for i in range(n)])
+        while sum(self.count(t) for t in frontier):
             check()
-            self.sql(f"INSERT INTO {added} SELECT * FROM {frontier}")
-            frontier = self.table(f"ins{iterations}", self.distinct_where(self.all_of(new, False, frontier), unseen))
-        return added, gone if gone is not None else removed
+            for i in range(n):
+                self.sql(f"INSERT INTO {added[i]} SELECT * FROM {frontier[i]}")
+            frontier = self.tables(f"ins{iterations}", [self.distinct_where(
+                self.union(i, self.steps_into(i, new, frontier)), unseen(i)) for i in range(n)])
+        return added, result
 
 
 def evaluate(con, op, ins: List[Optional[pa.Table]], reads: List[pa.Table]) -> pa.Table:
