@@ -120,7 +120,7 @@ class _Run:
             src = self.table(name + "_sum", f"SELECT {listed}, {W} FROM {src} AS x WHERE NOT {hit} UNION ALL "
                                            f"SELECT {listed}, SUM({W})::BIGINT AS {W} FROM {src} AS x WHERE {hit} "
                                            f"GROUP BY ALL HAVING SUM({W}) > 0")
-            many = True
+            many = self.con.sql(f"SELECT COALESCE(MAX({W}), 0) > 1 FROM {src}").fetchall()[0][0]
         else:
             many = bool(raw.num_rows) and pc.max(w).as_py() > 1
         cols = ", ".join(f"{c} AS {_q(n)}" for c, n in zip(data, columns))
@@ -230,8 +230,9 @@ class _Run:
             changes = []
             for i in range(n):
                 cols = ", ".join(_q(c) for c in self.names[i])
+                was = r_old[i]
                 changes.append(f"SELECT {cols}, SUM({W})::BIGINT AS {W} FROM (SELECT *, 1::BIGINT AS {W} FROM "
-                               f"{fixed[i]} UNION ALL SELECT *, -1::BIGINT AS {W} FROM {r_old[i]}) GROUP BY ALL "
+                               f"{fixed[i]} UNION ALL SELECT *, -1::BIGINT AS {W} FROM {was}) GROUP BY ALL "
                                f"HAVING SUM({W}) <> 0")
         if n == 1:
             out = self.con.sql(changes[0]).to_arrow_table()
@@ -303,16 +304,19 @@ class _Run:
         candidates: List[List[str]] = [[] for _ in range(n)]
         if any(self.count(t) for t in minus.values()):
             # 1. over-delete: what the deleted rows derived in the old fixed point, transitively
-            first = seeds(dict(minus), old, r_old)
-            frontier = self.tables("del0", [self.distinct_where(self.union(i, first[i]), self.match(i, r_old[i]))
+            first = self.tables("del0c", [self.distinct_where(self.union(i, q), "TRUE")
+                                          for i, q in enumerate(seeds(dict(minus), old, r_old))])
+            frontier = self.tables("del0", [f"SELECT * FROM {first[i]} AS x WHERE {self.match(i, r_old[i])}"
                                             for i in range(n)])
             for i in range(n):
                 self.sql(f"INSERT INTO {removed[i]} SELECT * FROM {frontier[i]}")
             while sum(self.count(t) for t in frontier):
                 check()
-                frontier = self.tables(f"del{iterations}", [self.distinct_where(
-                    self.union(i, self.steps_into(i, old, frontier)),
-                    f"{self.match(i, r_old[i])} AND NOT {self.match(i, removed[i])}") for i in range(n)])
+                more = self.tables(f"del{iterations}c", [self.distinct_where(
+                    self.union(i, self.steps_into(i, old, frontier)), "TRUE") for i in range(n)])
+                frontier = self.tables(f"del{iterations}", [
+                    f"SELECT * FROM {more[i]} AS x WHERE {self.match(i, r_old[i])} AND NOT {self.match(i, removed[i])}"
+                    for i in range(n)])
                 for i in range(n):
                     self.sql(f"INSERT INTO {removed[i]} SELECT * FROM {frontier[i]}")
             # 2. rederive: the removed rows the new contents derive in one step from what is left
@@ -335,19 +339,24 @@ class _Run:
         if not any(candidates):
             return added, result
 
-        def unseen(i: int) -> str:
-            kept = self.match(i, r_old[i]) if gone is None else \
-                f"({self.match(i, r_old[i])} AND NOT {self.match(i, gone[i])})"
-            return f"NOT {kept} AND NOT {self.match(i, added[i])}"
+        def unseen(name: str, queries: List[List[str]]) -> List[str]:
+            """The rows of ``queries`` (per relation) not in the fixed point so far: not in the old one (or deleted
+            from it), and not added yet.  The candidates first, then each test a join on their (few) rows."""
+            out = []
+            for i, c in enumerate(self.tables(name + "c", [self.distinct_where(self.union(i, q), "TRUE")
+                                                           for i, q in enumerate(queries)])):
+                fresh = f"SELECT * FROM {c} AS x WHERE NOT {self.match(i, r_old[i])}"
+                if gone is not None:
+                    fresh += f" UNION ALL SELECT * FROM {c} AS x WHERE {self.match(i, gone[i])}"
+                out.append(f"SELECT * FROM ({fresh}) AS x WHERE NOT {self.match(i, added[i])}")
+            return self.tables(name, out)
 
-        frontier = self.tables("ins0", [self.distinct_where(self.union(i, candidates[i]), unseen(i))
-                                        for i in range(n)])
+        frontier = unseen("ins0", candidates)
         while sum(self.count(t) for t in frontier):
             check()
             for i in range(n):
                 self.sql(f"INSERT INTO {added[i]} SELECT * FROM {frontier[i]}")
-            frontier = self.tables(f"ins{iterations}", [self.distinct_where(
-                self.union(i, self.steps_into(i, new, frontier)), unseen(i)) for i in range(n)])
+            frontier = unseen(f"ins{iterations}", [self.steps_into(i, new, frontier) for i in range(n)])
         return added, result
 
 
