@@ -158,6 +158,7 @@ class LocalExecutor:
         self.lowerer = DuckDBBackend()
         self.lowerer.op_views = ctx.op_views
         register_duckdb(self.lowerer.con, ctx.functions)   # the program's Python functions, where rules and keys run
+        self.lowerer.python_names = frozenset(n.lower() for n in ctx.functions)
         register_duckdb(self.cache.hasher.con, ctx.functions)
         self._writer: Optional[ThreadPoolExecutor] = None   # writes a step's state runs while the step goes on
         self._writes: List[Future] = []

@@ -83,6 +83,7 @@ class DuckDBBackend:
         self.careful = False                  # expressions under TRY: a failing row is recorded, not raised
         self.errors: Optional[RowErrors] = None
         self.op_views = {}                    # op id -> the views it feeds (for error records)
+        self.python_names: frozenset = frozenset()   # the Python functions registered here (lower case)
 
     @contextmanager
     def carefully(self):

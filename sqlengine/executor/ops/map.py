@@ -10,6 +10,7 @@ from typing import List, Optional
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from planner.logical import Filter, Project, col
 
@@ -69,12 +70,27 @@ def local(lw, op, ins, reads=(), initial: bool = False) -> pa.Table:
         if fast is not None:
             return fast
     try:
-        return lw.rule(rules.map_sql(node), D=d)
+        return _rule(lw, node, d)
     except DATA_ERRORS:
         if lw.careful:
             raise
         exprs = [node.predicate.sql] if isinstance(node, Filter) else [e.sql for e in node.exprs]
         return _careful(lw, op, d, exprs, "WHERE" if isinstance(node, Filter) else "SELECT")
+
+
+def _rule(lw, node, d: pa.Table) -> pa.Table:
+    """The map's rule over ``d``.  A chunk of one row is a constant vector to DuckDB, over which it skips what a
+    NULL operand makes moot (``NULLIF(d, d) + CAST(big AS INT)`` is NULL there, and fails beside other rows, as in
+    a table): chunks are combined, and a change of one row is evaluated beside a row of NULLs of weight 0, which
+    is dropped (not where a Python function is called, which may not take NULLs)."""
+    sql = rules.map_sql(node)
+    if d.num_rows > 1 and d.num_columns and any(len(c) == 1 for c in d.column(0).chunks):
+        d = d.combine_chunks()
+    if d.num_rows != 1 or (lw.python_names and any(n in sql.lower() for n in lw.python_names)):
+        return lw.rule(sql, D=d)
+    nulls = pa.table({f.name: pa.array([0], f.type) if f.name == W else pa.nulls(1, f.type) for f in d.schema})
+    out = lw.rule(sql, D=pa.concat_tables([d, nulls]).combine_chunks())
+    return out.filter(pc.not_equal(out.column(W), 0))
 
 
 def _careful(lw, op, d: pa.Table, exprs: List[str], clause: str) -> pa.Table:
