@@ -248,10 +248,7 @@ def _quantified_as_exists(node: exp.Expression, i: int, sql: str) -> None:
     up = cmp.parent
     while isinstance(up, (exp.And, exp.Or, exp.Paren)):
         up = up.parent
-    if not isinstance(up, (exp.Where, exp.Having)):
-        raise UnsupportedError(f"{word} (SELECT ...) is supported in WHERE and HAVING, combined by AND and OR (not "
-                               "under NOT, in the SELECT list or in a CASE: there NULL and FALSE differ)",
-                               sql=sql, offset=at)
+    filtering = isinstance(up, (exp.Where, exp.Having))   # (a NULL is then as good as FALSE)
     left = _outer_qualified(cmp.this, cmp)
     if left is not None and _simple(inner) and not _shadows(inner, left):   # the subquery's own FROM and WHERE: it may be correlated
         item = inner.expressions[0]
@@ -263,10 +260,22 @@ def _quantified_as_exists(node: exp.Expression, i: int, sql: str) -> None:
         test = type(cmp)(this=cmp.this.copy(), expression=exp.column("v", table=alias))
         sub = exp.select("1").from_(exp.Subquery(this=inner.copy(), alias=exp.TableAlias(
             this=exp.to_identifier(alias), columns=[exp.to_identifier("v")])))
+
+    def exists(condition: exp.Expression) -> exp.Exists:
+        return exp.Exists(this=sub.copy().where(condition))
+
+    if not filtering:   # under NOT, in the SELECT list, in a CASE: TRUE, FALSE or NULL, as SQL says
+        unknown = exists(exp.Is(this=exp.Paren(this=test.copy()), expression=exp.Null()))
+        decided, value = (exists(test.copy()), exp.true()) if word == "ANY" else \
+            (exists(exp.Not(this=exp.Coalesce(this=test.copy(), expressions=[exp.true()]))), exp.false())
+        other = exp.false() if word == "ANY" else exp.true()
+        cmp.replace(exp.Paren(this=exp.Case(ifs=[exp.If(this=decided, true=value),
+                                                 exp.If(this=unknown, true=exp.cast(exp.Null(), "BOOLEAN"))],
+                                            default=other)))
+        return
     if word == "ALL":
         test = exp.Not(this=exp.Coalesce(this=test, expressions=[exp.false()]))
-    sub = sub.where(test)
-    out = exp.Exists(this=sub)
+    out = exists(test)
     cmp.replace(exp.Paren(this=exp.Not(this=out)) if word == "ALL" else out)
 
 

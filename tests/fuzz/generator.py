@@ -364,6 +364,11 @@ class Generator:
             op = self.rnd.choice(["=", "<>", "<", "<=", ">", ">="])
             corr = f" WHERE {key}" if self.rnd.random() < 0.4 else ""
             cond = f"{outer_col} {op} {form} (SELECT {inner_col} FROM {rel.name} {b}{corr})"
+            where = self.rnd.random()
+            if where < 0.25:   # where NULL and FALSE differ: in the SELECT list, or under NOT
+                return f"SELECT {', '.join(self.select_list(g))}, {cond} AS q FROM {frm}"
+            if where < 0.45:
+                cond = f"NOT ({cond})"
         elif form.endswith("EXISTS"):
             cond = f"{form} (SELECT 1 FROM {rel.name} {b} WHERE {key})"
         else:
