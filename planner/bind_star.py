@@ -103,7 +103,9 @@ class StarBinder:
                     raise UnsupportedError(f"* over a RIGHT or FULL JOIN ... USING ({n}) (or a NATURAL one) is not "
                                            f"supported: list the columns, with COALESCE(a.{n}, b.{n}) AS {n} for "
                                            "the joined column", sql=self.sql, offset=located(e))
-            out += [(r, n) for n in r.names if table is not None or (ri, n.lower()) not in scope.hidden]
+            # (a USING column merged away is still in t.*; a LATERAL's correlation column is in no *)
+            out += [(r, n) for n in r.names if (ri, n.lower()) not in scope.hidden or
+                    (table is not None and not n.startswith("__lateral_"))]
         return out
 
     @staticmethod

@@ -69,9 +69,13 @@ def _lateral_as_join(select: exp.Select, sql: str) -> None:
                 "group", "having", "distinct", "limit", "offset", "with_", "qualify", "joins"))):
             _lateral_one_row(select, j, sub, alias.name, refuse)   # one row per outer row
             continue
-        if any(sub.args.get(k) for k in ("group", "having", "distinct", "with_", "qualify")) or aggregates or \
+        grouped = sub.args.get("group") is not None
+        distinct = sub.args.get("distinct")
+        if any(sub.args.get(k) for k in ("with_", "qualify")) or (aggregates and not grouped) or \
+                (sub.args.get("having") is not None and not grouped) or \
+                (distinct is not None and distinct.args.get("on") is not None) or \
                 any(isinstance(n, exp.Window) for e in sub.expressions for n in e.walk()):
-            raise refuse("with GROUP BY, DISTINCT, window functions, or aggregates beside a LIMIT")
+            raise refuse("with window functions, DISTINCT ON, a WITH, or aggregates without GROUP BY beside a LIMIT")
         if sub.args.get("limit") is not None and sub.args.get("order") is None:
             raise refuse("with LIMIT and no ORDER BY")
         outer = _outer_names(select, ji)
@@ -91,7 +95,7 @@ def _lateral_as_join(select: exp.Select, sql: str) -> None:
             else:
                 local.append(c)
         rest = [e for e in sub.expressions] + local + \
-            ([sub.args["order"]] if sub.args.get("order") is not None else [])
+            [sub.args[k] for k in ("order", "group", "having") if sub.args.get(k) is not None]
         if any(outer_columns(e) for e in rest):
             raise refuse("correlated other than by equalities `inner expression = outer column` in its WHERE")
         inner = sub.copy()
@@ -105,6 +109,10 @@ def _lateral_as_join(select: exp.Select, sql: str) -> None:
             extra.append(exp.alias_(exp.Window(this=exp.RowNumber(), partition_by=part or None,
                                                order=sub.args["order"].copy()), f"{LATERAL_PREFIX}rn"))
         inner.set("expressions", [e.copy() for e in sub.expressions] + extra)
+        if grouped:   # per outer row, the groups of its rows: grouped by the correlation keys too
+            group = sub.args["group"].copy()
+            group.set("expressions", list(group.expressions) + [k.copy() for k, _ in keys])
+            inner.set("group", group)
         if limit is not None:
             n = limit.expression
             off = sub.args["offset"].expression if sub.args.get("offset") is not None else exp.Literal.number(0)

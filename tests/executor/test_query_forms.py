@@ -53,6 +53,15 @@ VIEWS = [
      True),
     ("l_agg_star", "SELECT * FROM t LEFT JOIN LATERAL (SELECT COUNT(*) AS n FROM u WHERE u.k = t.k AND u.z > 0) s "
                    "ON TRUE", True),
+    # grouped or DISTINCT per outer row (grouped by the correlation keys too)
+    ("l_group", "SELECT t.k, t.x, s.z, s.n FROM t, LATERAL (SELECT z, COUNT(*) AS n FROM u WHERE u.k = t.k GROUP BY z "
+                "HAVING COUNT(*) > 0) s", True),
+    ("l_group_left", "SELECT t.x, s.* FROM t LEFT JOIN LATERAL (SELECT z % 2 AS parity, SUM(z) AS total FROM u "
+                     "WHERE u.k = t.k GROUP BY z % 2) s ON s.total > t.x", True),
+    ("l_group_top", "SELECT t.k, s.z, s.n FROM t, LATERAL (SELECT z, COUNT(*) AS n FROM u WHERE u.k = t.k GROUP BY z "
+                    "ORDER BY COUNT(*) DESC, z LIMIT 1) s", True),
+    ("l_distinct", "SELECT t.k, t.y, s.z FROM t JOIN LATERAL (SELECT DISTINCT z FROM u WHERE t.k = u.k) s ON TRUE",
+     True),
     ("v_natural", "SELECT * FROM t NATURAL JOIN u", True),
     ("v_natural_two", "SELECT * FROM t NATURAL JOIN (SELECT k, x, z FROM u JOIN t USING (k)) s", True),
     ("v_natural_left", "SELECT k, x, z FROM t NATURAL LEFT JOIN u", True),
@@ -124,8 +133,10 @@ def test_lateral_forms_it_cannot_maintain_are_rejected():
     import pytest
     from planner import compile_program
     from planner.errors import UnsupportedError
-    for q, message in [("SELECT * FROM t, LATERAL (SELECT k, COUNT(*) AS n FROM u WHERE u.k = t.k GROUP BY k) s",
-                        "with GROUP BY"),
+    for q, message in [("SELECT * FROM t, LATERAL (SELECT z, ROW_NUMBER() OVER (ORDER BY z) AS r FROM u "
+                        "WHERE u.k = t.k) s", "with window functions"),
+                       ("SELECT * FROM t, LATERAL (SELECT z, COUNT(*) AS n FROM u WHERE u.k = t.k GROUP BY z "
+                        "HAVING MAX(t.x) > 0) s", "correlated other than"),
                        ("SELECT * FROM t, LATERAL (SELECT z FROM u WHERE u.k < t.k) s", "correlated other than"),
                        ("SELECT k, y2 FROM t, LATERAL (SELECT t.x * 2 AS y2) s", "without its relation's name"),
                        ("SELECT * FROM t, LATERAL (SELECT z FROM u WHERE u.k = t.k LIMIT 1) s", "LIMIT and no ORDER BY"),
