@@ -107,7 +107,7 @@ def _lateral_as_join(select: exp.Select, sql: str) -> None:
         if limit is not None:
             part = [k.copy() for k, _ in keys]
             extra.append(exp.alias_(exp.Window(this=exp.RowNumber(), partition_by=part or None,
-                                               order=sub.args["order"].copy()), f"{LATERAL_PREFIX}rn"))
+                                               order=_order_of_items(sub)), f"{LATERAL_PREFIX}rn"))
         inner.set("expressions", [e.copy() for e in sub.expressions] + extra)
         if grouped:   # per outer row, the groups of its rows: grouped by the correlation keys too
             group = sub.args["group"].copy()
@@ -137,6 +137,23 @@ def _lateral_as_join(select: exp.Select, sql: str) -> None:
         if side:
             new.set("side", side)
         j.replace(new)
+
+
+def _order_of_items(sub: exp.Select) -> exp.Order:
+    """``sub``'s ORDER BY for a window over its rows: a position (``ORDER BY 2``) or an alias of the SELECT list
+    is the item's expression (in a window, a number is a constant and an alias is unknown)."""
+    items = list(sub.expressions)
+    aliases = {i.alias.lower(): i.this for i in items if isinstance(i, exp.Alias)}
+    order = sub.args["order"].copy()
+    for o in order.expressions:
+        key = o.this
+        if isinstance(key, exp.Literal) and not key.is_string and key.this.isdigit() and \
+                1 <= int(key.this) <= len(items):
+            item = items[int(key.this) - 1]
+            o.set("this", (item.this if isinstance(item, exp.Alias) else item).copy())
+        elif isinstance(key, exp.Column) and not key.table and key.name.lower() in aliases:
+            o.set("this", aliases[key.name.lower()].copy())
+    return order
 
 
 def _lateral_one_row(select: exp.Select, j: exp.Join, sub: exp.Select, name: str, refuse) -> None:

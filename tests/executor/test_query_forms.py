@@ -60,6 +60,10 @@ VIEWS = [
                      "WHERE u.k = t.k GROUP BY z % 2) s ON s.total > t.x", True),
     ("l_group_top", "SELECT t.k, s.z, s.n FROM t, LATERAL (SELECT z, COUNT(*) AS n FROM u WHERE u.k = t.k GROUP BY z "
                     "ORDER BY COUNT(*) DESC, z LIMIT 1) s", True),
+    ("l_top_position", "SELECT t.k, s.zz FROM t, LATERAL (SELECT z + 1 AS zz FROM u WHERE u.k = t.k ORDER BY 1 DESC "
+                       "LIMIT 1) s", True),
+    ("l_top_alias", "SELECT t.k, s.zz FROM t, LATERAL (SELECT z * 2 AS zz FROM u WHERE u.k = t.k ORDER BY zz LIMIT 2) s",
+     True),
     ("l_distinct", "SELECT t.k, t.y, s.z FROM t JOIN LATERAL (SELECT DISTINCT z FROM u WHERE t.k = u.k) s ON TRUE",
      True),
     ("v_natural", "SELECT * FROM t NATURAL JOIN u", True),

@@ -532,8 +532,46 @@ class Generator:
         key = self.rnd.choice(scope)[0]
         return f"{cte} SELECT {key} AS k, {self.aggregate(g)} AS o1 FROM r GROUP BY {key}"
 
+    def shape_lateral(self) -> str:
+        """A LATERAL subquery correlated by an equality (planner.query_forms): its rows, the top ones by an order,
+        its groups, its DISTINCT rows, or one row of aggregates; in a comma join or a LEFT JOIN ... ON TRUE."""
+        rel, a = self.source(), self.alias()
+        outer = self.scoped(rel, a)
+        irel, b = self.source(), self.alias()
+        inner = self.scoped(irel, b)
+        key = self.join_key(inner, outer)   # inner column = outer column
+        if key is None:
+            return self.shape_project()
+        gi = self.gen(inner)
+        col, cat = self.rnd.choice(inner)
+        form = self.rnd.choice(["rows", "top", "group", "distinct", "one_row"])
+        where = f" WHERE {key}" + (f" AND {gi.expr('boolean', 1)}" if self.rnd.random() < 0.3 else "")
+        if form == "rows":
+            sub, cols = f"SELECT {col} AS l0, {gi.expr(gi.any_cat(), 1)} AS l1 FROM {irel.name} {b}{where}", 2
+        elif form == "top":   # (only the ordered column: rows that tie are equal)
+            order = self.rnd.choice(["1", "l0", col]) + self.rnd.choice(["", " DESC"])
+            sub = f"SELECT {col} AS l0 FROM {irel.name} {b}{where} ORDER BY {order} LIMIT {self.rnd.randint(1, 3)}"
+            cols = 1
+        elif form == "group":
+            sub = f"SELECT {col} AS l0, {self.aggregate(gi)} AS l1 FROM {irel.name} {b}{where} GROUP BY {col}"
+            if self.rnd.random() < 0.3:
+                sub += " HAVING COUNT(*) > 1"
+            cols = 2
+        elif form == "distinct":
+            sub, cols = f"SELECT DISTINCT {col} AS l0 FROM {irel.name} {b}{where}", 1
+        else:
+            sub, cols = f"SELECT COUNT(*) AS l0, {self.aggregate(gi)} AS l1 FROM {irel.name} {b}{where}", 2
+        picked = ", ".join(f"s.l{i}" for i in range(cols))
+        g = self.gen(outer)
+        items = [f"{ref} AS o{i}" for i, (ref, _) in enumerate(self.rnd.sample(outer, min(2, len(outer))))]
+        if form != "one_row" and self.rnd.random() < 0.4:
+            frm = f"{rel.name} {a} LEFT JOIN LATERAL ({sub}) s ON TRUE"
+        else:
+            frm = f"{rel.name} {a}, LATERAL ({sub}) s"
+        return f"SELECT {', '.join(items)}, {picked} FROM {frm}{self.where(g)}"
+
     SHAPES = ("project", "project", "aggregate", "aggregate", "join", "semi", "scalar_subquery", "setop", "window",
-              "topk", "cte", "duckdb", "recursive")
+              "topk", "cte", "duckdb", "recursive", "lateral")
 
     def describe(self, sql: str) -> Optional[List[Tuple[str, str]]]:
         """The (column, category) list of ``sql`` per DuckDB, or None if DuckDB rejects it."""
