@@ -98,6 +98,14 @@ def test_a_declared_view_that_reads_a_view_never_created_is_an_error():
     assert "line 4" in str(e.value)
 
 
+def test_max_iterations_must_be_a_positive_integer():
+    with pytest.raises(sqlengine.EngineError) as e:
+        sqlengine.Pipeline.from_sql("CREATE TABLE e (src INT, dst INT);\nCREATE VIEW v WITH ('max_iterations' = '0') "
+                                    "AS SELECT * FROM e")
+    assert "max_iterations must be a positive integer, not '0'" in str(e.value)
+    assert "line 2, column" in str(e.value)
+
+
 def test_the_differential_test_exercises_the_incremental_evaluation():
     """(run after the test above, in the same process): most steps were incremental, not recomputed."""
     from sqlengine.executor.ops.recursive import evaluations
@@ -158,6 +166,8 @@ def test_a_recursion_without_a_fixed_point_fails_its_view_alone(make_pipeline):
     ("WITH RECURSIVE r(a) AS (SELECT src FROM e UNION SELECT a, a FROM r) SELECT * FROM r",
      "a branch of recursive CTE r gives 2 columns, not 1"),
     ("WITH RECURSIVE r(a) AS (SELECT src FROM e UNION SELECT r.zz FROM r) SELECT * FROM r", "zz"),
+    ("WITH RECURSIVE r(a) AS (SELECT src FROM e UNION ALL SELECT a FROM r UNION SELECT a + 1 FROM r) SELECT * FROM r",
+     "UNION and UNION ALL mixed in one recursive query"),
 ])
 def test_recursions_that_cannot_be_kept_are_rejected_with_a_position(view, message):
     with pytest.raises(sqlengine.EngineError) as e:

@@ -32,7 +32,7 @@ from .test_negative_zero import test_a_table_keeps_both_zeros, test_a_window_ove
 from .test_more_aggregates import test_more_aggregates  # noqa: F401
 from .test_query_forms import test_query_forms  # noqa: F401
 from .test_udf import test_python_aggregates_against_duckdb, test_user_functions_against_duckdb  # noqa: F401
-from .test_recursive import test_mutually_recursive_views_against_one_tagged_recursion, test_recursive_views_against_duckdb  # noqa: F401,E501
+from .test_recursive import test_recursive_views_against_duckdb  # noqa: F401
 # every input path's values (big integers, NaN, infinities, rounded decimals) kept exactly through Spark state
 from ..connectors.test_input_strictness import test_every_path_rejects_and_keeps_values_as_duckdb_does  # noqa: F401
 

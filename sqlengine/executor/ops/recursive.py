@@ -1,10 +1,12 @@
-"""A recursive CTE (``planner.logical.Recursive``): its fixed point, kept under inserts and deletes.
+"""Recursive relations (``planner.logical.Recursive``: a ``WITH RECURSIVE`` CTE, or a group of views declared with
+DECLARE RECURSIVE VIEW that read each other): their fixed point, kept under inserts and deletes.
 
 The op reads the contents of the relations its SQL reads (their integrals, as of the previous step), their
-changes, and the rows it emitted before (the integral of its own change: the old fixed point ``R``).  It runs
-the CTE's own SQL on DuckDB, on the driver, one iteration at a time:
+changes, and the rows it emitted before (the integral of its own change: the old fixed point ``R``, one per
+recursive relation).  It runs the branches' own SQL on DuckDB, on the driver, one iteration at a time, each
+iteration evaluating every relation's steps over the rows new in the one before:
 
-* **From scratch** (the first step, a view added later, an empty ``R``, UNION ALL, or a change to a relation
+* **From scratch** (the first step, a view added later, an empty ``R``, a UNION ALL relation, or a change to a relation
   that the SQL reads where new rows can remove rows, e.g. under NOT EXISTS): ``R0 = base``, then ``N = step(N)``
   until no new row comes (for UNION: minus the rows found before), and the change is the new fixed point
   minus ``R``.
