@@ -27,7 +27,8 @@ from .semantics import typed
 from .typecheck import check_types, keep_position
 from .logical import (AggCall, Aggregate, Distinct, Expr, Field, Filter, Join, Node, OneRow, Project, Scan,
                       SetOp, UnionAll, col)
-from .scope import DIALECT, Rel, Scope, is_subquery_predicate, name_of, position_of, split_and  # noqa: F401 (re-exported)
+from .scope import (DIALECT, LATERAL_PREFIX, Rel, Scope, is_subquery_predicate, name_of,  # noqa: F401 (re-exported)
+                    position_of, split_and)
 from .types import BIGINT, SqlType, from_sql_type
 from .user_functions import UserAggregate
 
@@ -83,8 +84,6 @@ class ViewDef:
         return dict(self.options).get("emit_final")
 
 
-# The columns a LATERAL subquery gets for its correlation (planner.query_forms), hidden from its *.
-LATERAL_PREFIX = "__lateral_"
 
 # Aggregate classes we maintain, with the name the engine uses for them.
 AGGREGATES = {

@@ -16,7 +16,7 @@ from typing import List, Optional, Tuple
 from sqlglot import exp
 
 from .errors import BindError, UnsupportedError
-from .scope import name_of
+from .scope import LATERAL_PREFIX, name_of
 from .typecheck import keep_position
 
 # The arguments of a parsed ``*`` read here (planner.parsed_nodes rejects any other that is set, e.g. ILIKE).
@@ -105,7 +105,7 @@ class StarBinder:
                                            "the joined column", sql=self.sql, offset=located(e))
             # (a USING column merged away is still in t.*; a LATERAL's correlation column is in no *)
             out += [(r, n) for n in r.names if (ri, n.lower()) not in scope.hidden or
-                    (table is not None and not n.startswith("__lateral_"))]
+                    (table is not None and not n.startswith(LATERAL_PREFIX))]
         return out
 
     @staticmethod

@@ -485,41 +485,30 @@ def compile_program(sql: str, disabled_rules: Optional[frozenset] = None,
             if t.name in prog.tables or t.name in prog.views:
                 raise BindError(f"'{t.name}' is defined twice", sql=sql, offset=position_of(stmt.this))
             prog.tables[t.name] = t
-        elif isinstance(stmt, exp.Create) and stmt.kind == "VIEW" and stmt.expression is not None and \
-                _view_name(stmt) in prog.declared:
-            # a declared recursive view: bound when every declared view its group reads is created
-            pending[_view_name(stmt)] = st
-            group = _complete_group(_view_name(stmt), pending, prog.declared)
-            if group is None:
-                continue
-            try:
-                made = recursive_group([pending[n] for n in group], sql, prog) if len(group) > 1 else \
-                    [view_def(stmt, sql, prog, st.tokens, local=st.local)]
-            except (SqlglotParseError, TokenError) as e:
-                raise ParseError(f"cannot compile view {_view_name(stmt)}: {plain_message(e)}", sql=sql,
-                                 offset=st.start) from None
-            for v in made:
-                if v.name in prog.tables or v.name in prog.views:
-                    raise BindError(f"'{v.name}' is defined twice", sql=sql, offset=position_of(stmt.this))
-                prog.views[v.name] = v
-            for n in group:
-                prog.declared.pop(n, None)
-                pending.pop(n, None)
         elif isinstance(stmt, exp.Create) and stmt.kind == "VIEW":
             if stmt.expression is None:
                 raise ParseError("syntax error: unexpected end of input: expected " +
                                  ("a query (SELECT ...) after AS" if st.tokens[-1].token_type == TokenType.ALIAS
                                   else f"AS and a query after CREATE VIEW {name_of(stmt.this)}"),
                                  sql=sql, offset=st.end)
+            name = _view_name(stmt)
+            group = [name]
+            if name in prog.declared:   # a declared recursive view: bound when every declared view it reads is
+                pending[name] = st      # created, with those that read each other (planner.bind_recursive)
+                group = _complete_group(name, pending, prog.declared)
+                if group is None:
+                    continue
             try:
-                v = view_def(stmt, sql, prog, st.tokens, local=st.local)
+                made = recursive_group([pending[n] for n in group], sql, prog) if len(group) > 1 else \
+                    [view_def(stmt, sql, prog, st.tokens, local=st.local)]
             except (SqlglotParseError, TokenError) as e:   # raised while re-reading a bound expression
-                raise ParseError(f"cannot compile view {name_of(stmt.this)}: {plain_message(e)}", sql=sql,
-                                 offset=st.start) from None
-            if v.name in prog.tables or v.name in prog.views:
-                raise BindError(f"'{v.name}' is defined twice", sql=sql, offset=position_of(stmt.this))
-            prog.views[v.name] = v
-            prog.declared.pop(v.name, None)
+                raise ParseError(f"cannot compile view {name}: {plain_message(e)}", sql=sql, offset=st.start) from None
+            for v in made:
+                if v.name in prog.tables or v.name in prog.views:
+                    raise BindError(f"'{v.name}' is defined twice", sql=sql, offset=position_of(stmt.this))
+                prog.views[v.name] = v
+                prog.declared.pop(v.name, None)
+                pending.pop(v.name, None)
         else:
             check_event_time(st.tokens, sql)
             what = stmt.key.upper() if not isinstance(stmt, exp.Create) else f"CREATE {stmt.kind}"

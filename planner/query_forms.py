@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from sqlglot import exp
 
-from .bind import LATERAL_PREFIX
+from .scope import LATERAL_PREFIX
 from .errors import UnsupportedError
 from .scope import position_of
 

@@ -15,6 +15,9 @@ from sqlglot import exp
 
 from .types import SqlType
 
+# The columns a LATERAL subquery gets for its correlation (planner.query_forms), hidden from its *.
+LATERAL_PREFIX = "__lateral_"
+
 # The SQL dialect of programs (and of bound expressions): DuckDB's, which follows PostgreSQL.
 DIALECT = "duckdb"
 

@@ -35,7 +35,7 @@ from sqlengine.executor import ops, step as step_loop
 from sqlengine.executor.context import StepContext
 from sqlengine.executor.delta_rules import cols
 from sqlengine.executor.backends.python_calls import register_duckdb
-from sqlengine.executor.backends.duckdb import DuckDBBackend, readable
+from sqlengine.executor.backends.duckdb import DuckDBBackend, quoted, readable
 from sqlengine.executor.ops import aggregate as agg_op, join as join_op, map as map_op
 from sqlengine.executor.row_errors import RowErrors, named_row
 from sqlengine.state.store import Manifest, Run
@@ -44,10 +44,6 @@ from sqlengine.state.row_groups import RowGroupReader
 from sqlengine.zset import W, all_positive, consolidate_arrow, with_zero_signs
 
 SQL_INTEGER = {8: "TINYINT", 16: "SMALLINT", 32: "INT", 64: "BIGINT"}
-
-
-def quoted(name: str) -> str:
-    return '"' + name.replace('"', '""') + '"'
 
 
 class NeedsSpark(Exception):

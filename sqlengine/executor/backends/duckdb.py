@@ -51,7 +51,12 @@ def duck(sql: str) -> str:
     return sqlglot.parse_one(sql, read=DIALECT).transform(_to_duckdb).sql(dialect="duckdb")
 
 
-def _beside_nulls(t: pa.Table) -> pa.Table:
+def quoted(name: str) -> str:
+    """``name`` as a DuckDB identifier."""
+    return '"' + name.replace('"', '""') + '"'
+
+
+def beside_nulls(t: pa.Table) -> pa.Table:
     """``t`` and a row of NULLs, in one chunk (one vector: DuckDB scans each chunk of a table as vectors of its own)."""
     return pa.concat_tables([t, pa.table({f.name: pa.nulls(1, f.type) for f in t.schema})]).combine_chunks()
 
@@ -121,7 +126,7 @@ class DuckDBBackend:
         may fail only beside others (``NULLIF(c, c) / CAST(big AS DECIMAL(10,2))`` beside a NULL); beside a row
         of NULLs it is evaluated as in any batch."""
         if part.num_rows == 1:
-            part = _beside_nulls(part)
+            part = beside_nulls(part)
         try:
             self.run(f"SELECT hash({duck(e)}) FROM T", T=part)
             return False
@@ -151,7 +156,7 @@ class DuckDBBackend:
     def message(self, row: pa.Table, expr: str) -> str:
         try:   # (beside a row of NULLs, as _fails evaluates it)
             self.run(f"SELECT ({duck(expr)}) FROM T",
-                     T=_beside_nulls(row))
+                     T=beside_nulls(row))
         except DATA_ERRORS as e:
             return first_line(e)
         return "error"   # pragma: no cover - the row failed under TRY

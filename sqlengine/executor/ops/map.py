@@ -16,7 +16,7 @@ from planner.logical import Filter, Project, col
 
 from sqlengine.executor import arrow_ops
 from sqlengine.executor import delta_rules as rules
-from sqlengine.executor.backends.duckdb import duck
+from sqlengine.executor.backends.duckdb import beside_nulls, duck
 from sqlengine.executor.op_schemas import data_types, normalize, with_weight
 from sqlengine.executor.row_errors import DATA_ERRORS
 from sqlengine.zset import W
@@ -81,16 +81,15 @@ def local(lw, op, ins, reads=(), initial: bool = False) -> pa.Table:
 def _rule(lw, node, d: pa.Table) -> pa.Table:
     """The map's rule over ``d``.  A chunk of one row is a constant vector to DuckDB, over which it skips what a
     NULL operand makes moot (``NULLIF(d, d) + CAST(big AS INT)`` is NULL there, and fails beside other rows, as in
-    a table): chunks are combined, and a change of one row is evaluated beside a row of NULLs of weight 0, which
-    is dropped (not where a Python function is called, which may not take NULLs)."""
+    a table): chunks are combined, and a change of one row is evaluated beside a row of NULLs (its weight NULL too),
+    which is dropped (not where a Python function is called, which may not take NULLs)."""
     sql = rules.map_sql(node)
     if d.num_rows > 1 and d.num_columns and any(len(c) == 1 for c in d.column(0).chunks):
         d = d.combine_chunks()
     if d.num_rows != 1 or (lw.python_names and any(n in sql.lower() for n in lw.python_names)):
         return lw.rule(sql, D=d)
-    nulls = pa.table({f.name: pa.array([0], f.type) if f.name == W else pa.nulls(1, f.type) for f in d.schema})
-    out = lw.rule(sql, D=pa.concat_tables([d, nulls]).combine_chunks())
-    return out.filter(pc.not_equal(out.column(W), 0))
+    out = lw.rule(sql, D=beside_nulls(d))
+    return out.filter(pc.is_valid(out.column(W)))
 
 
 def _careful(lw, op, d: pa.Table, exprs: List[str], clause: str) -> pa.Table:

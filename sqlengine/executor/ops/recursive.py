@@ -42,6 +42,7 @@ import duckdb
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from sqlengine.executor.backends.duckdb import quoted
 from sqlengine.executor.op_schemas import with_weight
 from sqlengine.executor.ops import ProbeSpec
 from sqlengine.types import arrow_type
@@ -66,10 +67,6 @@ def probes(op) -> List[ProbeSpec]:
 
 def change_schema(op, ins: List[pa.Schema], typer) -> pa.Schema:
     return with_weight([arrow_type(f.type) for f in op.node.fields])
-
-
-def _q(name: str) -> str:
-    return '"' + name.replace('"', '""') + '"'
 
 
 class _Run:
@@ -125,15 +122,12 @@ class _Run:
             many = self.con.sql(f"SELECT COALESCE(MAX({W}), 0) > 1 FROM {src}").fetchall()[0][0]
         else:
             many = bool(raw.num_rows) and pc.max(w).as_py() > 1
-        cols = ", ".join(f"{c} AS {_q(n)}" for c, n in zip(data, columns))
-        view = self.p + name
+        cols = ", ".join(f"{c} AS {quoted(n)}" for c, n in zip(data, columns))
         query = f"SELECT {cols} FROM {src}"
         if many:   # (a weight above 1: that many copies; most rows have weight 1 and are read as they are)
             query = (f"SELECT {cols} FROM {src} WHERE {W} = 1 UNION ALL "
                      f"SELECT {cols} FROM {src}, range({src}.{W}) WHERE {W} > 1")
-        self.sql(f"CREATE OR REPLACE TEMP VIEW {view} AS {query}")
-        self.made.append("view:" + view)
-        return view
+        return self.view(name, query)
 
     def cleanup(self) -> None:
         for name in reversed(self.made):
@@ -154,7 +148,7 @@ class _Run:
         body = _OCCURRENCE.sub(lambda m: versions[int(m.group(1))], text)
         if rec is not None:
             body = _REC.sub(rec, body)
-        cols = ", ".join(f"CAST(#{k + 1} AS {t}) AS {_q(n)}" for k, (t, n) in enumerate(zip(self.types[i],
+        cols = ", ".join(f"CAST(#{k + 1} AS {t}) AS {quoted(n)}" for k, (t, n) in enumerate(zip(self.types[i],
                                                                                              self.names[i])))
         return f"SELECT {cols} FROM ({body})"
 
@@ -173,11 +167,11 @@ class _Run:
     def match(self, i: int, t: str) -> str:
         """A condition: the row ``x`` (of relation ``i``) is in ``t`` (NULLs equal, as in a set).  As EXISTS rather
         than INTERSECT or EXCEPT: DuckDB then builds its hash table on the side with fewer rows."""
-        same = " AND ".join(f"y.{_q(n)} IS NOT DISTINCT FROM x.{_q(n)}" for n in self.names[i])
+        same = " AND ".join(f"y.{quoted(n)} IS NOT DISTINCT FROM x.{quoted(n)}" for n in self.names[i])
         return f"EXISTS (SELECT 1 FROM {t} AS y WHERE {same})"
 
     def empty(self, i: int) -> str:
-        cols = ", ".join(f"CAST(NULL AS {t}) AS {_q(n)}" for t, n in zip(self.types[i], self.names[i]))
+        cols = ", ".join(f"CAST(NULL AS {t}) AS {quoted(n)}" for t, n in zip(self.types[i], self.names[i]))
         return f"SELECT {cols} WHERE FALSE"
 
     def union(self, i: int, queries: List[str]) -> str:
@@ -208,7 +202,7 @@ class _Run:
         else:   # (the relation's number, then each relation's columns in turn)
             slots = ["__relation"] + [f"__r{i}_{k}" for i in range(n) for k in range(len(self.names[i]))]
             every = self.contents("R", self.reads[rels], slots)
-            r_old = [self.view(f"R{i}", f"SELECT {', '.join(f'__r{i}_{k} AS {_q(c)}' for k, c in enumerate(self.names[i]))} "
+            r_old = [self.view(f"R{i}", f"SELECT {', '.join(f'__r{i}_{k} AS {quoted(c)}' for k, c in enumerate(self.names[i]))} "
                                         f"FROM {every} WHERE __relation = {i}") for i in range(n)]
         incremental = all(node.distinct) and sum(self.count(r) for r in r_old) > 0 and all(
             node.monotone[k] for k, j in enumerate(node.occurrences) if j in changed)
@@ -218,7 +212,7 @@ class _Run:
             for j in changed:
                 d = self.arrow(f"chg{j}", self.ins[j])
                 data = [f.name for f in self.ins[j].schema if f.name != W]
-                cols = ", ".join(f"{c} AS {_q(nm)}" for c, nm in zip(data, node.relation_columns[j]))
+                cols = ", ".join(f"{c} AS {quoted(nm)}" for c, nm in zip(data, node.relation_columns[j]))
                 summed = self.table(f"dsum{j}", f"SELECT {', '.join(data)}, SUM({W})::BIGINT AS {W} FROM {d} "
                                                 f"GROUP BY ALL HAVING SUM({W}) <> 0")
                 plus[j] = self.table(f"plus{j}", f"SELECT {cols} FROM {summed} WHERE {W} > 0")
@@ -231,10 +225,9 @@ class _Run:
             fixed = self.from_scratch(new)
             changes = []
             for i in range(n):
-                cols = ", ".join(_q(c) for c in self.names[i])
-                was = r_old[i]
+                cols = ", ".join(quoted(c) for c in self.names[i])
                 changes.append(f"SELECT {cols}, SUM({W})::BIGINT AS {W} FROM (SELECT *, 1::BIGINT AS {W} FROM "
-                               f"{fixed[i]} UNION ALL SELECT *, -1::BIGINT AS {W} FROM {was}) GROUP BY ALL "
+                               f"{fixed[i]} UNION ALL SELECT *, -1::BIGINT AS {W} FROM {r_old[i]}) GROUP BY ALL "
                                f"HAVING SUM({W}) <> 0")
         if n == 1:
             out = self.con.sql(changes[0]).to_arrow_table()
@@ -243,7 +236,7 @@ class _Run:
         for i, change in enumerate(changes):   # each relation's rows in its slots, NULL in the others'
             slots = [f"{i}::BIGINT"]
             for r in range(n):
-                slots += [f"x.{_q(c)}" if r == i else f"CAST(NULL AS {t})" for c, t in zip(self.names[r], self.types[r])]
+                slots += [f"x.{quoted(c)}" if r == i else f"CAST(NULL AS {t})" for c, t in zip(self.names[r], self.types[r])]
             parts.append(f"SELECT {', '.join(slots)}, x.{W} FROM ({change}) AS x")
         out = self.con.sql(" UNION ALL ".join(parts)).to_arrow_table()
         return out.rename_columns([f"c{k}" for k in range(out.num_columns - 1)] + [W])
@@ -380,13 +373,14 @@ def _emptied(op, reads: List[pa.Table]) -> pa.Table:
 
 def local(lw, op, ins, reads, initial: bool = False) -> pa.Table:
     with lw.lock:
+        threads = lw.con.sql("SELECT current_setting('threads')").fetchall()[0][0]
         lw.con.execute(f"SET threads = {THREADS}").fetchall()   # (the steps' connection runs one thread)
         try:
             return evaluate(lw.con, op, ins, reads)
         except (NoFixedPoint, duckdb.Error) as e:
             message = str(e).splitlines()[0] if str(e) else type(e).__name__
         finally:
-            lw.con.execute("SET threads = 1").fetchall()
+            lw.con.execute(f"SET threads = {threads}").fetchall()
     if lw.errors is not None:
         lw.errors.add(op.id, lw.op_views.get(op.id, []), f"WITH RECURSIVE {op.node.name}", message, [{}], [1],
                       operator=f"Recursive {op.node.name}")
