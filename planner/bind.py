@@ -91,11 +91,28 @@ AGGREGATES = {
     exp.Stddev: "STDDEV_SAMP", exp.StddevSamp: "STDDEV_SAMP", exp.StddevPop: "STDDEV_POP",
     exp.Variance: "VAR_SAMP", exp.VariancePop: "VAR_POP",
 }
+# DuckDB's functions of nested values (ARRAY, MAP, STRUCT, JSON) that sqlglot keeps by name; on Spark they run
+# as DuckDB runs them (sqlengine.executor.backends.spark).
+NESTED_FUNCTIONS = {"struct_extract", "struct_pack", "row", "list_value", "list_extract", "list_element",
+                    "list_contains", "list_has", "list_position", "list_indexof", "list_distinct", "list_sort",
+                    "list_reverse_sort", "list_concat", "list_cat", "list_slice", "list_transform", "list_apply",
+                    "list_filter", "list_reduce", "list_aggregate", "list_sum", "list_min", "list_max",
+                    "list_count", "list_avg", "list_unique", "list_has_any", "list_has_all", "list_reverse",
+                    "list_zip", "array_length", "array_position", "array_distinct", "array_sort", "array_concat",
+                    "array_to_string", "array_slice", "array_reverse", "array_has", "array_transform",
+                    "array_filter", "len", "cardinality", "flatten", "string_split", "str_split", "split",
+                    "string_to_array", "range", "generate_series", "sequence", "map", "map_keys",
+                    "map_values", "map_entries", "map_from_entries", "map_extract", "map_contains_key",
+                    "map_contains", "element_at", "map_concat", "json", "json_valid", "json_extract",
+                    "json_extract_string", "json_extract_path", "json_extract_path_text", "json_value",
+                    "json_query", "json_array_length", "json_keys", "json_type", "json_object", "json_array",
+                    "json_merge_patch", "json_contains", "json_exists", "to_json", "parse_json",
+                    "json_serialize", "json_structure"}
 # Functions that sqlglot does not know by class but Spark and DuckDB share.
 ANONYMOUS_OK = {"md5", "round_even", "repeat", "reverse", "strpos", "instr", "lpad", "rpad", "ltrim", "rtrim",
                 "ascii", "chr", "sign", "ln", "log10", "pi", "least", "greatest", "nullif",
                 "char_length", "character_length", "last_day", "dayofweek", "dayofmonth", "dayofyear",
-                "week", "hour", "minute", "second", "year", "month", "day", "quarter"}
+                "week", "hour", "minute", "second", "year", "month", "day", "quarter"} | NESTED_FUNCTIONS
 # The functions README.md's SQL reference lists (with ANONYMOUS_OK and AGGREGATES: the names an unknown
 # function is compared with to suggest one).
 DOCUMENTED_FUNCTIONS = {"upper", "lower", "length", "substring", "trim", "replace", "concat", "extract", "cast",
@@ -888,8 +905,31 @@ class Binder(SubqueryBinder, WindowBinder, AsofBinder, StarBinder, RecursiveBind
         self.origins.setdefault(b.sql, e)
         return b
 
+    def field_access(self, e: exp.Expression, scope: Scope) -> exp.Expression:
+        """``e`` with ``r.x`` and ``t.r.x`` (which sqlglot reads as a column x of a table r) as the field x of
+        the STRUCT column r, where no relation r is in scope: ``struct_extract(r, 'x')`` (of a JSON column:
+        ``r['x']``)."""
+        def fix(n):
+            if not isinstance(n, exp.Column) or not n.args.get("table") or isinstance(n.this, exp.Star) or \
+                    self.try_resolve(n, scope) is not None:
+                return n
+            parts = [p for p in (n.args.get("catalog"), n.args.get("db"), n.args.get("table")) if p is not None]
+            for k in range(len(parts)):   # the longest prefix that names a column
+                head = exp.Column(this=parts[k].copy(), table=parts[k - 1].copy() if k else None)
+                pos = self.try_resolve(head, scope)
+                base = scope.types()[pos].base if pos is not None else None
+                if base in ("STRUCT", "JSON"):
+                    out: exp.Expression = keep_position(head, n)
+                    for f in parts[k + 1:] + [n.this]:
+                        out = exp.Anonymous(this="struct_extract", expressions=[out, exp.Literal.string(f.name)]) \
+                            if base == "STRUCT" else exp.Bracket(this=out, expressions=[exp.Literal.string(f.name)])
+                    return keep_position(out, n)
+            return n
+        return e.transform(fix) if any(c.args.get("table") for c in e.find_all(exp.Column)) else e
+
     def substituted(self, e: exp.Expression, scope: Scope, base: int = 0) -> exp.Expression:
         """A copy of ``e`` whose columns are ``c<pos - base>`` (keeping their positions in the SQL text)."""
+        e = self.field_access(e, scope)
         cols = list(e.find_all(exp.Column))
         positions = [self.resolve(c, scope) - base for c in cols]
         out = e.copy()

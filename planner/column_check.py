@@ -17,15 +17,24 @@ from sqlglot import exp
 
 from .errors import UnsupportedError
 from .logical import Aggregate, Expr, Join, Node, Project, Window, walk
-from .types import SUPPORTED_COLUMN_TYPES, SqlType
+from .types import SUPPORTED_COLUMN_TYPES, SqlType, element_type, map_types, struct_fields
 
 STORABLE = {"BOOLEAN", "TINYINT", "SMALLINT", "INT", "BIGINT", "DECIMAL", "REAL", "DOUBLE", "VARCHAR", "DATE",
-            "TIMESTAMP"}
+            "TIMESTAMP", "JSON"}
 _PASS_THROUGH = re.compile(r"c\d+|NULL")   # a column of the input (checked there), or an untyped NULL
 
 
 def storable(t: SqlType) -> bool:
-    """Whether the executors can store a column of type ``t``."""
+    """Whether the executors can store a column of type ``t`` (a nested one: if they can store its parts)."""
+    try:
+        if t.base == "ARRAY":
+            return storable(element_type(t))
+        if t.base == "MAP":
+            return all(p is not None and storable(p) for p in map_types(t))
+        if t.base == "STRUCT":
+            return all(p is not None and storable(p) for _, p in struct_fields(t))
+    except Exception:   # a DuckDB type name sqlglot cannot read back (UNION, ...)
+        return False
     return t.base in STORABLE
 
 
@@ -48,8 +57,7 @@ def _advice(t: SqlType) -> str:
         return ("use a number instead, e.g. date_diff('second', a, b) or EXTRACT(EPOCH FROM a - b), or add the "
                 "interval to a TIMESTAMP")
     if t.sql.endswith("]") or t.base in ("STRUCT", "MAP", "UNION"):
-        return ("nested types are not supported yet: take a scalar out of it (s[1], len(s), s.field) or CAST it "
-                "to VARCHAR")
+        return "CAST it to a nested type whose parts are of these types, or take a value out of it"
     return "CAST it to one of these types"
 
 

@@ -36,7 +36,7 @@ VARCHAR, BIGINT, DOUBLE, DATE = SqlType("VARCHAR"), SqlType("BIGINT"), SqlType("
 INTEGERS = ("TINYINT", "SMALLINT", "INT", "BIGINT")
 
 # annotated types read as one of the engine's column types
-_READ_AS = {T.JSON: VARCHAR, T.TIMESTAMPTZ: SqlType("TIMESTAMP"), T.TIMESTAMPLTZ: SqlType("TIMESTAMP")}
+_READ_AS = {T.TIMESTAMPTZ: SqlType("TIMESTAMP"), T.TIMESTAMPLTZ: SqlType("TIMESTAMP")}
 
 
 def _args(n: exp.Expression):

@@ -26,6 +26,7 @@ from .logical import Expr, Field, Filter, Node, Project, col, format_plan
 from .parsed_nodes import check_parsed
 from .rules import Context, format_trace, optimize
 from .clock import CLOCK, clock_table, rewrite_now
+from .type_spellings import nested_type_spellings
 from .typecheck import nondeterministic_call
 from .types import BOOLEAN, SUPPORTED_COLUMN_TYPES, from_datatype
 from .bind_recursive import DEFAULT_MAX_ITERATIONS
@@ -237,6 +238,7 @@ def parse_statements(sql: str) -> List[Statement]:
                 t.token_type = TokenType.VAR
         chunk = match_condition_to_on(chunk)
         chunk = window_table_functions(chunk, sql)
+        chunk = nested_type_spellings(chunk)
         local = len(chunk) > 2 and chunk[0].token_type == TokenType.CREATE and chunk[1].text.upper() == "LOCAL" \
             and chunk[2].text.upper() in ("VIEW", "MATERIALIZED")
         if local:   # Feldera's CREATE LOCAL VIEW: a view other views read, with no output of its own

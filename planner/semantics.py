@@ -33,6 +33,7 @@ from sqlglot.dialects.dialect import Dialect
 from sqlglot.optimizer.annotate_types import annotate_types
 
 from .function_types import value_type
+from .nested_types import canonical_value, duckdb_type, involves_nested, read_json_columns
 from .logical import col
 from .types import UNKNOWN, SqlType
 
@@ -175,7 +176,28 @@ def _unqualify(e: exp.Expression) -> exp.Expression:
 def typed(e: exp.Expression, types: Sequence[SqlType]) -> Tuple[exp.Expression, SqlType]:
     """``e`` (over columns ``c<i>`` of the given types) with the rewrites above applied, and its type
     (:func:`planner.function_types.value_type`: UNKNOWN where it cannot be told; planner.column_check rejects
-    the columns whose type is UNKNOWN or one the executors cannot store)."""
+    the columns whose type is UNKNOWN or one the executors cannot store).  An expression over nested or JSON
+    values is typed by DuckDB, and its value made canonical (:mod:`planner.nested_types`)."""
+    out, t = _typed(read_json_columns(e, types), types)
+    if t.sql == "UNKNOWN" or t.base in NESTED_BASES or involves_nested(out, types):
+        asked = duckdb_type(out, types)
+        if asked is not None and asked.sql in _SIGNED:   # (len, cardinality: UBIGINT) as an engine type
+            out, asked = exp.cast(out, _SIGNED[asked.sql]), SqlType(_SIGNED[asked.sql])
+        if asked is not None:
+            t = asked
+        if not isinstance(out, exp.Column) and t.sql != "UNKNOWN" and t.base in NESTED_BASES:
+            try:
+                out = canonical_value(out, t)
+            except Exception:   # a type sqlglot cannot read back: planner.column_check rejects it
+                pass
+    return out, t
+
+
+NESTED_BASES = ("ARRAY", "MAP", "STRUCT", "JSON")
+_SIGNED = {"UTINYINT": "SMALLINT", "USMALLINT": "INT", "UINTEGER": "BIGINT", "UBIGINT": "BIGINT"}
+
+
+def _typed(e: exp.Expression, types: Sequence[SqlType]) -> Tuple[exp.Expression, SqlType]:
     try:
         annotated = _annotate(e, types)
     except Exception:  # sqlglot cannot type every expression

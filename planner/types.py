@@ -1,16 +1,26 @@
 """SQL column types as the planner sees them.
 
 Types are kept as canonical SQL text (``BIGINT``, ``DECIMAL(10, 2)``) plus a
-nullability flag.  Only the types below may appear in ``CREATE TABLE``.
+nullability flag.  Only the types below may appear in ``CREATE TABLE``.  Nested types are spelled as DuckDB
+spells them, with the engine's names inside: ``INT[]`` (an ARRAY), ``MAP(VARCHAR, INT)``, ``STRUCT(a INT, b
+VARCHAR)`` (a ROW); ``VARIANT`` and ``JSON`` are both ``JSON`` (a JSON value, held as its canonical text).
 
 >>> from_sql_type("decimal(12,2)").sql
 'DECIMAL(12, 2)'
 >>> from_sql_type("string").sql
 'VARCHAR'
+>>> [from_sql_type(t).sql for t in ("ARRAY<INT>", "MAP<string, DOUBLE[]>", "STRUCT(a int, \"b c\" date)", "variant")]
+['INT[]', 'MAP(VARCHAR, DOUBLE[])', 'STRUCT(a INT, "b c" DATE)', 'JSON']
+>>> element_type(SqlType("INT[][]")).sql, map_types(SqlType("MAP(VARCHAR, INT[])"))
+('INT[]', (SqlType(sql='VARCHAR', nullable=True), SqlType(sql='INT[]', nullable=True)))
+>>> struct_fields(SqlType('STRUCT(a INT, "b c" STRUCT(x DATE))'))
+(('a', SqlType(sql='INT', nullable=True)), ('b c', SqlType(sql='STRUCT(x DATE)', nullable=True)))
 """
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
+from typing import Tuple
 
 from sqlglot import exp
 
@@ -34,7 +44,9 @@ _CANONICAL = {
 }
 
 SUPPORTED_COLUMN_TYPES = ("BOOLEAN", "TINYINT", "SMALLINT", "INT", "BIGINT", "DECIMAL(p, s)",
-                          "REAL", "DOUBLE", "VARCHAR", "DATE", "TIMESTAMP")
+                          "REAL", "DOUBLE", "VARCHAR", "DATE", "TIMESTAMP", "T ARRAY", "MAP<K, V>",
+                          "ROW(name T, ...)", "VARIANT")
+NESTED = ("ARRAY", "MAP", "STRUCT")   # the ``base`` of a nested type
 
 
 @dataclass(frozen=True)
@@ -46,8 +58,8 @@ class SqlType:
 
     @property
     def base(self) -> str:
-        """The type name without parameters, e.g. ``DECIMAL``."""
-        return self.sql.split("(")[0]
+        """The type name without parameters, e.g. ``DECIMAL``; ``ARRAY`` for ``INT[]``."""
+        return "ARRAY" if self.sql.endswith("[]") else self.sql.split("(")[0]
 
     def with_nullable(self, nullable: bool) -> "SqlType":
         return SqlType(self.sql, nullable)
@@ -61,8 +73,40 @@ BIGINT = SqlType("BIGINT")
 BOOLEAN = SqlType("BOOLEAN")
 
 
+_PLAIN_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+def _field_name(name: str) -> str:
+    return name if _PLAIN_NAME.fullmatch(name) else '"' + name.replace('"', '""') + '"'
+
+
+def _nested(dt: exp.DataType) -> SqlType | None:
+    """ARRAY, MAP, STRUCT and JSON / VARIANT types (their parts recursively), else None."""
+    if dt.this in (exp.DataType.Type.JSON, exp.DataType.Type.VARIANT, exp.DataType.Type.JSONB):
+        return SqlType("JSON")
+    parts = [from_datatype(p) if isinstance(p, exp.DataType) else None for p in dt.expressions]
+    if dt.this == exp.DataType.Type.ARRAY and len(parts) == 1 and parts[0] is not None and not dt.args.get("values"):
+        return SqlType(parts[0].sql + "[]")
+    if dt.this == exp.DataType.Type.MAP and len(parts) == 2 and None not in parts:
+        return SqlType(f"MAP({parts[0].sql}, {parts[1].sql})")
+    if dt.this == exp.DataType.Type.STRUCT and dt.expressions:
+        fields = []
+        for f in dt.expressions:
+            kind = f.args.get("kind") if isinstance(f, exp.ColumnDef) else None
+            t = from_datatype(kind) if isinstance(kind, exp.DataType) else None
+            if t is None or not f.name:
+                return None
+            fields.append(f"{_field_name(f.name)} {t.sql}")
+        names = [f.name.lower() for f in dt.expressions]
+        return SqlType(f"STRUCT({', '.join(fields)})") if len(set(names)) == len(names) else None
+    return None
+
+
 def from_datatype(dt: exp.DataType) -> SqlType | None:
     """Canonical type for a parsed sqlglot DataType, or None if not a column type we support."""
+    if dt.this in (exp.DataType.Type.ARRAY, exp.DataType.Type.MAP, exp.DataType.Type.STRUCT,
+                   exp.DataType.Type.JSON, exp.DataType.Type.VARIANT, exp.DataType.Type.JSONB):
+        return _nested(dt)
     name = _CANONICAL.get(dt.this)
     if name is None:
         return None
@@ -78,7 +122,7 @@ def from_datatype(dt: exp.DataType) -> SqlType | None:
 
 def from_sql_type(text: str) -> SqlType:
     """Parse a type name such as ``decimal(10,2)``; raises ValueError if unsupported."""
-    t = from_datatype(exp.DataType.build(text))
+    t = from_datatype(exp.DataType.build(text, dialect="duckdb"))
     if t is None:
         raise ValueError(f"unsupported type {text!r}")
     return t
@@ -92,3 +136,41 @@ def from_annotation(dt: exp.DataType | None) -> SqlType:
         return SqlType("DECIMAL(38, 0)") if dt.this == exp.DataType.Type.INT128 else SqlType("DECIMAL(38, 9)")
     t = from_datatype(dt)
     return t if t is not None else UNKNOWN
+
+
+def _parts(t: SqlType) -> exp.DataType:
+    return exp.DataType.build(t.sql, dialect="duckdb")
+
+
+def element_type(t: SqlType) -> SqlType:
+    """The element type of an ARRAY type ``t``."""
+    return SqlType(t.sql[:-2])
+
+
+def map_types(t: SqlType) -> Tuple[SqlType, SqlType]:
+    """The key and value types of a MAP type ``t``."""
+    k, v = (from_datatype(p) for p in _parts(t).expressions)
+    return k, v
+
+
+def struct_fields(t: SqlType) -> Tuple[Tuple[str, SqlType], ...]:
+    """The (name, type) fields of a STRUCT type ``t``."""
+    return tuple((f.name, from_datatype(f.args["kind"])) for f in _parts(t).expressions)
+
+
+def is_nested(t: SqlType) -> bool:
+    """An ARRAY, MAP or STRUCT type (JSON is text on the data plane)."""
+    return t.base in NESTED
+
+
+def contains(t: SqlType, base: str) -> bool:
+    """Whether ``t`` is or holds (at any depth) a type whose ``base`` is ``base`` (``MAP``, ``JSON``, ...)."""
+    if t.base == base:
+        return True
+    if t.base == "ARRAY":
+        return contains(element_type(t), base)
+    if t.base == "MAP":
+        return any(contains(p, base) for p in map_types(t))
+    if t.base == "STRUCT":
+        return any(contains(p, base) for _, p in struct_fields(t))
+    return False

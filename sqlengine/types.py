@@ -4,7 +4,7 @@ The data plane holds every SQL column type as one Arrow type (``arrow_type``); c
 converters build their Arrow columns with it, and the executor types its changes with it.  It needs only
 pyarrow; the Spark types are the executor's (``sqlengine.executor.schema``).
 
->>> from planner.types import SqlType
+>>> from planner.types import SqlType, element_type, map_types, struct_fields
 >>> arrow_type(SqlType("DECIMAL(10, 2)")), arrow_type(SqlType("TIMESTAMP"))
 (Decimal128Type(decimal128(10, 2)), TimestampType(timestamp[us]))
 """
@@ -12,17 +12,29 @@ from __future__ import annotations
 
 import pyarrow as pa
 
-from planner.types import SqlType
+from planner.types import SqlType, element_type, map_types, struct_fields
 
 __all__ = ["arrow_type"]
 
 
 def arrow_type(t: SqlType) -> pa.DataType:
-    """The Arrow type of the data plane's column of SQL type ``t`` (TIMESTAMP: microseconds, no zone)."""
+    """The Arrow type of the data plane's column of SQL type ``t`` (TIMESTAMP: microseconds, no zone; JSON:
+    its canonical text, see :mod:`sqlengine.nested`).
+
+    >>> arrow_type(SqlType("STRUCT(a INT, b MAP(VARCHAR, DOUBLE[]))"))
+    StructType(struct<a: int32, b: map<string, list<element: double>>>)
+    """
     b = t.base
+    if b == "ARRAY":
+        return pa.list_(arrow_type(element_type(t)))
+    if b == "MAP":
+        k, v = map_types(t)
+        return pa.map_(arrow_type(k), arrow_type(v))
+    if b == "STRUCT":
+        return pa.struct([pa.field(name, arrow_type(ft)) for name, ft in struct_fields(t)])
     if b == "DECIMAL":
         p, s = (int(x) for x in t.sql[len("DECIMAL("):-1].split(","))
         return pa.decimal128(p, s)
     return {"BOOLEAN": pa.bool_(), "TINYINT": pa.int8(), "SMALLINT": pa.int16(), "INT": pa.int32(),
             "BIGINT": pa.int64(), "REAL": pa.float32(), "DOUBLE": pa.float64(), "VARCHAR": pa.string(),
-            "DATE": pa.date32(), "TIMESTAMP": pa.timestamp("us")}[b]
+            "DATE": pa.date32(), "TIMESTAMP": pa.timestamp("us"), "JSON": pa.string()}[b]

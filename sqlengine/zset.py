@@ -17,6 +17,8 @@ from typing import List, Optional, Sequence
 
 import pyarrow as pa
 
+from sqlengine import nested
+
 W = "__w"            # weight column on the data plane
 WEIGHT = "__weight"  # weight column in user-facing chunks
 WEIGHT_TYPE = pa.int64()
@@ -86,7 +88,10 @@ def consolidate_arrow(t: pa.Table) -> pa.Table:
         i = t.schema.get_field_index(c)
         if pa.types.is_floating(t.schema.field(i).type):
             t = t.set_column(i, c, one_nan(t.column(i)))
-    g = t.group_by(cols, use_threads=False).aggregate([(W, "sum")])
+    if nested.has_nested(t.schema, cols):   # Arrow cannot hash a nested value: grouped by its key
+        g = nested.group_by(t, cols, [(W, "sum")])
+    else:
+        g = t.group_by(cols, use_threads=False).aggregate([(W, "sum")])
     g = g.rename_columns(cols + [W])
     g = g.filter(pa.compute.not_equal(g.column(W), 0))
     return g.select(t.column_names).cast(t.schema)

@@ -28,6 +28,7 @@ import pyarrow.compute as pc
 
 from planner.circuit import Circuit
 
+from sqlengine import nested
 from sqlengine.executor import ops
 from sqlengine.executor.ops import aggregate as agg_op
 from sqlengine.state.cache import is_column
@@ -75,7 +76,8 @@ def sort_columns(circuit: Circuit, derived: Dict[int, object], primary_keys: Dic
 def sorted_run(table: pa.Table, column: Optional[str]) -> pa.Table:
     """``table`` sorted by ``column`` when it spans more than one row group (order within a run means
     nothing to the engine otherwise)."""
-    if column is None or table.num_rows <= ROW_GROUP_ROWS or column not in table.column_names:
+    if column is None or table.num_rows <= ROW_GROUP_ROWS or column not in table.column_names or \
+            nested.is_nested_arrow(table.schema.field(column).type):
         return table
     c = table.column(column)
     if (pa.types.is_integer(c.type) or pa.types.is_floating(c.type)) and not c.null_count:

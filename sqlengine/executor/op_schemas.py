@@ -31,7 +31,7 @@ from planner.circuit import Circuit
 from planner.logical import col
 from planner.types import SqlType
 
-from sqlengine import private_duckdb
+from sqlengine import nested, private_duckdb
 from sqlengine.executor import ops
 from sqlengine.executor.backends.python_calls import register_duckdb
 from sqlengine.executor.schema import INTEGER_BASES
@@ -55,6 +55,15 @@ def data_types(s: pa.Schema):
 def normalize(t: pa.DataType, planned: SqlType = None) -> pa.DataType:
     """One type per SQL type on the data plane: naive microsecond timestamps, 32-bit offsets, and BIGINT
     where the planner says an integer but DuckDB widened it (HUGEINT sums)."""
+    if planned is not None and planned.base in ("ARRAY", "MAP", "STRUCT", "JSON"):
+        return arrow_type(planned)
+    if pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_list_view(t) or \
+            pa.types.is_fixed_size_list(t):
+        return pa.list_(normalize(t.value_type))
+    if pa.types.is_map(t):
+        return pa.map_(normalize(t.key_type), normalize(t.item_type))
+    if pa.types.is_struct(t):
+        return pa.struct([pa.field(t.field(i).name, normalize(t.field(i).type)) for i in range(t.num_fields)])
     if pa.types.is_timestamp(t):
         return pa.timestamp("us")
     if pa.types.is_large_string(t) or pa.types.is_string_view(t):
@@ -74,6 +83,7 @@ class _Typer:
     def __init__(self, functions=None):
         self.con = private_duckdb.connect()
         register_duckdb(self.con, functions or {})
+        nested.register_duckdb(self.con)
 
     def select_types(self, schema: pa.Schema, items) -> list:
         """DuckDB's result types of ``SELECT items FROM d`` over an empty table of ``schema``."""

@@ -17,6 +17,7 @@ from pyspark.sql import DataFrame, functions as F
 
 from planner.errors import InternalError
 
+from sqlengine import nested
 from sqlengine.executor import delta_rules as rules, keyed_reads
 from sqlengine.executor.backends.spark import SparkBackend
 from sqlengine.executor.context import StepContext
@@ -167,7 +168,7 @@ class SparkState:
                                          for t, ps in probes])
             except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as e:
                 raise NeedsSpark(f"the probe keys of a read by {spec} do not cast to the state's types: {e}")
-            keys = keys.group_by(list(spec), use_threads=False).aggregate([])
+            keys = nested.group_by(keys, list(spec), [])
             kdf = self.arrow_df(keys, StructType([sschema[c] for c in spec]))
             if keys.nbytes <= self.ctx.placement.broadcast_bytes:
                 kdf = F.broadcast(kdf)

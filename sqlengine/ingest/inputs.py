@@ -27,8 +27,10 @@ from planner.bind import TableDef
 from planner.errors import InputError
 from planner.logical import col
 
+from sqlengine import nested
 from sqlengine.types import arrow_type
 
+NESTED_BASES = ("ARRAY", "MAP", "STRUCT", "JSON")   # columns whose values sqlengine.nested converts
 POLICIES = ("reject", "dead_letter")
 _CONVERT_ERRORS = (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError, TypeError, ValueError,
                    decimal.InvalidOperation, OverflowError)
@@ -210,10 +212,17 @@ def _convert_list(values: Sequence[Any], target: pa.DataType) -> pa.Array:
 
 
 def convert_values(values: Sequence[Any], ftype, column: str, errs: Errors) -> pa.Array:
-    """Python values -> an Arrow array of the column's type; bad values go to ``errs`` (and become NULL)."""
+    """Python values -> an Arrow array of the column's type; bad values go to ``errs`` (and become NULL).
+    A nested column takes lists, dicts and tuples, a JSON column any JSON value (:mod:`sqlengine.nested`)."""
     target = arrow_type(ftype)
+    if ftype.base in NESTED_BASES:
+        def convert(vs):
+            return nested.from_python(vs, ftype)
+    else:
+        def convert(vs):
+            return _convert_list(vs, target)
     try:
-        return _convert_list(values, target)
+        return convert(values)
     except _CONVERT_ERRORS:
         pass
     cleaned = list(values)
@@ -222,14 +231,15 @@ def convert_values(values: Sequence[Any], ftype, column: str, errs: Errors) -> p
         if v is None:
             continue
         try:
-            _convert_list([v], target)
-        except _CONVERT_ERRORS:
-            errs.add(i, column, f"cannot convert {_describe(v)} ({type(v).__name__}) to {ftype.sql}{_hint(target)}")
+            convert([v])
+        except _CONVERT_ERRORS as e:
+            why = f": {e}" if ftype.base in NESTED_BASES else _hint(target)
+            errs.add(i, column, f"cannot convert {_describe(v)} ({type(v).__name__}) to {ftype.sql}{why}")
             cleaned[i] = None
             found = True
     if not found:
         errs.add(0, column, f"values cannot be converted to {ftype.sql}", batch_level=True)
-    return _convert_list(cleaned, target)
+    return convert(cleaned)
 
 
 def _from_text(arr: pa.Array, target: pa.DataType) -> pa.Array:
@@ -246,8 +256,18 @@ def _from_text(arr: pa.Array, target: pa.DataType) -> pa.Array:
 
 
 def convert_strings(arr: pa.Array, ftype, column: str, errs: Errors) -> pa.Array:
-    """Text values (CSV fields; NULL for an empty field) -> the column's type; bad ones go to ``errs``."""
+    """Text values (CSV fields; NULL for an empty field) -> the column's type; bad ones go to ``errs``.  The
+    text of a nested or JSON value is its JSON."""
     target = arrow_type(ftype)
+    if ftype.base in NESTED_BASES:
+        values = []
+        for i, v in enumerate(arr.to_pylist()):
+            try:
+                values.append(None if v is None else json.loads(v))
+            except ValueError as e:
+                errs.add(i, column, f"cannot convert {_describe(v)} to {ftype.sql}: not JSON ({e})")
+                values.append(None)
+        return convert_values(values, ftype, column, errs)
     if pa.types.is_string(target):
         return arr
     try:
@@ -404,15 +424,21 @@ def arrow_chunks(t: TableDef, table: pa.Table, delete: bool, errs: Errors, chunk
                 continue
             arr = part.column(mapping[f.name]).combine_chunks()
             try:
-                arrays.append(arr if arr.type == target else _arrow_cast(arr, target))
+                arrays.append(arr if arr.type == target and f.type.base not in NESTED_BASES
+                              else _arrow_cast(arr, target, f.type))
             except _CONVERT_ERRORS:   # value by value, by the same cast: the bad ones are named
                 arrays.append(_cast_each(arr, f.type, f.name, errs))
         yield finish(t, arrays, weight, errs, seen)
 
 
-def _arrow_cast(arr: pa.Array, target: pa.DataType) -> pa.Array:
+def _arrow_cast(arr: pa.Array, target: pa.DataType, ftype=None) -> pa.Array:
     """An Arrow column cast to a table column's type: text as CSV fields are read (strict timestamps, decimals
-    rounded), other types by Arrow's safe cast."""
+    rounded), nested values made canonical (``ftype``: the column's SQL type), other types by Arrow's safe
+    cast."""
+    if ftype is not None and ftype.base in NESTED_BASES:
+        if ftype.base != "JSON" and (pa.types.is_string(arr.type) or pa.types.is_large_string(arr.type)):
+            return nested.from_python([None if v is None else json.loads(v) for v in arr.to_pylist()], ftype)
+        return nested.canonical(arr, ftype)
     if pa.types.is_string(arr.type) or pa.types.is_large_string(arr.type):
         return _from_text(arr.cast(pa.string()), target) if not pa.types.is_string(target) else arr.cast(target)
     return pc.cast(arr, target)
@@ -425,7 +451,7 @@ def _cast_each(arr: pa.Array, ftype, column: str, errs: Errors) -> pa.Array:
     for i in range(len(arr)):
         one = arr.slice(i, 1)
         try:
-            out.append(_arrow_cast(one, target))
+            out.append(_arrow_cast(one, target, ftype))
         except _CONVERT_ERRORS:
             v = one[0].as_py()
             errs.add(i, column, f"cannot convert {_describe(v)} ({arr.type}) to {ftype.sql}{_hint(target)}")

@@ -22,6 +22,7 @@ import pyarrow.compute as pc
 from planner.errors import UnsupportedError
 from planner.logical import Aggregate, col
 
+from sqlengine import nested
 from sqlengine.executor import arrow_ops
 from sqlengine.executor import delta_rules as rules
 from sqlengine.executor.delta_rules import cols
@@ -118,7 +119,7 @@ def aggregate_partial(node: Aggregate, d: pa.Table) -> Optional[pa.Table]:
     """Per-group sums of a change: its accumulators (see :mod:`sqlengine.executor.ops.accumulators`)."""
     k = len(node.keys)
     args = _args(node, d)
-    if not k or args is None:
+    if not k or args is None or nested.has_nested(d.schema, [col(i) for i in range(k)]):
         return None
     keys = [col(i) for i in range(k)]
     sums = acc.partial_arrow(node, d, args)
@@ -139,7 +140,8 @@ def aggregate_output(node: Aggregate, partial: pa.Table, state: pa.Table, accs: 
     and new sums side by side, and a group whose final row does not change emits nothing (so untouched
     groups, and touched ones whose results stay the same, cost no output rows).  The change is consolidated."""
     k = len(node.keys)
-    if not k or any(not _summable(partial.schema.field(c).type) for c in accs):
+    if not k or any(not _summable(partial.schema.field(c).type) for c in accs) or \
+            nested.has_nested(partial.schema, [col(i) for i in range(k)]):
         return None
     keys = [col(i) for i in range(k)]
     names = keys + [col(k + i) for i in range(len(node.aggs))]
@@ -188,7 +190,8 @@ def aggregate_recompute(node: Aggregate, d: pa.Table, state: Optional[pa.Table],
     touches, minus their rows in ``emitted``; only where ``d``'s keys have no NULL and no float (Arrow's join
     matches neither as SQL does)."""
     k = len(node.keys)
-    if not k or any(a.func not in RECOMPUTABLE or a.distinct for a in node.aggs):
+    if not k or any(a.func not in RECOMPUTABLE or a.distinct for a in node.aggs) or \
+            nested.has_nested(d.schema, [col(i) for i in range(k)]):
         return None
     if emitted is not None and any(d.column(col(i)).null_count or pa.types.is_floating(d.schema.field(col(i)).type)
                                    for i in range(k)):

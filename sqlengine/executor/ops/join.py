@@ -17,6 +17,7 @@ import pyarrow.compute as pc
 
 from planner.logical import Join, col
 
+from sqlengine import nested
 from sqlengine.executor import arrow_ops
 from sqlengine.executor import delta_rules as rules
 from sqlengine.executor.backends.duckdb import duck, shift_columns
@@ -54,6 +55,8 @@ def change_schema(op, ins: List[pa.Schema], typer) -> pa.Schema:
 
 # ---------------------------------------------------------------- on the driver
 def _common_key(a: pa.ChunkedArray, b: pa.ChunkedArray):
+    if nested.is_nested_arrow(a.type) or nested.is_nested_arrow(b.type):   # Arrow cannot hash it: DuckDB joins
+        return None
     if a.type == b.type:
         return a, b
     if pa.types.is_integer(a.type) and pa.types.is_integer(b.type):

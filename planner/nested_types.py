@@ -1,0 +1,135 @@
+"""Nested and JSON values in bound expressions: their types, as DuckDB gives them, and the rewrites that keep
+the data plane's values canonical (``sqlengine.nested``).
+
+* :func:`duckdb_type`: the type of an expression over columns of known types, asked of DuckDB itself
+  (``DESCRIBE SELECT``): sqlglot types few functions of nested values, DuckDB types all of them.
+* :func:`read_json_columns`: a JSON column is text on the data plane; inside an expression it is read as
+  DuckDB's JSON (``CAST(c0 AS JSON)``), so that ``j['a']``, ``j.a`` and ``j->'a'`` mean what they mean in DuckDB.
+* :func:`canonical_value`: a computed value whose type holds a MAP or a JSON value, made canonical (MAP entries
+  sorted by key, JSON text with its object keys sorted by :data:`CANONICAL_JSON`), at every depth.
+
+>>> from sqlglot import parse_one
+>>> from .types import SqlType
+>>> duckdb_type(parse_one("list_transform(c0, x -> x * 2)", read="duckdb"), [SqlType("INT[]")]).sql
+'INT[]'
+>>> duckdb_type(parse_one("c0.b[1]", read="duckdb"), [SqlType("STRUCT(a INT, b MAP(VARCHAR, DATE)[])")]).sql
+'MAP(VARCHAR, DATE)'
+>>> canonical_value(parse_one("m", read="duckdb"), SqlType("MAP(VARCHAR, JSON)")).sql("duckdb")
+'MAP_FROM_ENTRIES(LIST_SORT(LIST_TRANSFORM(MAP_ENTRIES(m), LAMBDA __e1 : STRUCT_PACK(key := __e1.key, value := __CANONICAL_JSON(__e1.value)))))'
+"""
+from __future__ import annotations
+
+import atexit
+import threading
+from functools import lru_cache
+from typing import Optional, Sequence, Tuple
+
+from sqlglot import exp, parse_one
+
+from .types import SqlType, contains, element_type, from_datatype, map_types, struct_fields
+
+CANONICAL_JSON = "__canonical_json"   # JSON -> its canonical text (registered by the executors and here)
+_LOCK = threading.Lock()
+_CON = None
+
+
+def _connection():
+    global _CON
+    if _CON is None:
+        import duckdb
+        _CON = duckdb.connect(":memory:")
+        _CON.create_function(CANONICAL_JSON, lambda x: x, ["JSON"], "JSON", side_effects=False)
+        atexit.register(_CON.close)
+    return _CON
+
+
+def from_duckdb_name(text: str) -> SqlType:
+    """A DuckDB type name (``INTEGER[]``, ``STRUCT(a VARCHAR)``) as the engine's type, or as DuckDB's name if it
+    is none of the engine's (``INTERVAL``, ``UNION(...)``), for planner.column_check's message."""
+    try:
+        t = from_datatype(exp.DataType.build(text, dialect="duckdb"))
+    except Exception:
+        t = None
+    return t if t is not None else SqlType(text.upper())
+
+
+@lru_cache(maxsize=4096)
+def _describe(sql: str, types: Tuple[str, ...]) -> Optional[str]:
+    import duckdb
+    cols = ", ".join(f"CAST(NULL AS {t}) AS c{i}" for i, t in enumerate(types)) or "1 AS __none"
+    with _LOCK:
+        try:
+            rows = _connection().execute(f"DESCRIBE SELECT {sql} AS r FROM (SELECT {cols}) AS t").fetchall()
+        except duckdb.Error:
+            return None
+    return rows[0][1] if rows else None
+
+
+def duckdb_type(e: exp.Expression, types: Sequence[SqlType]) -> Optional[SqlType]:
+    """The type DuckDB gives ``e`` over columns ``c<i>`` of ``types``, or None if DuckDB cannot bind it (a
+    Python function, which the planner types by its declaration)."""
+    duck = tuple("VARCHAR" if t.sql == "UNKNOWN" else t.sql for t in types)
+    found = _describe(e.sql(dialect="duckdb"), duck)
+    return None if found is None else from_duckdb_name(found)
+
+
+def involves_nested(e: exp.Expression, types: Sequence[SqlType]) -> bool:
+    """Whether ``e`` reads a nested or JSON column."""
+    for c in e.find_all(exp.Column):
+        i = _position(c)
+        if i is not None and i < len(types) and (types[i].base in ("ARRAY", "MAP", "STRUCT", "JSON")):
+            return True
+    return False
+
+
+def _position(c: exp.Column) -> Optional[int]:
+    name = c.name
+    return int(name[1:]) if not c.table and name.startswith("c") and name[1:].isdigit() else None
+
+
+def read_json_columns(e: exp.Expression, types: Sequence[SqlType]) -> exp.Expression:
+    """``e`` with each JSON column inside it read as DuckDB's JSON (not ``e`` itself if it is that column)."""
+    if isinstance(e, exp.Column):
+        return e
+
+    def fix(n):
+        if isinstance(n, exp.Column):
+            i = _position(n)
+            if i is not None and i < len(types) and types[i].base == "JSON" and \
+                    not (isinstance(n.parent, exp.Cast) and n.parent.to.this == exp.DataType.Type.JSON):
+                return exp.Cast(this=n.copy(), to=exp.DataType.build("JSON"))
+        return n
+    return e.transform(fix)
+
+
+def canonical_value(x: exp.Expression, t: SqlType, depth: int = 0) -> exp.Expression:
+    """An expression of the canonical form of ``x``'s value, of type ``t`` (``x`` itself where ``t`` holds no
+    MAP and no JSON)."""
+    if not (contains(t, "MAP") or contains(t, "JSON")):
+        return x
+    var = f"__e{depth + 1}"
+    if t.base == "JSON":
+        return exp.Anonymous(this=CANONICAL_JSON, expressions=[x])
+    if t.base == "ARRAY":
+        body = canonical_value(exp.column(var), element_type(t), depth + 1)
+        return exp.Anonymous(this="LIST_TRANSFORM", expressions=[x, exp.Lambda(this=body, expressions=[
+            exp.to_identifier(var)])])
+    if t.base == "MAP":
+        _, vt = map_types(t)
+        entries: exp.Expression = exp.Anonymous(this="MAP_ENTRIES", expressions=[x])
+        if contains(vt, "MAP") or contains(vt, "JSON"):
+            value = canonical_value(parse_one(f"{var}.value", read="duckdb"), vt, depth + 1)
+            pack = exp.Anonymous(this="STRUCT_PACK", expressions=[
+                exp.PropertyEQ(this=exp.to_identifier("key"), expression=parse_one(f"{var}.key", read="duckdb")),
+                exp.PropertyEQ(this=exp.to_identifier("value"), expression=value)])
+            entries = exp.Anonymous(this="LIST_TRANSFORM", expressions=[entries, exp.Lambda(
+                this=pack, expressions=[exp.to_identifier(var)])])
+        return exp.Anonymous(this="MAP_FROM_ENTRIES", expressions=[exp.Anonymous(this="LIST_SORT",
+                                                                                 expressions=[entries])])
+    if t.base == "STRUCT":
+        fields = [exp.PropertyEQ(this=exp.to_identifier(name), expression=canonical_value(
+            exp.Anonymous(this="struct_extract", expressions=[x.copy(), exp.Literal.string(name)]), ft, depth + 1))
+            for name, ft in struct_fields(t)]
+        return exp.Case(ifs=[exp.If(this=exp.Is(this=x.copy(), expression=exp.Null()), true=exp.Null())],
+                        default=exp.Anonymous(this="STRUCT_PACK", expressions=fields))
+    return x
