@@ -70,7 +70,7 @@ SCALAR_LEAVES = frozenset({
     exp.Tuple, exp.Bracket, exp.DataType, exp.DataTypeParam, exp.PseudoType, exp.Placeholder, exp.Parameter,
     exp.Lambda, exp.Kwarg, exp.IgnoreNulls, exp.RespectNulls, exp.Slice, exp.AtTimeZone, exp.FromTimeZone,
     exp.BitString, exp.ByteString, exp.HexString, exp.RawString, exp.UnicodeString, exp.National,
-    exp.Introducer, exp.JSONExtractQuote, exp.FormatJson, exp.Comprehension, exp.JSONPath,
+    exp.Introducer, exp.JSONExtractQuote, exp.FormatJson, exp.Comprehension, exp.JSONPath, exp.JSONKeyValue,
 })
 SCALAR_NODES = frozenset(t for t in all_node_types()
                          if issubclass(t, (exp.Func, exp.Binary, exp.Unary, exp.Predicate, exp.JSONPathPart))

@@ -46,7 +46,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from sqlengine import private_duckdb
+from sqlengine import nested, private_duckdb
 
 Spec = Tuple[str, ...]   # key expressions (DuckDB SQL over c0..) a state is looked up by
 
@@ -91,7 +91,8 @@ def _mix(x: np.ndarray) -> np.ndarray:
 
 def _column_hash(c) -> np.ndarray:
     """uint64 hash per value, equal for values that compare equal in SQL: every number, date, timestamp and
-    boolean as a DOUBLE (-0.0 as 0.0; NULL and NaN as one NaN), everything else by pandas' value hash."""
+    boolean as a DOUBLE (-0.0 as 0.0; NULL and NaN as one NaN), a nested value by its key's text, everything
+    else by pandas' value hash."""
     ty = c.type
     if pa.types.is_date(ty):
         c = c.cast(pa.timestamp("us"))
@@ -103,6 +104,8 @@ def _column_hash(c) -> np.ndarray:
         v = np.array(c.cast(pa.float64(), safe=False).to_numpy(zero_copy_only=False), dtype=np.float64) + 0.0
         v[np.isnan(v)] = np.nan
         return _mix(v.view(np.uint64))
+    if nested.is_nested_arrow(c.type):   # by its canonical key (sqlengine.nested)
+        c = nested.hash_key(c)
     return pd.util.hash_array(np.asarray(c.to_pandas(), dtype=object))
 
 
