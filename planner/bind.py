@@ -19,6 +19,7 @@ from sqlglot import exp
 from . import aggregate_functions
 from .bind_asof import AsofBinder
 from .bind_recursive import RecursiveBinder
+from .bind_unnest import UnnestBinder, has_unnest
 from .bind_star import StarBinder, located
 from .bind_subquery import SubqueryBinder, rewrite_late, rewrite_subquery_predicates, scalar_subqueries
 from .bind_window import WindowBinder, find_windows
@@ -159,7 +160,7 @@ GROUP_ARGS = frozenset({"expressions", "all"})                             # gro
 DISTINCT_ARGS = frozenset({"expressions", "on"})                           # agg_call, bind_select (ON: rejected)
 
 
-class Binder(SubqueryBinder, WindowBinder, AsofBinder, StarBinder, RecursiveBinder):
+class Binder(SubqueryBinder, WindowBinder, AsofBinder, StarBinder, RecursiveBinder, UnnestBinder):
     """Binds the SELECT of one view against the tables and views defined before it."""
 
     def __init__(self, sql: str, tables: Dict[str, TableDef], views: Dict[str, ViewDef],
@@ -263,6 +264,8 @@ class Binder(SubqueryBinder, WindowBinder, AsofBinder, StarBinder, RecursiveBind
 
     def bind_from(self, select: exp.Select, ctes) -> Tuple[Node, Scope, List[exp.Expression]]:
         """FROM, JOINs and WHERE: returns the joined plan, its scope, and leftover conjuncts (none)."""
+        if has_unnest(select):
+            return self.bind_unnests(select, ctes)
         from_ = select.args.get("from") or select.args.get("from_")
         items = [from_.this] + [j.this for j in select.args.get("joins") or []] if from_ is not None else []
         rels: List[Rel] = [] if items else [Rel("__one", [], [], 0)]
@@ -277,12 +280,21 @@ class Binder(SubqueryBinder, WindowBinder, AsofBinder, StarBinder, RecursiveBind
         for ri, item in enumerate(items):   # a LATERAL's correlation columns (planner.query_forms): not in its *
             if isinstance(item, exp.Subquery) and item.meta.get("lateral"):
                 scope.hidden.update((ri, n.lower()) for n in rels[ri].names if n.startswith(LATERAL_PREFIX))
+        sub_preds, scalar, where = self.split_where(select, scope)
+        plan = self.bind_joins(select, plans, rels, scope, where)
+        return self.finish_where(plan, scope, sub_preds, scalar, ctes), scope, []
+
+    def split_where(self, select: exp.Select, scope: Scope):
+        """WHERE's conjuncts: (subquery predicates, conjuncts with scalar subqueries, the others)."""
         where = split_and(select.args["where"].this) if select.args.get("where") else []
         sub_preds = [c for c in where if is_subquery_predicate(c)]
         where = [c if is_subquery_predicate(c) else rewrite_subquery_predicates(c, self, scope) for c in where]
         scalar = [c for c in where if not is_subquery_predicate(c) and scalar_subqueries(c)]
         where = [c for c in where if not is_subquery_predicate(c) and not scalar_subqueries(c)]
-        plan = self.bind_joins(select, plans, rels, scope, where)
+        return sub_preds, scalar, where
+
+    def finish_where(self, plan: Node, scope: Scope, sub_preds, scalar, ctes) -> Node:
+        """``plan`` under WHERE's subquery predicates and its conjuncts with scalar subqueries."""
         for c in sub_preds:
             plan = self.bind_subquery_predicate(c, plan, scope, ctes)
         rest = []
@@ -291,7 +303,7 @@ class Binder(SubqueryBinder, WindowBinder, AsofBinder, StarBinder, RecursiveBind
             rest.append(c)
         if rest:
             plan = Filter(plan, self.bind_scalar(exp.and_(*rest), scope))
-        return plan, scope, []
+        return plan
 
     def bind_joins(self, select, plans, rels, scope, where) -> Node:
         on_clauses: List[List[exp.Expression]] = [[]]

@@ -322,6 +322,36 @@ class Window(Node):
         return "Window " + ", ".join(f"{c} AS {n}" for c, n in zip(self.calls, self.names))
 
 
+@dataclass(frozen=True)
+class Unnest(Node):
+    """Each input row once per element of the ARRAY ``expr`` (``UNNEST``), with columns appended: the element,
+    or (``fields``) an element ROW's fields, one column each (a MAP is unnested as its entries' key and value);
+    with ``ordinality``, the element's position from 1.  ``outer`` (LEFT JOIN UNNEST): a row whose array is NULL
+    or empty is kept once, with NULLs.  Linear: d(unnest(A)) = unnest(dA), each row with its input row's
+    weight, so deleting a row deletes every row it unnested into."""
+
+    algebra: ClassVar[str] = "linear"
+    input: Node
+    expr: Expr
+    names: Tuple[str, ...]
+    types: Tuple[SqlType, ...]
+    fields_of: Tuple[str, ...] = ()    # the element ROW's field names, one column each ("": the element itself)
+    ordinality: bool = False
+    outer: bool = False
+
+    @property
+    def inputs(self):
+        return (self.input,)
+
+    @property
+    def fields(self):
+        return self.input.fields + tuple(Field(n, t) for n, t in zip(self.names, self.types))
+
+    def describe(self):
+        return (f"Unnest{' outer' if self.outer else ''} {self.expr}{' WITH ORDINALITY' if self.ordinality else ''}"
+                f" AS {', '.join(self.names)}")
+
+
 def walk(node: Node):
     """Yield ``node`` and its descendants, children first, each once."""
     seen = set()

@@ -53,6 +53,7 @@ ARGS_READ: Dict[type, FrozenSet[str]] = {
     exp.With: frozenset({"expressions", "recursive"}),
     exp.CTE: frozenset({"this", "alias", "materialized"}),   # AS [NOT] MATERIALIZED: a hint, same rows
     exp.Columns: COLUMNS_ARGS,
+    exp.Unnest: frozenset({"expressions", "alias", "offset"}),   # in FROM (planner.bind_unnest)
 }
 
 # Query structure read by the binder (bind.py and its mixins).
@@ -117,7 +118,8 @@ ARG_KEYWORDS = {"sample": r"TABLESAMPLE|USING\s+SAMPLE", "percent": r"LIMIT", "w
 def check_parsed(tree: exp.Expression, sql: str) -> None:
     """Raise UnsupportedError at the first node of ``tree`` that the binder neither handles nor rejects."""
     for node in tree.walk():
-        if type(node) not in HANDLED_NODES:
+        in_from = isinstance(node, exp.Unnest) and isinstance(node.parent, (exp.From, exp.Join))   # bind_unnest
+        if type(node) not in HANDLED_NODES and not in_from:
             what = NODE_WORDS.get(type(node)) or _node_words(node)
             raise UnsupportedError(f"{what} is not supported", sql=sql, offset=located(node))
         read = ARGS_READ.get(type(node))

@@ -32,7 +32,7 @@ from typing import Any, Callable, FrozenSet, List, Mapping, Optional, Sequence, 
 
 from ..errors import InternalError
 from ..logical import (Aggregate, Distinct, Expr, Filter, Join, Node, OneRow, Project, Recursive, Scan, SetOp,
-                       UnionAll, Window, format_plan)
+                       UnionAll, Unnest, Window, format_plan)
 from .exprs import column_index, refs
 from .fold_constants import fold_constants
 from .merge_filters import merge_filters
@@ -236,6 +236,10 @@ def check_node(n: Node) -> Optional[str]:
         return None
     if isinstance(n, (Distinct, Recursive)):   # (a Recursive's relations are not its children: not checked)
         return None
+    if isinstance(n, Unnest):
+        if len(n.names) != len(n.types):
+            return f"{name}: {len(n.names)} names for {len(n.types)} types"
+        return _check_exprs(name, [n.expr], widths[0])
     return f"unknown node {type(n).__name__}"
 
 

@@ -31,7 +31,7 @@ from typing import Dict, FrozenSet, List, Sequence, Tuple
 
 from ..circuit import aggregate_mode
 from ..logical import (AggCall, Aggregate, Distinct, Expr, Filter, Join, Node, OneRow, Project, Recursive, Scan,
-                       SetOp, UnionAll, Window, col)
+                       SetOp, UnionAll, Unnest, Window, col)
 from .exprs import cannot_fail, column_index, refs, remap
 from .tree import width
 
@@ -128,6 +128,8 @@ class _Pruner:
             w = width(n.input)
             return [(n.input, frozenset(i for i in needed if i < w) |
                      _refs_all(list(n.partition) + list(n.calls)))]
+        if isinstance(n, Unnest):   # (not pruned: it reads every column of its input)
+            return [(n.input, frozenset(range(width(n.input))))]
         if isinstance(n, Join):
             nl = width(n.left)
             res = refs(n.residual.sql) if n.residual is not None else frozenset()
@@ -159,6 +161,9 @@ class _Pruner:
         if hit is None:
             if id(c) in self.barriers or isinstance(c, (Scan, OneRow, Recursive)):   # (a Recursive: all its columns)
                 hit = (c, _identity(width(c)))
+            elif isinstance(c, Unnest):   # all its columns, its input pruned inside
+                child = self.exact(c.input)
+                hit = (c if child is c.input else replace(c, input=child), _identity(width(c)))
             else:
                 hit = getattr(self, f"prune_{type(c).__name__}")(c, frozenset(self.needs[id(c)]))
             self.memo[id(c)] = hit

@@ -33,7 +33,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Dict, List, Optional, Sequence, Tuple
 
-from ..logical import (Aggregate, Distinct, Expr, Filter, Join, Node, Project, SetOp, UnionAll, Window)
+from ..logical import (Aggregate, Distinct, Expr, Filter, Join, Node, Project, SetOp, UnionAll, Unnest, Window)
 from .exprs import column_index, conjoin, conjuncts, equality_sides, refs, shift, substitute, type_of
 from .tree import width, with_inputs
 
@@ -129,6 +129,15 @@ class _Pusher:
         if preds and _same_types((node.left, node.right), used):
             return replace(node, left=self.visit(node.left, preds), right=self.visit(node.right, preds))
         return _wrap(self.children(node), preds)
+
+    def push_Unnest(self, node: Unnest, preds: Preds) -> Node:
+        """Below an UNNEST when it reads only the input row's columns (it keeps or drops all of a row's
+        elements)."""
+        w = width(node.input)
+        down = tuple(p for p in preds if all(i < w for i in refs(p.sql)))
+        child = self.visit(node.input, down)
+        out = node if child is node.input else replace(node, input=child)
+        return _wrap(out, [p for p in preds if p not in down])
 
     def push_Distinct(self, node: Distinct, preds: Preds) -> Node:
         child = self.visit(node.input, preds)

@@ -48,7 +48,7 @@ from planner.bind import DIALECT
 from planner.bind_window import total_order
 from planner.circuit import FLOATS
 from planner.errors import UnsupportedError
-from planner.logical import Aggregate, Filter, Join, Project, Window, col
+from planner.logical import Aggregate, Filter, Join, Project, Unnest, Window, col
 
 from sqlengine.executor.ops import accumulators as acc
 from sqlengine.zset import W
@@ -156,7 +156,24 @@ def map_sql(node, x: Render = as_is) -> str:
         return f"SELECT * FROM D WHERE ({x(node.predicate.sql)})"
     if isinstance(node, Project):
         return f"SELECT {listed([f'({x(e.sql)}) AS {col(i)}' for i, e in enumerate(node.exprs)] + [W])} FROM D"
+    if isinstance(node, Unnest):
+        return unnest_sql(node, x)
     raise UnsupportedError(f"linear node {type(node).__name__} has no delta rule")
+
+
+def unnest_sql(node: Unnest, x: Render = as_is) -> str:
+    """Each row of D once per element of its array (DuckDB's UNNEST in a LATERAL subquery, beside
+    ``generate_subscripts`` for the positions), the element or its fields appended; outer: LEFT JOIN ... ON
+    TRUE keeps a row with nothing to unnest."""
+    n = len(node.input.fields)
+    arr = f"({x(node.expr.sql)})"
+    values = [f"struct_extract(u.__v, '{f}')" for f in node.fields_of] if node.fields_of else ["u.__v"]
+    if node.ordinality:
+        values.append("u.__i")
+    out = [f"D.{col(i)}" for i in range(n)] + [f"{v} AS {col(n + j)}" for j, v in enumerate(values)] + [f"D.{W}"]
+    lateral = f"LATERAL (SELECT UNNEST({arr}) AS __v, generate_subscripts({arr}, 1) AS __i) u"
+    join = f"LEFT JOIN {lateral} ON TRUE" if node.outer else f"CROSS JOIN {lateral}"
+    return f"SELECT {listed(out)} FROM D {join}"
 
 
 # ---------------------------------------------------------------- bilinear

@@ -12,13 +12,14 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from planner.logical import Filter, Project, col
+from planner.logical import Filter, Project, Unnest, col
 
 from sqlengine.executor import arrow_ops
 from sqlengine.executor import delta_rules as rules
 from sqlengine.executor.backends.duckdb import beside_nulls, duck
 from sqlengine.executor.op_schemas import data_types, normalize, with_weight
 from sqlengine.executor.row_errors import DATA_ERRORS
+from sqlengine.types import arrow_type
 from sqlengine.zset import W
 
 SKIPS_UNCHANGED = False
@@ -35,6 +36,8 @@ def probes(op) -> list:
 
 def change_schema(op, ins: List[pa.Schema], typer) -> pa.Schema:
     node = op.node
+    if isinstance(node, Unnest):
+        return with_weight(data_types(ins[0]) + [arrow_type(t) for t in node.types])
     if not isinstance(node, Project):   # a filter keeps its input's columns
         return ins[0]
     types = data_types(ins[0])
@@ -74,8 +77,10 @@ def local(lw, op, ins, reads=(), initial: bool = False) -> pa.Table:
     except DATA_ERRORS:
         if lw.careful:
             raise
-        exprs = [node.predicate.sql] if isinstance(node, Filter) else [e.sql for e in node.exprs]
-        return _careful(lw, op, d, exprs, "WHERE" if isinstance(node, Filter) else "SELECT")
+        exprs = [node.predicate.sql] if isinstance(node, Filter) else [node.expr.sql] \
+            if isinstance(node, Unnest) else [e.sql for e in node.exprs]
+        return _careful(lw, op, d, exprs, "WHERE" if isinstance(node, Filter) else "UNNEST"
+                        if isinstance(node, Unnest) else "SELECT")
 
 
 def _rule(lw, node, d: pa.Table) -> pa.Table:
@@ -105,6 +110,8 @@ def _careful(lw, op, d: pa.Table, exprs: List[str], clause: str) -> pa.Table:
     if not good.num_rows:   # (an expression that fails on every row may fail with no row at all: a constant)
         if isinstance(op.node, Filter):
             return good
+        if isinstance(op.node, Unnest):
+            return lw.rule(rules.map_sql(op.node), D=good)
         return pa.table([pa.nulls(0) for _ in op.node.exprs] + [good.column(W)],
                         names=[col(i) for i in range(len(op.node.exprs))] + [W])
     with lw.carefully():
@@ -129,4 +136,21 @@ def _in_parts(lw, op, t: pa.Table) -> pa.Table:
 
 # ---------------------------------------------------------------- on Spark
 def spark(lw, op, ins, reads=(), initial: bool = False):
+    if isinstance(op.node, Unnest):
+        return _unnest_spark(lw, op.node, ins[0])
     return lw.rule(rules.map_sql(op.node), D=ins[0])
+
+
+def _unnest_spark(lw, node: Unnest, d):
+    """UNNEST on Spark: the array computed by the rule, then ``posexplode`` (``posexplode_outer`` for LEFT JOIN
+    UNNEST: a NULL or empty array gives one row of NULLs, as DuckDB's LEFT JOIN LATERAL does)."""
+    from pyspark.sql import functions as F
+    n = len(node.input.fields)
+    keep = [F.col(col(i)) for i in range(n)]
+    arr = lw.rule(f"SELECT *, ({node.expr.sql}) AS __arr FROM D", D=d)
+    explode = F.posexplode_outer if node.outer else F.posexplode
+    x = arr.select(*keep, F.col(W), explode("__arr").alias("__i", "__v"))
+    values = [F.col("__v").getField(f) for f in node.fields_of] or [F.col("__v")]
+    if node.ordinality:
+        values.append((F.col("__i") + 1).cast("bigint"))
+    return x.select(*keep, *[v.alias(col(n + j)) for j, v in enumerate(values)], F.col(W))
