@@ -20,6 +20,7 @@ from . import aggregate_functions
 from .bind_asof import AsofBinder
 from .bind_recursive import RecursiveBinder
 from .bind_unnest import UnnestBinder, has_unnest
+from .nested_types import comparable_key
 from .bind_star import StarBinder, located
 from .bind_subquery import SubqueryBinder, rewrite_late, rewrite_subquery_predicates, scalar_subqueries
 from .bind_window import WindowBinder, find_windows
@@ -423,7 +424,7 @@ class Binder(SubqueryBinder, WindowBinder, AsofBinder, StarBinder, RecursiveBind
         else:
             return None
         check_types(self.substituted(c, scope), scope.types(), self.sql)   # its sides are bound apart
-        return self.bind_scalar(a, scope), self.bind_scalar(b, scope)
+        return comparable_key(self.bind_scalar(a, scope)), comparable_key(self.bind_scalar(b, scope))
 
     def rels_of(self, e: exp.Expression, scope: Scope) -> set:
         out = set()

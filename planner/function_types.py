@@ -7,7 +7,7 @@ sqlglot's ``annotate_types`` types most expressions, but leaves many functions w
 * result types of the functions sqlglot does not type (:data:`NAMED`, :data:`CLASSES`);
 * nested results (LIST, STRUCT, MAP) and INTERVAL / TIME keep their DuckDB name (``VARCHAR[]``), so that
   :mod:`planner.column_check` can reject them by name;
-* DuckDB's JSON is a VARCHAR on Arrow, and a TIMESTAMP WITH TIME ZONE is read as a naive UTC TIMESTAMP.
+* a TIMESTAMP WITH TIME ZONE is read as a naive UTC TIMESTAMP (DuckDB's JSON is the engine's JSON).
 
 Anything still untyped is ``UNKNOWN``.  ``tests/planner/test_types_at_compile_time.py`` compares these types with
 DuckDB's for every function of DuckDB's catalogue that the binder accepts.
@@ -20,7 +20,7 @@ DuckDB's for every function of DuckDB's catalogue that the binder accepts.
 >>> t("lpad(c0, 3, 'x')", "VARCHAR"), t("string_split(c0, ',')", "VARCHAR"), t("c0 - c0", "TIMESTAMP")
 ('VARCHAR', 'VARCHAR[]', 'INTERVAL')
 >>> t("nullif(round_even(c0, 1), 0)", "DOUBLE"), t("[c0, 2]", "INT"), t("json_extract(c0, '$.a')", "VARCHAR")
-('DOUBLE', 'INT[]', 'VARCHAR')
+('DOUBLE', 'INT[]', 'JSON')
 """
 from __future__ import annotations
 
@@ -103,7 +103,7 @@ NAMED: Dict[str, Rule] = {
 _CLASS_RULES = {
     "Replace": _const(VARCHAR), "RegexpReplace": _const(VARCHAR), "RegexpExtract": _const(VARCHAR),
     "SplitPart": _const(VARCHAR), "Pad": _const(VARCHAR), "Left": _const(VARCHAR), "Right": _const(VARCHAR),
-    "Hex": _const(VARCHAR), "Overlay": _const(VARCHAR), "JSONType": _const(VARCHAR), "Repeat": _first, "LowerHex": _const(VARCHAR), "JSONExtract": _const(VARCHAR),
+    "Hex": _const(VARCHAR), "Overlay": _const(VARCHAR), "JSONType": _const(VARCHAR), "Repeat": _first, "LowerHex": _const(VARCHAR), "JSONExtract": _const(SqlType("JSON")),
     "JSONExtractScalar": _const(VARCHAR), "Trunc": _whole, "Ceil": _whole, "Floor": _whole, "Nullif": _first,
     "Case": lambda n, types: _numeric_common(n, types, [i.args.get("true") for i in n.args.get("ifs") or []] +
                                              ([n.args["default"]] if n.args.get("default") else [])),

@@ -133,3 +133,40 @@ def canonical_value(x: exp.Expression, t: SqlType, depth: int = 0) -> exp.Expres
         return exp.Case(ifs=[exp.If(this=exp.Is(this=x.copy(), expression=exp.Null()), true=exp.Null())],
                         default=exp.Anonymous(this="STRUCT_PACK", expressions=fields))
     return x
+
+
+def mark_duckdb(e: exp.Expression, t: SqlType) -> exp.Expression:
+    """``e`` marked as an expression over nested or JSON values, which Spark evaluates as DuckDB does (a UDF
+    that runs DuckDB, ``sqlengine.executor.backends.duckdb_eval``): ``CAST(CAST(e AS t) AS t)``, a no-op to
+    DuckDB."""
+    to = exp.DataType.build(t.sql, dialect="duckdb")
+    return exp.Cast(this=exp.Cast(this=e, to=to), to=to.copy())
+
+
+def marked(n: exp.Expression) -> bool:
+    """Is ``n`` an expression :func:`mark_duckdb` marked?"""
+    return isinstance(n, exp.Cast) and isinstance(n.this, exp.Cast) and n.to == n.this.to
+
+
+def parenthesized_arrows(e: exp.Expression) -> exp.Expression:
+    """``e`` with each ``j -> path`` and ``j ->> path`` in parentheses: DuckDB reads ``f(c1 -> '$.a')`` as a
+    lambda (``x -> body``) in a function's arguments."""
+    def fix(n):
+        if isinstance(n, (exp.JSONExtract, exp.JSONExtractScalar)) and not isinstance(n.parent, exp.Paren):
+            return exp.Paren(this=n.copy())
+        return n
+    return e.transform(fix) if any(isinstance(n, (exp.JSONExtract, exp.JSONExtractScalar)) for n in e.walk()) else e
+
+
+def comparable_key(e):
+    """A join key (a :class:`planner.logical.Expr`) that holds a MAP as its JSON text: Spark cannot compare
+    MAPs, and canonical MAPs are equal exactly when their texts are (marked, so both executors write the text as
+    DuckDB does)."""
+    from .logical import Expr
+    if not contains(e.type, "MAP"):
+        return e
+    inner = parse_one(e.sql, read="duckdb")
+    if marked(inner):
+        inner = inner.this.this
+    text = exp.Anonymous(this="to_json", expressions=[inner])
+    return Expr(mark_duckdb(text, SqlType("JSON")).sql(dialect="duckdb"), SqlType("JSON"))

@@ -9,7 +9,7 @@ VARCHAR)`` (a ROW); ``VARIANT`` and ``JSON`` are both ``JSON`` (a JSON value, he
 'DECIMAL(12, 2)'
 >>> from_sql_type("string").sql
 'VARCHAR'
->>> [from_sql_type(t).sql for t in ("ARRAY<INT>", "MAP<string, DOUBLE[]>", "STRUCT(a int, \"b c\" date)", "variant")]
+>>> [from_sql_type(t).sql for t in ("ARRAY<INT>", "MAP<string, DOUBLE[]>", 'STRUCT(a int, "b c" date)', "variant")]
 ['INT[]', 'MAP(VARCHAR, DOUBLE[])', 'STRUCT(a INT, "b c" DATE)', 'JSON']
 >>> element_type(SqlType("INT[][]")).sql, map_types(SqlType("MAP(VARCHAR, INT[])"))
 ('INT[]', (SqlType(sql='VARCHAR', nullable=True), SqlType(sql='INT[]', nullable=True)))

@@ -38,6 +38,8 @@ import pyarrow as pa
 
 from planner.types import SqlType, contains, element_type, map_types, struct_fields
 
+from sqlengine.types import arrow_type, to_decimal
+
 __all__ = ["from_python", "canonical", "canonical_json", "hash_key", "hashable", "is_nested_arrow",
            "needs_canonical"]
 
@@ -118,8 +120,6 @@ def _leaf(t: SqlType) -> Callable[[Any], Any]:
             return v
         return stamp
     if b == "DECIMAL":
-        from sqlengine.types import arrow_type
-        from sqlengine.ingest.inputs import to_decimal
         target = arrow_type(t)
         return lambda v: to_decimal(v, target)
     if b == "VARCHAR":
@@ -223,7 +223,6 @@ def from_python(values: Sequence[Any], t: SqlType) -> pa.Array:
     """Python values (lists, dicts, tuples; JSON values for a JSON column) -> a canonical Arrow array of the
     nested type ``t``; raises ValueError or TypeError on a value that does not fit (all or nothing: the caller
     names the bad ones by converting them one by one)."""
-    from sqlengine.types import arrow_type
     conv = converter(t)
     return pa.array([conv(v) for v in values], arrow_type(t))
 
@@ -232,7 +231,6 @@ def canonical(a: pa.Array, t: SqlType) -> pa.Array:
     """An Arrow array of nested type ``t`` (from DuckDB, a file, Spark) in canonical form: cast to the engine's
     Arrow type, maps sorted, JSON text canonical.  Raises ValueError on JSON text that is not JSON and on a map
     with a key twice."""
-    from sqlengine.types import arrow_type
     target = arrow_type(t)
     if isinstance(a, pa.ChunkedArray):
         a = a.combine_chunks()

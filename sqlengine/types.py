@@ -10,11 +10,14 @@ pyarrow; the Spark types are the executor's (``sqlengine.executor.schema``).
 """
 from __future__ import annotations
 
+import decimal
+from typing import Any
+
 import pyarrow as pa
 
 from planner.types import SqlType, element_type, map_types, struct_fields
 
-__all__ = ["arrow_type"]
+__all__ = ["arrow_type", "to_decimal"]
 
 
 def arrow_type(t: SqlType) -> pa.DataType:
@@ -22,7 +25,7 @@ def arrow_type(t: SqlType) -> pa.DataType:
     its canonical text, see :mod:`sqlengine.nested`).
 
     >>> arrow_type(SqlType("STRUCT(a INT, b MAP(VARCHAR, DOUBLE[]))"))
-    StructType(struct<a: int32, b: map<string, list<element: double>>>)
+    StructType(struct<a: int32, b: map<string, list<item: double>>>)
     """
     b = t.base
     if b == "ARRAY":
@@ -38,3 +41,24 @@ def arrow_type(t: SqlType) -> pa.DataType:
     return {"BOOLEAN": pa.bool_(), "TINYINT": pa.int8(), "SMALLINT": pa.int16(), "INT": pa.int32(),
             "BIGINT": pa.int64(), "REAL": pa.float32(), "DOUBLE": pa.float64(), "VARCHAR": pa.string(),
             "DATE": pa.date32(), "TIMESTAMP": pa.timestamp("us"), "JSON": pa.string()}[b]
+
+
+_DECIMAL_CONTEXT = decimal.Context(prec=80, rounding=decimal.ROUND_HALF_UP)
+
+
+def to_decimal(v: Any, target: pa.DataType) -> decimal.Decimal:
+    """A number or numeric text -> a Decimal of ``target``'s scale, rounded half away from zero as DuckDB's
+    cast rounds (``'1.005'`` -> 1.01 in DECIMAL(5,2)); a value beyond the precision raises ``ValueError``.
+
+    >>> to_decimal("1.005", pa.decimal128(5, 2)), to_decimal(-2.5, pa.decimal128(3, 0))
+    (Decimal('1.01'), Decimal('-3'))
+    """
+    if isinstance(v, bool) or (isinstance(v, str) and "_" in v):
+        raise ValueError("not a decimal")
+    d = v if isinstance(v, decimal.Decimal) else decimal.Decimal(str(v).strip())
+    if not d.is_finite():
+        raise ValueError("not a finite decimal")
+    q = d.quantize(decimal.Decimal(1).scaleb(-target.scale), context=_DECIMAL_CONTEXT)
+    if abs(q) >= decimal.Decimal(10) ** (target.precision - target.scale):
+        raise ValueError("decimal out of range")
+    return q

@@ -28,7 +28,7 @@ from planner.errors import InputError
 from planner.logical import col
 
 from sqlengine import nested
-from sqlengine.types import arrow_type
+from sqlengine.types import arrow_type, to_decimal
 
 NESTED_BASES = ("ARRAY", "MAP", "STRUCT", "JSON")   # columns whose values sqlengine.nested converts
 POLICIES = ("reject", "dead_letter")
@@ -155,27 +155,6 @@ def _timestamps(values: Sequence[Any], target: pa.DataType) -> pa.Array:
     texts = pa.array([v if isinstance(v, str) else None for v in values], pa.string())
     stamps = pa.array([v if isinstance(v, dt.datetime) else None for v in values], target)  # aware: to UTC
     return pc.if_else(pc.is_valid(texts), parse_timestamps(texts, target), stamps)
-
-
-_DECIMAL_CONTEXT = decimal.Context(prec=80, rounding=decimal.ROUND_HALF_UP)
-
-
-def to_decimal(v: Any, target: pa.DataType) -> decimal.Decimal:
-    """A number or numeric text -> a Decimal of ``target``'s scale, rounded half away from zero as DuckDB's
-    cast rounds (``'1.005'`` -> 1.01 in DECIMAL(5,2)); a value beyond the precision raises ``ValueError``.
-
-    >>> to_decimal("1.005", pa.decimal128(5, 2)), to_decimal(-2.5, pa.decimal128(3, 0))
-    (Decimal('1.01'), Decimal('-3'))
-    """
-    if isinstance(v, bool) or (isinstance(v, str) and "_" in v):
-        raise ValueError("not a decimal")
-    d = v if isinstance(v, decimal.Decimal) else decimal.Decimal(str(v).strip())
-    if not d.is_finite():
-        raise ValueError("not a finite decimal")
-    q = d.quantize(decimal.Decimal(1).scaleb(-target.scale), context=_DECIMAL_CONTEXT)
-    if abs(q) >= decimal.Decimal(10) ** (target.precision - target.scale):
-        raise ValueError("decimal out of range")
-    return q
 
 
 _DATE_PARTS = r"^\s*(?P<y>\d+)-(?P<m>\d+)-(?P<d>\d+)"

@@ -105,6 +105,8 @@ def _got(p, name: str, json_at) -> Counter:
 
 @pytest.mark.parametrize("seed", [1, 2])
 def test_nested_columns_against_duckdb(make_pipeline, executor, seed):
+    if executor == "spark" and seed != 1:
+        pytest.skip("one seed with every step on Spark (CI time)")
     rnd = random.Random(seed)
     p = make_pipeline(SCHEMA + "".join(f"CREATE MATERIALIZED VIEW {n} AS {v[0]};" for n, v in VIEWS.items()))
     live = []

@@ -289,8 +289,8 @@ def test_fetch_first_is_limit():
 
 
 def test_unknown_function_suggests_only_close_names():
-    err = compile_error(T + "CREATE VIEW w AS SELECT json_valid(v) AS z FROM t", UnsupportedError,
-                        "function json_valid is not supported.", 3, "json_valid")
+    err = compile_error(T + "CREATE VIEW w AS SELECT qqq_fn(v) AS z FROM t", UnsupportedError,
+                        "function qqq_fn is not supported.", 3, "qqq_fn")
     assert "did you mean" not in err.message
 
 
@@ -305,8 +305,8 @@ def test_table_constraints_say_what_is_unsupported_and_what_to_do(table, fragmen
 
 
 @pytest.mark.parametrize("type_", [
-    "TIME", "INTERVAL", "BLOB", "BYTEA", "UUID", "JSON", "INT[]", "INT[][]", "DOUBLE[3]", "VARCHAR(10)[]",
-    "STRUCT(a INT)", "MAP(INT, INT)", "UNION(a INT)", "HUGEINT", "UBIGINT", "UINTEGER", "USMALLINT", "UTINYINT",
+    "TIME", "INTERVAL", "BLOB", "BYTEA", "UUID", "DOUBLE[3]", "INTERVAL[]", "STRUCT(a INT, A INT)",
+    "MAP(INT, TIME)", "UNION(a INT)", "HUGEINT", "UBIGINT", "UINTEGER", "USMALLINT", "UTINYINT",
     "TIMESTAMPTZ", "TIMESTAMP WITH TIME ZONE", "TIMESTAMP_NS", "TIMESTAMP_MS", "TIMESTAMP_S", "TIMETZ",
     "TIME WITH TIME ZONE", "BIT", "VARINT", "DECIMAL(40, 2)", "NUMERIC(50)", "ENUM('a', 'b')",
 ])

@@ -27,6 +27,7 @@ QUERY_WITH = {
     exp.Window: "SELECT RANK() OVER (ORDER BY k) FROM t",
     exp.With: "WITH c AS (SELECT k FROM t) SELECT k FROM c", exp.CTE: "WITH c AS (SELECT k FROM t) SELECT k FROM c",
     exp.Columns: "SELECT COLUMNS('k') FROM t",
+    exp.Unnest: "SELECT x FROM t CROSS JOIN UNNEST(t.a) AS u(x)",
 }
 
 

@@ -29,7 +29,7 @@ from planner.circuit import Op
 from planner.semantics import nonzero_number
 
 from sqlengine.executor import ops
-from sqlengine.executor.backends import duckdb_text
+from sqlengine.executor.backends import duckdb_eval, duckdb_text
 from sqlengine.executor.backends.python_calls import register_spark
 
 _TEXT = (exp.DataType.Type.VARCHAR, exp.DataType.Type.TEXT)
@@ -219,17 +219,30 @@ def _to_spark_semantics(n: exp.Expression) -> exp.Expression:
 _RELATION = re.compile(r"__rel_(\w+?)__")
 
 
-@lru_cache(maxsize=None)
+def _arrow_of_duckdb_type(type_sql: str):
+    """The data plane's Arrow type of a DuckDB type name (of a marked expression)."""
+    from planner.nested_types import from_duckdb_name
+    from sqlengine.types import arrow_type
+    return arrow_type(from_duckdb_name(type_sql))
+
+
 def spark_rule(sql: str) -> str:
     """A delta rule in Spark SQL, each relation it reads (not its own CTEs) named ``__rel_<name>__``."""
+    return spark_rule_and_udfs(sql)[0]
+
+
+@lru_cache(maxsize=None)
+def spark_rule_and_udfs(sql: str):
+    """:func:`spark_rule`, and the UDFs it calls that evaluate expressions with DuckDB (:mod:`.duckdb_eval`)."""
     tree = sqlglot.parse_one(sql, read=DIALECT)
+    tree, udfs = duckdb_eval.extract(tree)
     ctes = {c.alias_or_name for c in tree.find_all(exp.CTE)}
     for t in tree.find_all(exp.Table):
         if not t.alias:   # Spark reads `FROM D WHERE (x)` as `D` aliased `WHERE` with a column list `(x)`
             t.set("alias", exp.TableAlias(this=exp.to_identifier(t.name)))
         if t.name not in ctes:
             t.set("this", exp.to_identifier(f"__rel_{t.name}__"))
-    return tree.transform(_to_spark_semantics).sql(dialect="spark")
+    return tree.transform(_to_spark_semantics).sql(dialect="spark"), udfs
 
 
 def union_all(frames: Sequence[DataFrame]) -> DataFrame:
@@ -252,7 +265,9 @@ class SparkBackend:
     def rule(self, sql: str, **frames: DataFrame) -> DataFrame:
         """The plan of rule ``sql`` over ``frames``.  ``spark.sql`` analyzes eagerly, so the views it reads
         are dropped once it returns; their names are this lowerer's and this call's."""
-        text = spark_rule(sql)
+        text, udfs = spark_rule_and_udfs(sql)
+        if udfs:
+            duckdb_eval.register(self.spark, udfs, _arrow_of_duckdb_type)
         with self._lock:
             n = next(self._calls)
             names: Dict[str, str] = {}

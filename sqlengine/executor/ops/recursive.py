@@ -390,9 +390,9 @@ def local(lw, op, ins, reads, initial: bool = False) -> pa.Table:
 def spark(lw, op, ins, reads, initial: bool = False):
     """On Spark: the inputs collected, the fixed point iterated here (a failure fails the Spark step, which runs
     again on the driver, where it is recorded)."""
-    from sqlengine.executor.backends.duckdb import DuckDBBackend
     from sqlengine import nested
-from sqlengine.executor.backends.python_calls import register_duckdb
+    from sqlengine.executor.backends.duckdb import DuckDBBackend
+    from sqlengine.executor.backends.python_calls import register_duckdb
     be = DuckDBBackend()
     register_duckdb(be.con, getattr(lw, "functions", None) or {})
     nested.register_duckdb(be.con)
