@@ -13,6 +13,8 @@ depends on the order of the rows, the engine fixes one:
   them; ``MODE() WITHIN GROUP (ORDER BY x)`` is the same as the engine's).
 * ``STRING_AGG(s, sep [ORDER BY k, ...])`` / ``LISTAGG``: the texts in the order of the keys, then of the texts
   themselves (without ORDER BY: in the texts' order); NULL texts are left out, and a key's NULLs come last.
+* ``ARRAY_AGG(x [ORDER BY k, ...])`` / ``LIST``: the values (NULLs kept) in the order of the keys, then of the
+  values themselves (without ORDER BY: in the values' order, NULLs last); NULL over no rows, as in DuckDB.
 
 Spellings: ``EVERY`` is ``BOOL_AND``; ``COUNT_IF(p)`` is DuckDB's, a SUM of ``p`` as 1 and 0 (so NULL where
 no row has a non-NULL ``p``); ``PERCENTILE_CONT(f) WITHIN GROUP (ORDER BY x)`` is ``QUANTILE_CONT(x, f)`` and
@@ -82,6 +84,9 @@ FUNCTIONS: Dict[Type[exp.Expression], AggregateFunction] = {
     exp.Mode: AggregateFunction("MODE", 1, ORDERED, "values that can be ordered", _first),
     exp.GroupConcat: AggregateFunction("STRING_AGG", 1, ("VARCHAR",), "text (cast it: CAST(x AS VARCHAR))",
                                        lambda t: SqlType("VARCHAR")),
+    exp.ArrayAgg: AggregateFunction("ARRAY_AGG", 2, ORDERED + ("ARRAY", "STRUCT", "JSON"),
+                                    "values that can be ordered (not a MAP)",
+                                    lambda t: SqlType(t[1].sql + "[]")),
 }
 BY_NAME = {f.name: f for f in FUNCTIONS.values()}
 # spellings sqlglot parses as a function call of no class of its own, and what they are
@@ -133,6 +138,10 @@ def call_sql(func: str, args: Sequence[str], params: Sequence[str]) -> str:
         cond, *cols = args
         row = f"ROW({', '.join(cols)})"
         return f"{params[0][1:-1]}(LIST(CASE WHEN {cond} THEN {row} END ORDER BY {row}))"
+    if func == "ARRAY_AGG":   # in the keys' order, then the values': one order whatever the rows' order
+        cond, value, *keys = args
+        order = [f"{k} {d} NULLS LAST" for k, d in zip(keys, params)] + [f"{value} ASC NULLS LAST"]
+        return f"ARRAY_AGG({value} ORDER BY {', '.join(order)}) FILTER (WHERE {cond})"
     if func == "STRING_AGG":   # in the keys' order, then the text's: one order whatever the rows' order
         sep, directions = params[0], params[1:]
         keys = [f"{k} {d} NULLS LAST" for k, d in zip(args[1:], directions)] + [f"{args[0]} ASC NULLS LAST"]

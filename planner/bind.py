@@ -612,6 +612,8 @@ class Binder(SubqueryBinder, WindowBinder, AsofBinder, StarBinder, RecursiveBind
         """An aggregate of :mod:`planner.aggregate_functions`: its arguments checked for number and form."""
         if isinstance(n, exp.GroupConcat):
             return self.string_agg_call(n, filt)
+        if isinstance(n, exp.ArrayAgg):
+            return self.array_agg_call(n, filt)
         spec = aggregate_functions.lookup(n)
         name, at = self.called(n)
         if spec is None:
@@ -661,6 +663,21 @@ class Binder(SubqueryBinder, WindowBinder, AsofBinder, StarBinder, RecursiveBind
         sep_sql = (sep if sep is not None else exp.Literal.string(",")).sql(dialect=DIALECT)
         return "STRING_AGG", tuple(args), False, (sep_sql,) + tuple("DESC" if k.args.get("desc") else "ASC"
                                                                     for k in keys)
+
+    def array_agg_call(self, n: exp.ArrayAgg, filt) -> Tuple[str, Tuple[exp.Expression, ...], bool, Tuple[str, ...]]:
+        """``ARRAY_AGG(x [ORDER BY k [DESC], ...]) [FILTER (WHERE p)]`` / ``LIST``: the condition, the value and the
+        order keys as arguments, each key's direction as a parameter (planner.aggregate_functions)."""
+        name, _ = self.called(n)
+        arg, keys = n.this, []
+        if isinstance(arg, exp.Order):
+            arg, keys = arg.this, list(arg.expressions)
+        if isinstance(arg, exp.Distinct) or arg is None or n.args.get("expressions"):
+            raise self.unsupported(f"{name.upper()} with these arguments (it takes one value, and an ORDER BY)", n)
+        if any(k.args.get("nulls_first") for k in keys):
+            raise self.unsupported(f"NULLS FIRST in {name.upper()}'s ORDER BY", n)
+        cond = filt.copy() if filt is not None else exp.true()
+        return "ARRAY_AGG", (cond, arg, *[k.this for k in keys]), False, \
+            tuple("DESC" if k.args.get("desc") else "ASC" for k in keys)
 
     def group_by_all(self, group: Optional[exp.Group], items) -> Optional[exp.Group]:
         """DuckDB's ``GROUP BY ALL``: by every SELECT item that reads a column and calls no aggregate (by their

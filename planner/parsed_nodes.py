@@ -93,8 +93,8 @@ ARG_WORDS: Dict[object, str] = {
     "unpack": "*COLUMNS(...)", "siblings": "ORDER SIBLINGS BY", "joins": "a JOIN in parentheses",
     "alias": "a named window (OVER name)", "exclude": "EXCLUDE", "on": "ON in a set operation",
     "by_name": "BY NAME (it applies to UNION only)",
-    (exp.Order, "this"): "ORDER BY inside an aggregate call other than STRING_AGG / LISTAGG (the others do not "
-                         "depend on the order of their rows: drop the ORDER BY)",
+    (exp.Order, "this"): "ORDER BY inside an aggregate call other than STRING_AGG / LISTAGG / ARRAY_AGG (the "
+                         "others do not depend on the order of their rows: drop the ORDER BY)",
     (exp.Subquery, "order"): "ORDER BY after a parenthesized query (write it inside the parentheses)",
     (exp.Subquery, "limit"): "LIMIT after a parenthesized query (write it inside the parentheses)",
     (exp.Subquery, "offset"): "OFFSET after a parenthesized query (write it inside the parentheses)",
@@ -128,8 +128,8 @@ def check_parsed(tree: exp.Expression, sql: str) -> None:
         for key, value in node.args.items():
             if key in read or value is None or value is False or value == "" or value == []:
                 continue
-            if isinstance(node, exp.Order) and key == "this" and isinstance(node.parent, exp.GroupConcat):
-                continue   # STRING_AGG(s, sep ORDER BY k): its order (planner.bind.string_agg_call)
+            if isinstance(node, exp.Order) and key == "this" and isinstance(node.parent, (exp.GroupConcat, exp.ArrayAgg)):
+                continue   # STRING_AGG(s, sep ORDER BY k), ARRAY_AGG(x ORDER BY k): their order (planner.bind)
             raise _arg_error(node, key, value, sql)
 
 

@@ -104,6 +104,27 @@ def _ieee_div(a: exp.Expression, b: exp.Expression) -> exp.Expression:
     return exp.Coalesce(this=exp.Anonymous(this="TRY_DIVIDE", expressions=[a, b]), expressions=[by_zero])
 
 
+def _array_agg(n: exp.Filter) -> exp.Expression:
+    """DuckDB's ``ARRAY_AGG(x ORDER BY k d NULLS LAST, ...) FILTER (WHERE c)`` (planner.aggregate_functions) on
+    Spark: the rows' (keys, value) as structs, sorted by a comparator of the keys (NULLs last), then their values
+    (Spark's ``collect_list`` drops NULLs and keeps no order); NULL over no rows, as in DuckDB."""
+    order = n.this.this
+    value = order.this.transform(_to_spark_semantics).sql(dialect="spark")
+    keys = [(o.this.transform(_to_spark_semantics).sql(dialect="spark"), bool(o.args.get("desc")))
+            for o in order.expressions]
+    cond = n.expression.this.transform(_to_spark_semantics).sql(dialect="spark")
+    fields = ", ".join(f"'k{i}', {k}" for i, (k, _) in enumerate(keys))
+    rows = f"COLLECT_LIST(NAMED_STRUCT({fields}, 'v', {value})) FILTER (WHERE {cond})"
+    compare = "0"
+    for i, (_, desc) in reversed(list(enumerate(keys))):
+        lo, hi = ("1", "-1") if desc else ("-1", "1")
+        a, b = f"l.k{i}", f"r.k{i}"
+        compare = (f"CASE WHEN {a} IS NULL AND {b} IS NULL THEN {compare} WHEN {a} IS NULL THEN 1 WHEN {b} IS NULL "
+                   f"THEN -1 WHEN {a} < {b} THEN {lo} WHEN {a} > {b} THEN {hi} ELSE {compare} END")
+    text = (f"CASE WHEN SIZE({rows}) > 0 THEN TRANSFORM(ARRAY_SORT({rows}, (l, r) -> {compare}), s -> s.v) END")
+    return sqlglot.parse_one(text, read="spark")
+
+
 _INTEGER_TYPES = (exp.DataType.Type.TINYINT, exp.DataType.Type.SMALLINT, exp.DataType.Type.INT,
                   exp.DataType.Type.BIGINT)
 
@@ -112,6 +133,8 @@ def _to_spark_semantics(n: exp.Expression) -> exp.Expression:
     """DuckDB meanings that sqlglot's transpiler does not carry over (type-dependent ones are fixed by the
     planner, see ``planner.semantics``): division by zero (:func:`_ieee_div`), day-of-week numbering, EPOCH,
     WEEK, ROUND_EVEN."""
+    if isinstance(n, exp.Filter) and isinstance(n.this, exp.ArrayAgg) and isinstance(n.this.this, exp.Order):
+        return _array_agg(n)
     if isinstance(n, exp.ArrayAgg) and isinstance(n.this, exp.Order):   # a Python aggregate's rows, in one order
         return exp.Anonymous(this="ARRAY_SORT", expressions=[
             exp.ArrayAgg(this=n.this.this.transform(_to_spark_semantics))])
