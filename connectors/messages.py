@@ -50,6 +50,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from planner.errors import InputError
+from sqlengine import nested
 from sqlengine.ingest import Chunk, Errors, convert_strings, finish, json_chunks
 from sqlengine.types import arrow_type
 
@@ -220,7 +221,7 @@ class JsonDecoder:
         records: List[Any] = []
         for i, v in enumerate(batch.values):
             try:
-                records.append(json.loads(v))
+                records.append(nested.loads(v))
             except (ValueError, UnicodeDecodeError) as e:
                 msg = f"malformed JSON: {e.msg} (line {e.lineno} column {e.colno})" \
                     if isinstance(e, json.JSONDecodeError) else f"malformed JSON: {e}"
@@ -373,7 +374,7 @@ def _suspects(values: Sequence[bytes]) -> List[int]:
     out = []
     for i, v in enumerate(values):
         try:
-            rec = json.loads(v)
+            rec = nested.loads(v)
         except (ValueError, UnicodeDecodeError):
             out.append(i)
             continue
@@ -434,7 +435,7 @@ def _split_fast(dec: "JsonDecoder", batch: Batch, errs: Errors, chunk_rows: int)
         mal = Errors(errs.table, "dead_letter")
         for i in group:
             try:
-                rec = json.loads(values[i])
+                rec = nested.loads(values[i])
             except (ValueError, UnicodeDecodeError) as e:
                 _bad_message(mal, i, _malformed(e), _text(values[i]))
                 continue

@@ -44,8 +44,22 @@ __all__ = ["from_python", "canonical", "canonical_json", "hash_key", "hashable",
            "needs_canonical"]
 
 
-class NestedValueError(ValueError):
-    """A value that does not fit a nested column's type."""
+class Pairs(dict):
+    """A JSON object whose text gives a key more than once (:func:`loads`): a dict of the last values, which
+    remembers its pairs, so that a MAP column rejects it."""
+
+    def __init__(self, pairs):
+        super().__init__(pairs)
+        self.pairs = pairs
+
+
+def _object(pairs):
+    return Pairs(pairs) if len({k for k, _ in pairs}) != len(pairs) else dict(pairs)
+
+
+def loads(text):
+    """``json.loads`` that keeps track of objects with a key given twice (:class:`Pairs`)."""
+    return json.loads(text, object_pairs_hook=_object)
 
 
 def is_nested_arrow(t: pa.DataType) -> bool:
@@ -172,7 +186,7 @@ def converter(t: SqlType) -> Callable[[Any], Any]:
         def mapping(v):
             if v is None:
                 return None
-            items = list(v.items()) if isinstance(v, dict) else list(v)
+            items = v.pairs if isinstance(v, Pairs) else list(v.items()) if isinstance(v, dict) else list(v)
             out: Dict[Any, Any] = {}
             for item in items:
                 if not isinstance(item, (tuple, list)) or len(item) != 2:

@@ -242,7 +242,7 @@ def convert_strings(arr: pa.Array, ftype, column: str, errs: Errors) -> pa.Array
         values = []
         for i, v in enumerate(arr.to_pylist()):
             try:
-                values.append(None if v is None else json.loads(v))
+                values.append(None if v is None else nested.loads(v))
             except ValueError as e:
                 errs.add(i, column, f"cannot convert {_describe(v)} to {ftype.sql}: not JSON ({e})")
                 values.append(None)
@@ -416,7 +416,7 @@ def _arrow_cast(arr: pa.Array, target: pa.DataType, ftype=None) -> pa.Array:
     cast."""
     if ftype is not None and ftype.base in NESTED_BASES:
         if ftype.base != "JSON" and (pa.types.is_string(arr.type) or pa.types.is_large_string(arr.type)):
-            return nested.from_python([None if v is None else json.loads(v) for v in arr.to_pylist()], ftype)
+            return nested.from_python([None if v is None else nested.loads(v) for v in arr.to_pylist()], ftype)
         return nested.canonical(arr, ftype)
     if pa.types.is_string(arr.type) or pa.types.is_large_string(arr.type):
         return _from_text(arr.cast(pa.string()), target) if not pa.types.is_string(target) else arr.cast(target)
@@ -513,14 +513,14 @@ def parse_json(data, errs: Errors) -> Tuple[List[Any], Dict[int, str]]:
     if isinstance(data, str):
         text = data.strip()
         try:
-            parsed = json.loads(text) if text else []
+            parsed = nested.loads(text) if text else []
         except json.JSONDecodeError:
             parsed = []
             for lineno, line in enumerate(text.splitlines()):
                 if not line.strip():
                     continue
                 try:
-                    parsed.append(json.loads(line))
+                    parsed.append(nested.loads(line))
                 except json.JSONDecodeError as e:
                     errs.start_chunk(0)
                     errs.add(len(parsed), None, f"malformed JSON on line {lineno + 1}: {e.msg} (column {e.colno})",
