@@ -170,3 +170,46 @@ def comparable_key(e):
         inner = inner.this.this
     text = exp.Anonymous(this="to_json", expressions=[inner])
     return Expr(mark_duckdb(text, SqlType("JSON")).sql(dialect="duckdb"), SqlType("JSON"))
+
+
+def variant_casts(e: exp.Expression, types) -> exp.Expression:
+    """``e`` with each CAST of a JSON (VARIANT) value to another type a TRY_CAST: a value of another JSON type
+    casts to NULL, as in Feldera (DuckDB's CAST raises)."""
+    def fix(n):
+        if isinstance(n, exp.Cast) and not isinstance(n, exp.TryCast) and \
+                n.to.this not in (exp.DataType.Type.JSON, exp.DataType.Type.VARIANT) and not marked(n):
+            inner = duckdb_type(n.this, types)
+            if inner is not None and inner.base == "JSON":
+                return exp.TryCast(this=n.this, to=n.to)
+        return n
+    if not any(isinstance(n, exp.Cast) for n in e.walk()) or not any(t.base == "JSON" for t in types) and \
+            not any(isinstance(n, (exp.JSONExtract, exp.ParseJSON)) for n in e.walk()):
+        return e
+    return e.transform(fix)
+
+
+def json_brackets(e: exp.Expression, types) -> exp.Expression:
+    """``e`` with each ``j[i]`` and ``j['k']`` of a JSON value ``j`` as ``json_extract(j, i)``: DuckDB indexes a
+    JSON array from 0 (and a LIST from 1); sqlglot reads every bracket as a LIST's and would shift the index."""
+    def fix(n):
+        if not isinstance(n, exp.Bracket) or len(n.expressions) != 1 or isinstance(n.expressions[0], exp.Slice):
+            return n
+        inner = duckdb_type(read_json_columns(n.this, types), types)
+        if inner is None or inner.base != "JSON":
+            return n
+        key = n.expressions[0]
+        if isinstance(key, exp.Literal) and key.is_string:
+            written: exp.Expression = key.copy()
+        elif isinstance(key, exp.Literal):
+            written = exp.Literal.number(int(key.this) + 1)
+        elif isinstance(key, exp.Neg) and isinstance(key.this, exp.Literal) and not key.this.is_string:
+            written = exp.Literal.number(-int(key.this.this) + 1)
+        else:
+            written = exp.Add(this=exp.Paren(this=key.copy()), expression=exp.Literal.number(1))
+        return exp.Anonymous(this="json_extract", expressions=[n.this, written])
+    while any(isinstance(n, exp.Bracket) for n in e.walk()):   # (transform does not visit what it replaced)
+        new = e.transform(fix)
+        if new.sql(dialect="duckdb") == e.sql(dialect="duckdb"):
+            break
+        e = new
+    return e

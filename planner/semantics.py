@@ -34,8 +34,8 @@ from sqlglot.optimizer.annotate_types import annotate_types
 
 from .function_types import value_type
 from .column_check import storable
-from .nested_types import (canonical_value, duckdb_type, involves_nested, mark_duckdb, parenthesized_arrows,
-                           read_json_columns)
+from .nested_types import (canonical_value, duckdb_type, involves_nested, json_brackets, mark_duckdb,
+                           parenthesized_arrows, read_json_columns, variant_casts)
 from .logical import col
 from .types import UNKNOWN, SqlType
 
@@ -180,7 +180,8 @@ def typed(e: exp.Expression, types: Sequence[SqlType]) -> Tuple[exp.Expression, 
     (:func:`planner.function_types.value_type`: UNKNOWN where it cannot be told; planner.column_check rejects
     the columns whose type is UNKNOWN or one the executors cannot store).  An expression over nested or JSON
     values is typed by DuckDB, and its value made canonical (:mod:`planner.nested_types`)."""
-    out, t = _typed(read_json_columns(parenthesized_arrows(e), types), types)
+    out, t = _typed(variant_casts(read_json_columns(json_brackets(parenthesized_arrows(e), types), types), types),
+                    types)
     if t.sql == "UNKNOWN" or t.base in NESTED_BASES or involves_nested(out, types):
         asked = duckdb_type(out, types)
         if asked is not None and asked.sql in _SIGNED:   # (len, cardinality: UBIGINT) as an engine type
