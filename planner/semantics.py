@@ -184,6 +184,8 @@ def typed(e: exp.Expression, types: Sequence[SqlType]) -> Tuple[exp.Expression, 
                     types)
     if t.sql == "UNKNOWN" or t.base in NESTED_BASES or involves_nested(out, types):
         asked = duckdb_type(out, types)
+        if asked is not None and asked.sql.strip('"') == "NULL":   # an untyped NULL: the planner's own type
+            asked = None
         if asked is not None and asked.sql in _SIGNED:   # (len, cardinality: UBIGINT) as an engine type
             out, asked = exp.cast(out, _SIGNED[asked.sql]), SqlType(_SIGNED[asked.sql])
         if asked is not None:
