@@ -72,6 +72,7 @@ OTHER_AGGREGATES = [
     ("REGR_R2", ("numeric", "numeric")), ("REGR_COUNT", ("numeric", "numeric")), ("REGR_SXY", ("numeric", "numeric")),
     ("REGR_AVGX", ("numeric", "numeric")), ("STRING_AGG", ("varchar",)), ("MODE", ("any",)),
     ("PYCOUNTDISTINCT", ("varchar",)),   # a Python aggregate (tests/fuzz/udfs.py)
+    ("ARRAY_AGG", ("any",)),
 ]
 
 
@@ -123,7 +124,11 @@ class ExprGen:
                     lambda: f"CAST({e('double')} AS BIGINT)", lambda: f"CAST({e('decimal')} AS INT)",
                     lambda: f"({e('date')} - {e('date')})", lambda: f"SIGN({e()})",
                     lambda: f"GREATEST({e()}, {e()})", lambda: f"LEAST({e()}, {e()})",
-                    lambda: f"({e()} // {e()})", lambda: f"STRPOS({e('varchar')}, {e('varchar')})"],
+                    lambda: f"({e()} // {e()})", lambda: f"STRPOS({e('varchar')}, {e('varchar')})",
+                    # nested values inside an expression (docs/sql-reference.md, Nested data)
+                    lambda: f"[{e()}, {e()}][{r.choice([1, 2, -1, 3])}]", lambda: f"cardinality([{e()}, {e()}])",
+                    lambda: f"len(list_filter([{e()}, {e()}, {e()}], lambda x: x > 0))",
+                    lambda: f"list_position([{e()}, {e()}], {e()})", lambda: f"struct_pack(a := {e()}, b := 1).a"],
             "double": [lambda: f"({e()} + {e()})", lambda: f"({e()} - {e()})", lambda: f"({e()} * {e()})",
                        lambda: f"({e()} / {e()})", lambda: f"({e('int')} / {e('int')})",
                        lambda: f"CAST({e('int')} AS DOUBLE)", lambda: f"ABS({e()})", lambda: f"ROUND({e()}, 1)",
@@ -140,7 +145,10 @@ class ExprGen:
                         lambda: f"CONCAT({e()}, {e()})", lambda: f"CAST({e('int')} AS VARCHAR)",
                         lambda: f"CAST({e('date')} AS VARCHAR)", lambda: f"LPAD({e()}, 3, '*')",
                         lambda: f"REVERSE({e()})", lambda: f"CAST({e('double')} AS VARCHAR)",
-                        lambda: f"CAST({e('boolean')} AS VARCHAR)", lambda: f"py_tag({e()}, {e('int')})"],
+                        lambda: f"CAST({e('boolean')} AS VARCHAR)", lambda: f"py_tag({e()}, {e('int')})",
+                        lambda: f"array_to_string(list_sort([{e()}, {e()}]), '-')",
+                        lambda: f"string_split({e()}, ',')[1]", lambda: f"(MAP {{'k': {e()}}})['k']",
+                        lambda: f"json_extract_string(to_json({{'a': {e()}}}), '$.a')"],
             "boolean": [lambda: self.comparison(depth - 1), lambda: self.comparison(depth - 1),
                         lambda: f"({e()} AND {e()})", lambda: f"({e()} OR {e()})", lambda: f"(NOT {e()})",
                         lambda: f"({self.expr(self.any_cat(), depth - 1)} IS NULL)",
@@ -149,7 +157,9 @@ class ExprGen:
                         lambda: f"({e('varchar')} LIKE '{r.choice(['a%', '%b%', '_', '%'])}')",
                         lambda: f"({e('varchar')} NOT LIKE 'a%')",
                         lambda: f"({self.expr('int', depth - 1)} IS DISTINCT FROM {self.expr('int', depth - 1)})",
-                        lambda: f"(py_strlen({e('varchar')}) > 1)"],   # (Python functions: tests/fuzz/udfs.py)
+                        lambda: f"(py_strlen({e('varchar')}) > 1)",   # (Python functions: tests/fuzz/udfs.py)
+                        lambda: f"list_contains([{self.expr('int', depth - 1)}, 2], {self.expr('int', depth - 1)})",
+                        lambda: f"([{self.expr('varchar', depth - 1)}] = [{self.expr('varchar', depth - 1)}])"],
             "date": [lambda: f"CAST({e('timestamp')} AS DATE)", lambda: f"({e()} + CAST({e('int')} AS INT))",
                      lambda: f"LAST_DAY({e()})", lambda: f"CAST(({e()} + INTERVAL 1 MONTH) AS DATE)"],
             "timestamp": [lambda: f"({e()} + INTERVAL 1 DAY)", lambda: f"({e()} - INTERVAL 90 MINUTE)",
@@ -174,6 +184,15 @@ class ExprGen:
     def between(self, depth: int) -> str:
         cat = self.any_cat()
         return f"({self.expr(cat, depth)} BETWEEN {self.expr(cat, depth)} AND {self.expr(cat, depth)})"
+
+    def nested(self, depth: int) -> str:
+        """A nested value (a view's column, a GROUP BY key, a DISTINCT row): an ARRAY, a ROW or a MAP."""
+        cat = self.any_cat()
+        e = lambda: self.expr(cat, depth)  # noqa: E731
+        return self.rnd.choice([lambda: f"[{e()}, {e()}]", lambda: f"list_sort([{e()}, {e()}, {e()}])",
+                                lambda: f"struct_pack(a := {e()}, b := {self.expr('int', depth)})",
+                                lambda: f"string_split({self.expr('varchar', depth)}, ',')",
+                                lambda: f"MAP {{'x': {e()}}}"])()
 
     def in_list(self, depth: int) -> str:
         cat = self.any_cat()
@@ -247,7 +266,9 @@ class Generator:
         k = k or self.rnd.randint(1, 4)
         out = []
         for i in range(k):
-            if self.rnd.random() < 0.4 and g.scope:
+            if self.rnd.random() < 0.08:
+                out.append(f"{g.nested(self.rnd.randint(0, 1))} AS o{i}")
+            elif self.rnd.random() < 0.4 and g.scope:
                 out.append(f"{self.rnd.choice(g.scope)[0]} AS o{i}")
             else:
                 out.append(f"{g.expr(g.any_cat(), self.rnd.randint(0, 3))} AS o{i}")
@@ -290,6 +311,9 @@ class Generator:
                 args.append(g.expr(g.any_cat(cats), 1))
         if name == "PERCENTILE_CONT":
             return f"PERCENTILE_CONT({args[0]}) WITHIN GROUP (ORDER BY {args[1]})"
+        if name == "ARRAY_AGG":   # (ordered by the values last: one result, as the engine fixes it)
+            key = f"{g.expr(g.any_cat(), 1)}{self.rnd.choice(['', ' DESC'])}, " if self.rnd.random() < 0.5 else ""
+            return f"ARRAY_AGG({args[0]} ORDER BY {key}{args[0]})"
         if name == "STRING_AGG":
             order = ""
             if self.rnd.random() < 0.6:
@@ -570,8 +594,31 @@ class Generator:
             frm = f"{rel.name} {a}, LATERAL ({sub}) s"
         return f"SELECT {', '.join(items)}, {picked} FROM {frm}{self.where(g)}"
 
+    def shape_unnest(self) -> str:
+        """UNNEST of an ARRAY built from a row's values (docs/sql-reference.md, Nested data): CROSS JOIN, a comma
+        or LEFT JOIN ... ON TRUE, maybe WITH ORDINALITY; read plainly, filtered or aggregated."""
+        rel, a = self.source(), self.alias()
+        scope = self.scoped(rel, a)
+        g = self.gen(scope)
+        cat = g.any_cat()
+        arr = self.rnd.choice([f"[{g.expr(cat, 1)}, {g.expr(cat, 1)}]",
+                               f"list_filter([{g.expr(cat, 1)}, {g.expr(cat, 1)}], lambda x: x IS NOT NULL)",
+                               f"CASE WHEN {g.expr('boolean', 1)} THEN [{g.expr(cat, 1)}] ELSE [] END"])
+        if cat == "varchar" and self.rnd.random() < 0.4:
+            arr = f"string_split({g.expr('varchar', 1)}, ',')"
+        ordinal = self.rnd.random() < 0.3
+        names = "u(x, n)" if ordinal else "u(x)"
+        unnest = f"UNNEST({arr}){' WITH ORDINALITY' if ordinal else ''} AS {names}"
+        frm = self.rnd.choice([f"{rel.name} {a} CROSS JOIN {unnest}", f"{rel.name} {a}, {unnest}",
+                               f"{rel.name} {a} LEFT JOIN {unnest} ON TRUE"])
+        inner = self.gen(scope + [("u.x", "varchar" if "string_split" in arr else cat)] +
+                         ([("u.n", "int")] if ordinal else []))
+        if self.rnd.random() < 0.3:
+            return f"SELECT u.x AS k, {self.aggregate(inner)} AS o1 FROM {frm}{self.where(inner)} GROUP BY u.x"
+        return f"SELECT {', '.join(self.select_list(inner))}, u.x AS ux FROM {frm}{self.where(inner)}"
+
     SHAPES = ("project", "project", "aggregate", "aggregate", "join", "semi", "scalar_subquery", "setop", "window",
-              "topk", "cte", "duckdb", "recursive", "lateral")
+              "topk", "cte", "duckdb", "recursive", "lateral", "unnest")
 
     def describe(self, sql: str) -> Optional[List[Tuple[str, str]]]:
         """The (column, category) list of ``sql`` per DuckDB, or None if DuckDB rejects it."""
