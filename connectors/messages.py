@@ -561,7 +561,8 @@ def encode_json(changes: pa.Table, update_format: str, key_columns: Sequence[str
                 weight: str = "__weight") -> Iterator[Tuple[Optional[bytes], bytes]]:
     """(key, value) messages for a view's changes (its columns plus ``weight``), one per unit of weight."""
     names = [c for c in changes.column_names if c != weight]
-    rows = changes.select(names).to_pylist()
+    columns = [nested.python_values(changes.column(c)) for c in names]   # (a MAP as an object)
+    rows = [dict(zip(names, r)) for r in zip(*columns)] if names else [{} for _ in range(changes.num_rows)]
     weights = changes.column(weight).to_pylist()
     dumps = json.JSONEncoder(default=_default, separators=(",", ":"), ensure_ascii=False).encode
     for row, w in zip(rows, weights):

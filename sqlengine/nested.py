@@ -343,3 +343,23 @@ def register_duckdb(con) -> None:
         return canonical_json_array(a.cast(pa.string())).cast(pa.json_(pa.string()))
     con.create_function(CANONICAL_JSON, call, ["JSON"], "JSON", type=ARROW, side_effects=False,
                         exception_handling=duckdb.PythonExceptionHandling.DEFAULT)
+
+
+def python_values(a) -> list:
+    """The values of an Arrow array as Python values for JSON: as ``to_pylist``, but a MAP as a dict (Arrow
+    gives a list of pairs), at any depth."""
+    if isinstance(a, pa.ChunkedArray):
+        a = a.combine_chunks()
+    return [_as_json_value(v, a.type) for v in a.to_pylist()]
+
+
+def _as_json_value(v, t: pa.DataType):
+    if v is None:
+        return None
+    if pa.types.is_map(t):
+        return {k: _as_json_value(x, t.item_type) for k, x in v}
+    if pa.types.is_list(t) or pa.types.is_large_list(t):
+        return [_as_json_value(x, t.value_type) for x in v]
+    if pa.types.is_struct(t):
+        return {t.field(i).name: _as_json_value(v.get(t.field(i).name), t.field(i).type) for i in range(t.num_fields)}
+    return v

@@ -7,14 +7,20 @@ import json
 import math
 from typing import Any, List
 
-INT_KINDS = {"TINYINT", "SMALLINT", "INT", "BIGINT"}
+from planner.types import SqlType, element_type, map_types, struct_fields
+
+INT_KINDS = {"TINYINT", "SMALLINT", "INT", "BIGINT"}   # (a column's SQL type, or its base name)
 
 
 def json_value(v: Any, kind: str = "") -> Any:
     """One value as JSON: timestamps and dates as ISO 8601 text, decimals as strings (exact) except those of
-    scale 0 (e.g. a HUGEINT ``SUM``), which are integers; NULL as null."""
+    scale 0 (e.g. a HUGEINT ``SUM``), which are integers; NULL as null.  ``kind``: the column's SQL type, by
+    which a MAP (a list of pairs in Arrow) is an object, a VARIANT (its JSON text) is the JSON value itself, and
+    the parts of an ARRAY, a MAP and a ROW are written by their own types."""
     if v is None:
         return None
+    if kind and (kind.endswith("]") or kind.startswith(("MAP(", "STRUCT(", "JSON"))):
+        return _nested_value(v, SqlType(kind))
     if isinstance(v, float):
         return None if math.isnan(v) else (int(v) if kind in INT_KINDS else v)
     if isinstance(v, bool):
@@ -37,6 +43,8 @@ def json_value(v: Any, kind: str = "") -> Any:
         return v.isoformat()
     if isinstance(v, dt.timedelta):
         return v.total_seconds()
+    if hasattr(v, "tolist") and not hasattr(v, "item") or getattr(v, "ndim", 0):
+        return json_value(v.tolist(), kind)
     if hasattr(v, "item"):
         return json_value(v.item(), kind)
     if isinstance(v, (bytes, bytearray)):
@@ -46,6 +54,25 @@ def json_value(v: Any, kind: str = "") -> Any:
     if isinstance(v, dict):
         return {str(k): json_value(x) for k, x in v.items()}
     return str(v)
+
+
+def _nested_value(v: Any, t: SqlType) -> Any:
+    if v is None:
+        return None
+    if hasattr(v, "tolist") and not isinstance(v, (str, bytes)):   # a NumPy array of a pandas frame
+        v = v.tolist()
+    if t.base == "JSON":
+        return json.loads(v) if isinstance(v, str) else v
+    if t.base == "ARRAY":
+        inner = element_type(t)
+        return [json_value(x, inner.sql) for x in v]
+    if t.base == "MAP":
+        k, inner = map_types(t)
+        pairs = v.items() if isinstance(v, dict) else v
+        return {str(json_value(a, k.sql)): json_value(b, inner.sql) for a, b in pairs}
+    if t.base == "STRUCT":
+        return {name: json_value(v.get(name), ft.sql) for name, ft in struct_fields(t)}
+    return json_value(v, t.sql)
 
 
 def dumps(obj: Any) -> str:

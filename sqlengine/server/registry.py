@@ -69,7 +69,7 @@ class Entry:
         fanouts = {}
         for v in p.program.views:
             cols = columns_of(p, v)
-            f = Fanout([c["name"] for c in cols], [c["type"].split("(")[0].upper() for c in cols])
+            f = Fanout([c["name"] for c in cols], [c["type"] for c in cols])
             p.foreach_chunk(v, f)
             fanouts[v] = f
         old = self.fanouts
