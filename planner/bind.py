@@ -93,7 +93,8 @@ AGGREGATES = {
     exp.Stddev: "STDDEV_SAMP", exp.StddevSamp: "STDDEV_SAMP", exp.StddevPop: "STDDEV_POP",
     exp.Variance: "VAR_SAMP", exp.VariancePop: "VAR_POP",
 }
-# DuckDB's functions of nested values (ARRAY, MAP, STRUCT, JSON) that sqlglot keeps by name; on Spark they run
+# DuckDB's functions of nested values (ARRAY, MAP, STRUCT, JSON) and of BINARY, TIME and UUID values that sqlglot
+# keeps by name; on Spark they run
 # as DuckDB runs them (sqlengine.executor.backends.spark).
 NESTED_FUNCTIONS = {"struct_extract", "struct_pack", "row", "list_value", "list_extract", "list_element",
                     "list_contains", "list_has", "list_position", "list_indexof", "list_distinct", "list_sort",
@@ -109,7 +110,9 @@ NESTED_FUNCTIONS = {"struct_extract", "struct_pack", "row", "list_value", "list_
                     "json_extract_string", "json_extract_path", "json_extract_path_text", "json_value",
                     "json_query", "json_array_length", "json_keys", "json_type", "json_object", "json_array",
                     "json_merge_patch", "json_contains", "json_exists", "to_json", "parse_json",
-                    "json_serialize", "json_structure"}
+                    "json_serialize", "json_structure",
+                    # BINARY, TIME and UUID values
+                    "octet_length", "to_base64", "from_base64", "encode", "decode", "make_time"}
 # Functions that sqlglot does not know by class but Spark and DuckDB share.
 ANONYMOUS_OK = {"md5", "round_even", "repeat", "reverse", "strpos", "instr", "lpad", "rpad", "ltrim", "rtrim",
                 "ascii", "chr", "sign", "ln", "log10", "pi", "least", "greatest", "nullif",

@@ -20,7 +20,7 @@ from .logical import Aggregate, Expr, Join, Node, Project, Window, walk
 from .types import SUPPORTED_COLUMN_TYPES, SqlType, element_type, map_types, struct_fields
 
 STORABLE = {"BOOLEAN", "TINYINT", "SMALLINT", "INT", "BIGINT", "DECIMAL", "REAL", "DOUBLE", "VARCHAR", "DATE",
-            "TIMESTAMP", "JSON"}
+            "TIMESTAMP", "JSON", "TIME", "BLOB", "UUID"}
 _PASS_THROUGH = re.compile(r"c\d+|NULL")   # a column of the input (checked there), or an untyped NULL
 
 

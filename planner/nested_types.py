@@ -73,11 +73,16 @@ def duckdb_type(e: exp.Expression, types: Sequence[SqlType]) -> Optional[SqlType
     return None if found is None else from_duckdb_name(found)
 
 
+DUCKDB_BASES = ("ARRAY", "MAP", "STRUCT", "JSON", "UUID", "TIME", "BLOB")   # evaluated by DuckDB on Spark too
+READ_AS = {"JSON": "JSON", "UUID": "UUID"}   # text on the data plane, read as this DuckDB type in expressions
+
+
 def involves_nested(e: exp.Expression, types: Sequence[SqlType]) -> bool:
-    """Whether ``e`` reads a nested or JSON column."""
+    """Whether ``e`` reads a column of a type that only DuckDB evaluates faithfully (nested, JSON, UUID, TIME,
+    BLOB)."""
     for c in e.find_all(exp.Column):
         i = _position(c)
-        if i is not None and i < len(types) and (types[i].base in ("ARRAY", "MAP", "STRUCT", "JSON")):
+        if i is not None and i < len(types) and (types[i].base in DUCKDB_BASES):
             return True
     return False
 
@@ -88,16 +93,18 @@ def _position(c: exp.Column) -> Optional[int]:
 
 
 def read_json_columns(e: exp.Expression, types: Sequence[SqlType]) -> exp.Expression:
-    """``e`` with each JSON column inside it read as DuckDB's JSON (not ``e`` itself if it is that column)."""
+    """``e`` with each JSON (UUID) column inside it read as DuckDB's JSON (UUID), not ``e`` itself if it is that
+    column: both are text on the data plane."""
     if isinstance(e, exp.Column):
         return e
 
     def fix(n):
         if isinstance(n, exp.Column):
             i = _position(n)
-            if i is not None and i < len(types) and types[i].base == "JSON" and \
-                    not (isinstance(n.parent, exp.Cast) and n.parent.to.this == exp.DataType.Type.JSON):
-                return exp.Cast(this=n.copy(), to=exp.DataType.build("JSON"))
+            if i is not None and i < len(types) and types[i].base in READ_AS:
+                want = exp.DataType.build(READ_AS[types[i].base])
+                if not (isinstance(n.parent, exp.Cast) and n.parent.to == want):
+                    return exp.Cast(this=n.copy(), to=want)
         return n
     return e.transform(fix)
 

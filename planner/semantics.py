@@ -200,7 +200,7 @@ def typed(e: exp.Expression, types: Sequence[SqlType]) -> Tuple[exp.Expression, 
     return out, t
 
 
-NESTED_BASES = ("ARRAY", "MAP", "STRUCT", "JSON")
+NESTED_BASES = ("ARRAY", "MAP", "STRUCT", "JSON", "UUID", "TIME", "BLOB")   # (nested_types.DUCKDB_BASES)
 _SIGNED = {"UTINYINT": "SMALLINT", "USMALLINT": "INT", "UINTEGER": "BIGINT", "UBIGINT": "BIGINT"}
 
 

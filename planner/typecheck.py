@@ -55,7 +55,7 @@ Typed = Tuple[Optional[str], str, Optional[str]]
 UNKNOWN_T: Typed = (None, "UNKNOWN", None)
 
 _BASE_CLASS = {"TINYINT": NUM, "SMALLINT": NUM, "INT": NUM, "BIGINT": NUM, "DECIMAL": NUM, "REAL": NUM, "DOUBLE": NUM,
-               "VARCHAR": TEXT, "DATE": DATE, "TIMESTAMP": TS, "BOOLEAN": BOOL}
+               "VARCHAR": TEXT, "DATE": DATE, "TIMESTAMP": TS, "BOOLEAN": BOOL, "TIME": TIME}
 _DISPLAY = {NUM: "NUMERIC", TEXT: "VARCHAR", DATE: "DATE", TS: "TIMESTAMP", TIME: "TIME", INTERVAL: "INTERVAL",
             BOOL: "BOOLEAN", NULL: "NULL"}
 

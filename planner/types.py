@@ -41,11 +41,18 @@ _CANONICAL = {
     exp.DataType.Type.TIMESTAMP: "TIMESTAMP",
     exp.DataType.Type.DATETIME: "TIMESTAMP",
     exp.DataType.Type.TIMESTAMPNTZ: "TIMESTAMP",
+    exp.DataType.Type.TIMESTAMPTZ: "TIMESTAMP",     # TIMESTAMP WITH TIME ZONE: converted to UTC at the edge
+    exp.DataType.Type.TIMESTAMPLTZ: "TIMESTAMP",
+    exp.DataType.Type.TIME: "TIME",
+    exp.DataType.Type.VARBINARY: "BLOB",
+    exp.DataType.Type.BINARY: "BLOB",
+    exp.DataType.Type.BLOB: "BLOB",
+    exp.DataType.Type.UUID: "UUID",
 }
 
 SUPPORTED_COLUMN_TYPES = ("BOOLEAN", "TINYINT", "SMALLINT", "INT", "BIGINT", "DECIMAL(p, s)",
-                          "REAL", "DOUBLE", "VARCHAR", "DATE", "TIMESTAMP", "T ARRAY", "MAP<K, V>",
-                          "ROW(name T, ...)", "VARIANT")
+                          "REAL", "DOUBLE", "VARCHAR", "DATE", "TIMESTAMP", "TIMESTAMP WITH TIME ZONE", "TIME",
+                          "BINARY / VARBINARY", "UUID", "T ARRAY", "MAP<K, V>", "ROW(name T, ...)", "VARIANT")
 NESTED = ("ARRAY", "MAP", "STRUCT")   # the ``base`` of a nested type
 
 

@@ -28,10 +28,12 @@ JSON text (floats as SQL compares them: ``-0.0`` as ``0.0``, every NaN one).
 """
 from __future__ import annotations
 
+import base64
 import datetime as dt
 import decimal
 import json
 import math
+import uuid
 from typing import Any, Callable, Dict, List, Optional, Sequence
 
 import pyarrow as pa
@@ -68,8 +70,8 @@ def is_nested_arrow(t: pa.DataType) -> bool:
 
 
 def needs_canonical(t: SqlType) -> bool:
-    """Whether values of ``t`` have a canonical form other than Arrow's own (a MAP or a JSON inside)."""
-    return contains(t, "MAP") or contains(t, "JSON")
+    """Whether values of ``t`` have a canonical form other than Arrow's own (a MAP, a JSON or a UUID inside)."""
+    return contains(t, "MAP") or contains(t, "JSON") or contains(t, "UUID")
 
 
 # ------------------------------------------------------------------ JSON
@@ -117,6 +119,26 @@ def _leaf(t: SqlType) -> Callable[[Any], Any]:
     """The converter of a scalar inside a nested value: text to a DATE or a TIMESTAMP read as the columns
     read it, decimals rounded as DuckDB's cast rounds, the rest as Arrow converts it."""
     b = t.base
+    if b == "TIME":
+        def time(v):
+            if isinstance(v, str):
+                return dt.time.fromisoformat(v.strip())
+            if not isinstance(v, dt.time):
+                raise TypeError(f"{v!r} is not a TIME (write 'HH:MM:SS[.ffffff]')")
+            return v.replace(tzinfo=None)
+        return time
+    if b == "BLOB":
+        def blob(v):
+            if isinstance(v, str):   # text: base64, as Flink's and Kafka Connect's JSON write bytes
+                return base64.b64decode(v, validate=True)
+            if not isinstance(v, (bytes, bytearray, memoryview)):
+                raise TypeError(f"{v!r} is not a BINARY value (bytes, or base64 text)")
+            return bytes(v)
+        return blob
+    if b == "UUID":
+        def uuid_text(v):
+            return str(v if isinstance(v, uuid.UUID) else uuid.UUID(str(v).strip()))
+        return uuid_text
     if b == "DATE":
         def date(v):
             if isinstance(v, str):
@@ -262,6 +284,8 @@ def _recanonical(v: Any, t: SqlType) -> Any:
     b = t.base
     if b == "JSON":
         return canonical_json(v)
+    if b == "UUID":
+        return str(uuid.UUID(str(v)))
     if b == "ARRAY":
         return [_recanonical(x, element_type(t)) for x in v]
     if b == "MAP":

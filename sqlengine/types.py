@@ -22,7 +22,7 @@ __all__ = ["arrow_type", "to_decimal"]
 
 def arrow_type(t: SqlType) -> pa.DataType:
     """The Arrow type of the data plane's column of SQL type ``t`` (TIMESTAMP: microseconds, no zone; JSON:
-    its canonical text, see :mod:`sqlengine.nested`).
+    its canonical text, see :mod:`sqlengine.nested`; UUID: its lower-case text).
 
     >>> arrow_type(SqlType("STRUCT(a INT, b MAP(VARCHAR, DOUBLE[]))"))
     StructType(struct<a: int32, b: map<string, list<item: double>>>)
@@ -40,7 +40,8 @@ def arrow_type(t: SqlType) -> pa.DataType:
         return pa.decimal128(p, s)
     return {"BOOLEAN": pa.bool_(), "TINYINT": pa.int8(), "SMALLINT": pa.int16(), "INT": pa.int32(),
             "BIGINT": pa.int64(), "REAL": pa.float32(), "DOUBLE": pa.float64(), "VARCHAR": pa.string(),
-            "DATE": pa.date32(), "TIMESTAMP": pa.timestamp("us"), "JSON": pa.string()}[b]
+            "DATE": pa.date32(), "TIMESTAMP": pa.timestamp("us"), "JSON": pa.string(), "TIME": pa.time64("us"),
+            "BLOB": pa.binary(), "UUID": pa.string()}[b]
 
 
 _DECIMAL_CONTEXT = decimal.Context(prec=80, rounding=decimal.ROUND_HALF_UP)

@@ -9,7 +9,7 @@ import pyarrow as pa
 from pyspark.sql import types as T
 
 from planner.logical import col
-from planner.types import SqlType
+from planner.types import SqlType, element_type, map_types, struct_fields
 
 from sqlengine.zset import W
 
@@ -19,12 +19,20 @@ HUGE = pa.decimal128(38, 0)      # the same, in Arrow
 
 def spark_type(t: SqlType):
     b = t.base
+    if b == "ARRAY":
+        return T.ArrayType(spark_type(element_type(t)), True)
+    if b == "MAP":
+        k, v = map_types(t)
+        return T.MapType(spark_type(k), spark_type(v), True)
+    if b == "STRUCT":
+        return T.StructType([T.StructField(name, spark_type(ft), True) for name, ft in struct_fields(t)])
     if b == "DECIMAL":
         p, s = (int(x) for x in t.sql[len("DECIMAL("):-1].split(","))
         return T.DecimalType(p, s)
     return {"BOOLEAN": T.BooleanType(), "TINYINT": T.ByteType(), "SMALLINT": T.ShortType(),
             "INT": T.IntegerType(), "BIGINT": T.LongType(), "REAL": T.FloatType(), "DOUBLE": T.DoubleType(),
-            "VARCHAR": T.StringType(), "DATE": T.DateType(), "TIMESTAMP": T.TimestampNTZType()}[b]
+            "VARCHAR": T.StringType(), "DATE": T.DateType(), "TIMESTAMP": T.TimestampNTZType(),
+            "JSON": T.StringType(), "UUID": T.StringType(), "BLOB": T.BinaryType(), "TIME": T.TimeType(6)}[b]
 
 
 def table_spark_schema(fields) -> T.StructType:

@@ -21,6 +21,7 @@ DEFAULTS: Dict[str, str] = {
     # driver, which keeps the failing rows out of the views and records them (sqlengine.executor.row_errors).
     "spark.sql.ansi.enabled": "true",
     "spark.sql.session.timeZone": "UTC",
+    "spark.sql.timeType.enabled": "true",   # TIME columns (TimeType), off by default in Spark 4
     "spark.ui.enabled": "false",
     "spark.ui.showConsoleProgress": "false",
     "spark.sql.execution.arrow.pyspark.enabled": "true",

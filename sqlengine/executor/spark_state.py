@@ -53,6 +53,7 @@ class SparkState:
         if not self._ansi:
             # a failing expression must raise on Spark as on the driver (a session the user passed in too)
             self._spark.conf.set("spark.sql.ansi.enabled", "true")
+            self._spark.conf.set("spark.sql.timeType.enabled", "true")   # TIME columns
             for k, v in keyed_reads.SPARK_CONF.items():   # state reads filtered by key skip row groups
                 self._spark.conf.set(k, v)
             self._ansi = True

@@ -30,7 +30,8 @@ from planner.logical import col
 from sqlengine import nested
 from sqlengine.types import arrow_type, to_decimal
 
-NESTED_BASES = ("ARRAY", "MAP", "STRUCT", "JSON")   # columns whose values sqlengine.nested converts
+NESTED_BASES = ("ARRAY", "MAP", "STRUCT", "JSON", "UUID", "TIME", "BLOB")   # values sqlengine.nested converts
+TEXT_VALUES = ("UUID", "TIME", "BLOB")   # of these, the ones whose text is the value itself (not JSON)
 POLICIES = ("reject", "dead_letter")
 _CONVERT_ERRORS = (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError, TypeError, ValueError,
                    decimal.InvalidOperation, OverflowError)
@@ -238,6 +239,8 @@ def convert_strings(arr: pa.Array, ftype, column: str, errs: Errors) -> pa.Array
     """Text values (CSV fields; NULL for an empty field) -> the column's type; bad ones go to ``errs``.  The
     text of a nested or JSON value is its JSON."""
     target = arrow_type(ftype)
+    if ftype.base in TEXT_VALUES:
+        return convert_values(arr.to_pylist(), ftype, column, errs)
     if ftype.base in NESTED_BASES:
         values = []
         for i, v in enumerate(arr.to_pylist()):
@@ -415,7 +418,10 @@ def _arrow_cast(arr: pa.Array, target: pa.DataType, ftype=None) -> pa.Array:
     rounded), nested values made canonical (``ftype``: the column's SQL type), other types by Arrow's safe
     cast."""
     if ftype is not None and ftype.base in NESTED_BASES:
-        if ftype.base != "JSON" and (pa.types.is_string(arr.type) or pa.types.is_large_string(arr.type)):
+        text = pa.types.is_string(arr.type) or pa.types.is_large_string(arr.type)
+        if ftype.base in TEXT_VALUES and (text or not nested.needs_canonical(ftype)):
+            return nested.from_python(arr.to_pylist(), ftype) if text else arr.cast(target)
+        if ftype.base != "JSON" and text:
             return nested.from_python([None if v is None else nested.loads(v) for v in arr.to_pylist()], ftype)
         return nested.canonical(arr, ftype)
     if pa.types.is_string(arr.type) or pa.types.is_large_string(arr.type):
@@ -445,6 +451,8 @@ def _pandas_column(t: TableDef, f, df, mapping, errs: Errors) -> pa.Array:
         return left_out(t, f, len(df))
     s = df[mapping[f.name]]
     try:
+        if f.type.base in NESTED_BASES:   # (sqlengine.nested: canonical values, checked)
+            raise pa.ArrowInvalid("nested")
         if pa.types.is_timestamp(target) and isinstance(s.dtype, pd.DatetimeTZDtype):
             s = s.dt.tz_convert("UTC").dt.tz_localize(None)
         if pa.types.is_timestamp(target) and str(s.dtype).startswith("datetime64"):

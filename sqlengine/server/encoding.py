@@ -1,6 +1,7 @@
 """Values as JSON: rows of queries and of egress chunks, and the columns of tables and views."""
 from __future__ import annotations
 
+import base64
 import datetime as dt
 import decimal
 import json
@@ -47,8 +48,8 @@ def json_value(v: Any, kind: str = "") -> Any:
         return json_value(v.tolist(), kind)
     if hasattr(v, "item"):
         return json_value(v.item(), kind)
-    if isinstance(v, (bytes, bytearray)):
-        return bytes(v).hex()
+    if isinstance(v, (bytes, bytearray)):   # BINARY: base64, as input takes it
+        return base64.b64encode(bytes(v)).decode()
     if isinstance(v, (list, tuple)):
         return [json_value(x) for x in v]
     if isinstance(v, dict):

@@ -93,6 +93,10 @@ def _plain(a):
         a = a.combine_chunks()
     if pa.types.is_large_string(a.type) or pa.types.is_string_view(a.type):
         return a.cast(pa.string())
+    if pa.types.is_time(a.type) and a.type.unit != "us":   # Spark hands TIME as nanoseconds (DuckDB's TIME_NS)
+        return a.cast(pa.time64("us"))
+    if pa.types.is_timestamp(a.type) and (a.type.unit != "us" or a.type.tz is not None):
+        return a.cast(pa.timestamp("us"))
     return a
 
 
