@@ -41,15 +41,16 @@ import dataclasses
 from typing import Dict, List, Optional, Sequence, Set, Tuple
 
 from ..circuit import Circuit, Op
-from ..logical import Filter, Join, Node, Project, Scan, Window
+from ..logical import Filter, Join, Node, Project, Scan, Unnest, Window
 from .exprs import cannot_fail, column_index, shift
 
 
 def maps_below(circuit: Circuit, integral: Op) -> Tuple[List[Op], Op]:
-    """The map ops from the integral's input down (top first), and the op below them."""
+    """The map ops from the integral's input down (top first), and the op below them (an UNNEST ends the chain:
+    it is no filter or projection of the rows below)."""
     chain = []
     i = integral.inputs[0]
-    while circuit.ops[i].kind == "map":
+    while circuit.ops[i].kind == "map" and not isinstance(circuit.ops[i].node, Unnest):
         chain.append(circuit.ops[i])
         i = circuit.ops[i].inputs[0]
     return chain, circuit.ops[i]
