@@ -8,6 +8,8 @@ import pyarrow as pa
 from fastapi import APIRouter, Depends, Query
 from fastapi.responses import PlainTextResponse, Response
 
+from sqlengine import nested
+
 from ..encoding import dumps, json_value
 from ..errors import ApiError
 from ..registry import Manager
@@ -28,7 +30,8 @@ def query(name: str, sql: str = Query(..., description="one SELECT statement"), 
         return PlainTextResponse("".join(p.query_tabular(sql)))
     t = p.query_arrow(sql)
     if format == "json":
-        rows = [{k: json_value(x) for k, x in r.items()} for b in t.to_batches() for r in b.to_pylist()]
+        columns = [nested.python_values(c) for c in t.columns]   # (a MAP as an object)
+        rows = [{k: json_value(x) for k, x in zip(t.column_names, r)} for r in zip(*columns)]
         return Response(dumps(rows), media_type="application/json")
     buf = io.BytesIO()
     if format == "csv":
