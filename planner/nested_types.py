@@ -46,6 +46,8 @@ def _connection():
 def from_duckdb_name(text: str) -> SqlType:
     """A DuckDB type name (``INTEGER[]``, ``STRUCT(a VARCHAR)``) as the engine's type, or as DuckDB's name if it
     is none of the engine's (``INTERVAL``, ``UNION(...)``), for planner.column_check's message."""
+    if text.upper() == "HUGEINT":   # (a DECIMAL(38, 0) on Arrow, as the engine's SUMs of integers)
+        return SqlType("DECIMAL(38, 0)")
     try:
         t = from_datatype(exp.DataType.build(text, dialect="duckdb"))
     except Exception:

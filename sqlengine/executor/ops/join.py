@@ -78,8 +78,8 @@ def equi_join(node: Join, left: pa.Table, right: pa.Table) -> Optional[pa.Table]
     nl, nr = len(node.left.fields), len(node.right.fields)
     li = [arrow_ops.column_index(k.sql) for k in node.left_keys]
     ri = [arrow_ops.column_index(k.sql) for k in node.right_keys]
-    if None in li or None in ri:
-        return None
+    if None in li or None in ri or nested.has_nested(left.schema) or nested.has_nested(right.schema):
+        return None   # (Acero joins no nested column, key or not: DuckDB does)
     lt = left.select(col(i) for i in range(nl)).append_column(W, left.column(W))
     rt = right.rename_columns([col(nl + j) if c != W else "__w2" for j, c in enumerate(right.column_names)])
     keys = []
