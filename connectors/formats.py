@@ -16,6 +16,7 @@ import pyarrow.compute as pc
 from planner.errors import EngineError, InputError
 from sqlengine.ingest import (Chunk, Errors, convert_strings, convert_values, csv_header, csv_tables, finish,
                               json_chunks, match_columns, parse_json)
+from sqlengine import nested
 from sqlengine.types import arrow_type
 
 from .base import Format, opt, register_format
@@ -238,11 +239,18 @@ def convert_typed(arr: pa.Array, f, errs: Errors) -> pa.Array:
         arr = arr.combine_chunks()
     if pa.types.is_dictionary(arr.type):
         arr = arr.dictionary_decode()
-    if arr.type == target:
+    if arr.type == target and not nested.needs_canonical(f.type):
         return arr
     src, want = _kind(arr.type), _kind(target)
     if src == "null":
         return pa.nulls(len(arr), target)
+    if f.type.base in ("ARRAY", "MAP", "STRUCT", "JSON", "UUID", "TIME", "BLOB") and src != "string":
+        try:   # a nested column of the file: cast to the table's (a ROW's fields by name), made canonical
+            return nested.canonical(arr, f.type)
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError, TypeError):
+            raise InputError(f"column {f.name} is {arr.type} in the file but {f.type.sql} in the table") from None
+        except ValueError:   # a map with a key twice: the values one by one, the bad rows named
+            return convert_values(arr.to_pylist(), f.type, f.name, errs)
     if src == "string":
         arr = arr.cast(pa.string())
         return convert_strings(arr, f.type, f.name, errs)

@@ -61,6 +61,7 @@ table works if pyiceberg can write it).
 from __future__ import annotations
 
 import importlib.util
+import itertools
 import threading
 from contextlib import contextmanager
 from typing import Dict, Iterator, List, Optional
@@ -86,13 +87,34 @@ def _text(e: BaseException) -> str:
     return f"{type(e).__name__}: {first[:300]}"
 
 
-def iceberg_type(t: pa.DataType):
-    """The Iceberg type of a view column's Arrow type (None if there is none).
+def iceberg_type(t: pa.DataType, ids=None):
+    """The Iceberg type of a view column's Arrow type (None if there is none); nested types (a list, a map, a
+    struct) take their fields' ids from ``ids`` (the catalog assigns fresh ones when it creates the table).
 
     >>> iceberg_type(pa.int16()), iceberg_type(pa.decimal128(10, 2)), iceberg_type(pa.timestamp("us"))
     (IntegerType(), DecimalType(precision=10, scale=2), TimestampType())
+    >>> str(iceberg_type(pa.map_(pa.string(), pa.list_(pa.struct([("a", pa.int32())])))))
+    'map<string, list<struct<10000: a: optional int>>>'
     """
     from pyiceberg import types as I
+    ids = ids if ids is not None else itertools.count(10_000)
+    if pa.types.is_list(t) or pa.types.is_large_list(t):
+        inner = iceberg_type(t.value_type, ids)
+        return None if inner is None else I.ListType(element_id=next(ids), element_type=inner, element_required=False)
+    if pa.types.is_map(t):
+        k, v = iceberg_type(t.key_type, ids), iceberg_type(t.item_type, ids)
+        return None if k is None or v is None else I.MapType(key_id=next(ids), key_type=k, value_id=next(ids),
+                                                             value_type=v, value_required=False)
+    if pa.types.is_struct(t):
+        fields = []
+        for i in range(t.num_fields):
+            ft = iceberg_type(t.field(i).type, ids)
+            if ft is None:
+                return None
+            fields.append(I.NestedField(field_id=next(ids), name=t.field(i).name, field_type=ft, required=False))
+        return I.StructType(*fields)
+    if pa.types.is_time(t):
+        return I.TimeType()
     if pa.types.is_boolean(t):
         return I.BooleanType()
     if pa.types.is_int8(t) or pa.types.is_int16(t) or pa.types.is_int32(t):
@@ -126,7 +148,9 @@ def promotes(have, want) -> bool:
     False
     """
     from pyiceberg import types as I
-    if have == want:
+    nested = (I.ListType, I.MapType, I.StructType)
+    if have == want or (isinstance(have, nested) and isinstance(want, nested)
+                        and _shape(have) == _shape(want)):   # (nested: their field ids aside)
         return True
     if isinstance(have, I.IntegerType) and isinstance(want, I.LongType):
         return True
@@ -134,6 +158,18 @@ def promotes(have, want) -> bool:
         return True
     return (isinstance(have, I.DecimalType) and isinstance(want, I.DecimalType)
             and have.scale == want.scale and have.precision <= want.precision)
+
+
+def _shape(t):
+    """An Iceberg type without its field ids."""
+    from pyiceberg import types as I
+    if isinstance(t, I.ListType):
+        return ("list", _shape(t.element_type))
+    if isinstance(t, I.MapType):
+        return ("map", _shape(t.key_type), _shape(t.value_type))
+    if isinstance(t, I.StructType):
+        return ("struct",) + tuple((f.name, _shape(f.field_type)) for f in t.fields)
+    return str(t)
 
 
 def _consolidate(t: pa.Table) -> pa.Table:
@@ -330,7 +366,8 @@ class IcebergOutput(Sink):
         for f in target:
             c = data.column(f.name)
             safe = not (pa.types.is_timestamp(c.type) and c.type.unit == "ns")   # ns -> us truncates
-            cols.append(c.cast(f.type, safe=safe) if c.type != f.type else c)
+            nested = pa.types.is_nested(c.type)   # (cast anyway: Arrow's type equality ignores the field ids)
+            cols.append(c.cast(f.type, safe=safe) if c.type != f.type or nested else c)
         return pa.Table.from_arrays(cols, schema=target)
 
     def _properties(self, step: int) -> Dict[str, str]:
@@ -352,8 +389,8 @@ class IcebergOutput(Sink):
         schema = self._schema_of(rows.schema)
         props = {k: (str(v).lower() if isinstance(v, bool) else str(v)) for k, v in self.config["properties"].items()}
         tx = self.catalog.create_table_transaction(self.identifier, schema, properties=props)
-        data = pa.Table.from_arrays([rows.column(f.name).cast(f.type, safe=False) for f in schema.as_arrow()],
-                                    schema=schema.as_arrow())
+        target = tx.table_metadata.schema().as_arrow()   # (with the field ids the catalog assigned)
+        data = pa.Table.from_arrays([rows.column(f.name).cast(f.type, safe=False) for f in target], schema=target)
         if data.num_rows:
             tx.append(data, snapshot_properties=self._summary(step))
         tx.set_properties(self._properties(step))
