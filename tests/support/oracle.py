@@ -146,18 +146,33 @@ def bag_from_changes(df: pd.DataFrame, weight: str = "__weight") -> Counter:
     cols = [x for x in df.columns if x != weight]
     lossy = [pd.api.types.is_float_dtype(df[x].dtype) for x in cols]
     for r, w in zip(df[cols].itertuples(index=False, name=None), df[weight]):
-        key = tuple(NULL_OR_NAN if lo and isinstance(x, float) and math.isnan(x) else canon(x)
+        key = tuple(NULL_OR_NAN if lo and isinstance(x, float) and math.isnan(x) else _lossy_nested(canon(x))
                     for x, lo in zip(r, lossy))
         c[key] += int(w)
     return Counter({k: v for k, v in c.items() if v != 0})
 
 
+def _lossy_nested(v):
+    """A nested value of a pandas frame, whose NumPy arrays hold a NULL float as NaN: each NaN inside it as
+    ``NULL_OR_NAN``."""
+    if isinstance(v, tuple):
+        return tuple(NULL_OR_NAN if x is NAN else _lossy_nested(x) for x in v)
+    return v
+
+
 def _is_float(v) -> bool:
+    """A float, or a nested value (a tuple) holding one."""
+    if isinstance(v, tuple):
+        return any(_is_float(x) for x in v)
     return isinstance(v, float) or v is NAN or v is NULL_OR_NAN
 
 
 def _close(x, y) -> bool:
-    """One value of a float column against another: exact for non-numbers, tolerant for finite numbers."""
+    """One value of a float column against another: exact for non-numbers, tolerant for finite numbers; nested
+    values (tuples) element by element."""
+    if isinstance(x, tuple) or isinstance(y, tuple):
+        return isinstance(x, tuple) and isinstance(y, tuple) and len(x) == len(y) and \
+            all(_close(a, b) for a, b in zip(x, y))
     if x is NULL_OR_NAN or y is NULL_OR_NAN:
         return x is None or y is None or isinstance(x, _Special) and isinstance(y, _Special)
     if x is None or y is None or x is NAN or y is NAN:
