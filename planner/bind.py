@@ -104,11 +104,11 @@ NESTED_FUNCTIONS = {"struct_extract", "struct_pack", "row", "list_value", "list_
                     "list_zip", "array_length", "array_position", "array_distinct", "array_sort", "array_concat",
                     "array_to_string", "array_slice", "array_reverse", "array_has", "array_transform",
                     "array_filter", "len", "cardinality", "flatten", "string_split", "str_split", "split",
-                    "string_to_array", "range", "generate_series", "sequence", "map", "map_keys",
+                    "string_to_array", "range", "generate_series", "map", "map_keys",
                     "map_values", "map_entries", "map_from_entries", "map_extract", "map_contains_key",
                     "map_contains", "element_at", "map_concat", "json", "json_valid", "json_extract",
                     "json_extract_string", "json_extract_path", "json_extract_path_text", "json_value",
-                    "json_query", "json_array_length", "json_keys", "json_type", "json_object", "json_array",
+                    "json_array_length", "json_keys", "json_type", "json_object", "json_array",
                     "json_merge_patch", "json_contains", "json_exists", "to_json", "parse_json",
                     "json_serialize", "json_structure",
                     # BINARY, TIME and UUID values

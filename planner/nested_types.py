@@ -159,12 +159,16 @@ def marked(n: exp.Expression) -> bool:
 
 def parenthesized_arrows(e: exp.Expression) -> exp.Expression:
     """``e`` with each ``j -> path`` and ``j ->> path`` in parentheses: DuckDB reads ``f(c1 -> '$.a')`` as a
-    lambda (``x -> body``) in a function's arguments."""
+    lambda (``x -> body``) in a function's arguments; and ``map_contains_key(m, k)`` as DuckDB's
+    ``map_contains(m, k)`` (sqlglot writes it with its arguments swapped)."""
     def fix(n):
         if isinstance(n, (exp.JSONExtract, exp.JSONExtractScalar)) and not isinstance(n.parent, exp.Paren):
             return exp.Paren(this=n.copy())
+        if isinstance(n, exp.MapContainsKey):
+            return exp.Anonymous(this="map_contains", expressions=[n.this.copy(), n.args["key"].copy()])
         return n
-    return e.transform(fix) if any(isinstance(n, (exp.JSONExtract, exp.JSONExtractScalar)) for n in e.walk()) else e
+    kinds = (exp.JSONExtract, exp.JSONExtractScalar, exp.MapContainsKey)
+    return e.transform(fix) if any(isinstance(n, kinds) for n in e.walk()) else e
 
 
 def comparable_key(e):
