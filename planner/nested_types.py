@@ -29,6 +29,8 @@ from sqlglot import exp, parse_one
 from .types import SqlType, contains, element_type, from_datatype, map_types, struct_fields
 
 CANONICAL_JSON = "__canonical_json"   # JSON -> its canonical text (registered by the executors and here)
+DUCKDB_MARK = "__duckdb"               # mark_duckdb's macro: its argument
+MARK_MACRO = f"CREATE MACRO {DUCKDB_MARK}(x) AS x"
 _LOCK = threading.Lock()
 _CON = None
 
@@ -39,6 +41,7 @@ def _connection():
         import duckdb
         _CON = duckdb.connect(":memory:")
         _CON.create_function(CANONICAL_JSON, lambda x: x, ["JSON"], "JSON", side_effects=False)
+        _CON.execute(MARK_MACRO)
         atexit.register(_CON.close)
     return _CON
 
@@ -146,15 +149,16 @@ def canonical_value(x: exp.Expression, t: SqlType, depth: int = 0) -> exp.Expres
 
 def mark_duckdb(e: exp.Expression, t: SqlType) -> exp.Expression:
     """``e`` marked as an expression over nested or JSON values, which Spark evaluates as DuckDB does (a UDF
-    that runs DuckDB, ``sqlengine.executor.backends.duckdb_eval``): ``CAST(CAST(e AS t) AS t)``, a no-op to
-    DuckDB."""
-    to = exp.DataType.build(t.sql, dialect="duckdb")
-    return exp.Cast(this=exp.Cast(this=e, to=to), to=to.copy())
+    that runs DuckDB, ``sqlengine.executor.backends.duckdb_eval``): ``__duckdb(CAST(e AS t))``, where
+    :data:`DUCKDB_MARK` is a macro of every DuckDB connection of the engine that gives its argument."""
+    return exp.Anonymous(this=DUCKDB_MARK, expressions=[exp.Cast(this=e, to=exp.DataType.build(t.sql,
+                                                                                             dialect="duckdb"))])
 
 
 def marked(n: exp.Expression) -> bool:
     """Is ``n`` an expression :func:`mark_duckdb` marked?"""
-    return isinstance(n, exp.Cast) and isinstance(n.this, exp.Cast) and n.to == n.this.to
+    return isinstance(n, exp.Anonymous) and n.name.lower() == DUCKDB_MARK and len(n.expressions) == 1 and \
+        isinstance(n.expressions[0], exp.Cast)
 
 
 def parenthesized_arrows(e: exp.Expression) -> exp.Expression:
@@ -180,7 +184,7 @@ def comparable_key(e):
         return e
     inner = parse_one(e.sql, read="duckdb")
     if marked(inner):
-        inner = inner.this.this
+        inner = inner.expressions[0].this
     text = exp.Anonymous(this="to_json", expressions=[inner])
     return Expr(mark_duckdb(text, SqlType("JSON")).sql(dialect="duckdb"), SqlType("JSON"))
 

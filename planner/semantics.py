@@ -195,8 +195,8 @@ def typed(e: exp.Expression, types: Sequence[SqlType]) -> Tuple[exp.Expression, 
                 out = canonical_value(out, t)
             except Exception:   # a type sqlglot cannot read back: planner.column_check rejects it
                 pass
-        if not isinstance(out, exp.Column) and t.sql != "UNKNOWN" and storable(t):
-            out = mark_duckdb(out, t)
+        if not isinstance(out, exp.Column) and t.sql != "UNKNOWN" and storable(t) and asked is not None:
+            out = mark_duckdb(out, t)   # (not over a Python function: DuckDB alone cannot call it)
     return out, t
 
 

@@ -4,10 +4,13 @@ the type deriver): UTC session time, and an allocator that gives freed memory ba
 128 MiB cached per database after a bulk step, outside the state cache's budget)."""
 import duckdb
 
+from planner.nested_types import MARK_MACRO
+
 
 def connect() -> duckdb.DuckDBPyConnection:
     con = duckdb.connect(":memory:")
     con.execute("SET TimeZone = 'UTC'")
     con.execute("SET allocator_background_threads = true")
     con.execute("SET allocator_flush_threshold = '16MiB'")
+    con.execute(MARK_MACRO)   # (planner.nested_types.mark_duckdb)
     return con

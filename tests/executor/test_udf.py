@@ -132,7 +132,7 @@ def test_a_function_that_raises_fails_the_row_not_the_pipeline(make_pipeline, ex
     ("CREATE FUNCTION upper(a VARCHAR) RETURNS VARCHAR AS a", "function upper is a built-in function"),
     ("CREATE FUNCTION f(a INT) RETURNS INT AS a + b", "unknown column 'b' in function f"),
     ("CREATE FUNCTION f(a INT) AS a + 1", "function f needs RETURNS"),
-    ("CREATE FUNCTION f(a INT[]) RETURNS INT AS 1", "type INT[] of parameter a is not supported"),
+    ("CREATE FUNCTION f(a INTERVAL) RETURNS INT AS 1", "type INTERVAL of parameter a is not supported"),
     ("CREATE FUNCTION f(a INT) RETURNS INT LANGUAGE JAVASCRIPT AS 'x'", "LANGUAGE JAVASCRIPT is not supported"),
     ("CREATE FUNCTION f(a INT) RETURNS INT LANGUAGE PYTHON AS 'no_such_module_here:f'",
      "cannot import module no_such_module_here"),

@@ -272,8 +272,8 @@ def test_duckdb_select_list_syntax_is_bound():
     ("SELECT COUNT(*) AS n FROM t GROUP BY TUMBLE(ts, INTERVAL '1' HOUR)", "TUMBLE is a table function: write it "
      "in FROM, e.g. SELECT window_start, COUNT(*) FROM TUMBLE(bid, date_time, INTERVAL '10' SECOND)", "TUMBLE"),
     ("SELECT k FROM t FETCH FIRST 3 ROWS ONLY", "FETCH FIRST without ORDER BY", "FETCH"),
-    ("SELECT k, ARRAY_AGG(v) AS z FROM t GROUP BY k", "aggregate function ARRAY_AGG is not supported",
-     "ARRAY_AGG"),
+    ("SELECT k, ARRAY_AGG(DISTINCT v) AS z FROM t GROUP BY k", "ARRAY_AGG with these arguments (it takes one value, "
+     "and an ORDER BY) is not supported", "ARRAY_AGG"),
     ("SELECT k, approx_count_distinct(k) AS z FROM t GROUP BY k", "aggregate function approx_count_distinct is not "
      "supported", "approx_count_distinct"),
     ("SELECT k, SUM(x ORDER BY k) AS z FROM t GROUP BY k", "ORDER BY inside an aggregate call", "x ORDER"),
@@ -305,8 +305,8 @@ def test_table_constraints_say_what_is_unsupported_and_what_to_do(table, fragmen
 
 
 @pytest.mark.parametrize("type_", [
-    "TIME", "INTERVAL", "BLOB", "BYTEA", "UUID", "DOUBLE[3]", "INTERVAL[]", "STRUCT(a INT, A INT)",
-    "MAP(INT, TIME)", "UNION(a INT)", "HUGEINT", "UBIGINT", "UINTEGER", "USMALLINT", "UTINYINT",
+    "INTERVAL", "DOUBLE[3]", "INTERVAL[]", "STRUCT(a INT, A INT)", "MAP(INT, INTERVAL)",
+    "UNION(a INT)", "HUGEINT", "UBIGINT", "UINTEGER", "USMALLINT", "UTINYINT",
     "TIMESTAMP_NS", "TIMESTAMP_MS", "TIMESTAMP_S", "TIMETZ",
     "TIME WITH TIME ZONE", "BIT", "VARINT", "DECIMAL(40, 2)", "NUMERIC(50)", "ENUM('a', 'b')",
 ])

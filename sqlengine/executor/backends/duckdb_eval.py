@@ -1,8 +1,8 @@
 """Expressions over nested and JSON values on Spark, evaluated by DuckDB: an Arrow UDF per expression.
 
 The planner marks each expression that reads or makes ARRAY, MAP, ROW or JSON values (or that only DuckDB
-types: ``json_valid``, ``list_transform`` with a lambda, ...) as ``CAST(CAST(e AS T) AS T)``
-(``planner.nested_types.mark_duckdb``).  Spark has no faithful translation of most of them (its ``size`` of
+types: ``json_valid``, ``list_transform`` with a lambda, ...) as ``__duckdb(CAST(e AS T))``
+(``planner.nested_types.mark_duckdb``; ``__duckdb`` is a macro that gives its argument).  Spark has no faithful translation of most of them (its ``size`` of
 NULL, its 0-based ``element_at``, its JSON functions), so :func:`extract` replaces each marked expression by a
 call of a UDF named after it, over the columns it reads, which evaluates the expression with DuckDB on each
 Arrow batch (:func:`evaluator`) and returns type ``T``: the same meaning on both executors, by construction.
@@ -11,7 +11,7 @@ Only pyarrow, duckdb and the standard library are imported here, and Spark pickl
 (:func:`register`), so a cluster's executors need not import the engine.
 
 >>> from sqlglot import parse_one
->>> tree = parse_one("SELECT CAST(CAST(len(D.c1) + 1 AS BIGINT) AS BIGINT) AS c0 FROM D", read="duckdb")
+>>> tree = parse_one("SELECT __duckdb(CAST(len(D.c1) + 1 AS BIGINT)) AS c0 FROM D", read="duckdb")
 >>> out, found = extract(tree)
 >>> out.sql("duckdb").lower().startswith("select __duck_"), list(found.values())[0][:2]
 (True, ('LENGTH(a0) + 1', 1))
@@ -34,8 +34,12 @@ _CONNECTIONS: Dict[int, object] = {}   # thread id -> its DuckDB connection (in 
 CANONICAL_JSON = "__canonical_json"   # (planner.nested_types.CANONICAL_JSON)
 
 
+DUCKDB_MARK = "__duckdb"   # (planner.nested_types.DUCKDB_MARK)
+
+
 def _marked(n: exp.Expression) -> bool:
-    return isinstance(n, exp.Cast) and isinstance(n.this, exp.Cast) and n.to == n.this.to
+    return isinstance(n, exp.Anonymous) and n.name.lower() == DUCKDB_MARK and len(n.expressions) == 1 and \
+        isinstance(n.expressions[0], exp.Cast)
 
 
 def extract(tree: exp.Expression) -> Tuple[exp.Expression, Dict[str, Tuple[str, int, str]]]:
@@ -47,17 +51,17 @@ def extract(tree: exp.Expression) -> Tuple[exp.Expression, Dict[str, Tuple[str, 
         if not _marked(n) or any(isinstance(x, (exp.AggFunc, exp.Window, exp.Select)) for x in n.walk()):
             return n
         cols, seen = [], {}
-        body = n.this.this.copy()
+        body = n.expressions[0].this.copy()
+        if isinstance(body, exp.Column):   # (replace() cannot replace the root)
+            body = exp.Paren(this=body)
         for c in list(body.find_all(exp.Column)):
             key = c.sql(dialect="duckdb")
             if key not in seen:
                 seen[key] = len(cols)
                 cols.append(c.copy())
             c.replace(exp.column(f"a{seen[key]}"))
-        if isinstance(body, exp.Column):
-            body = exp.column(body.name)
         sql = body.sql(dialect="duckdb")
-        type_sql = n.to.sql(dialect="duckdb")
+        type_sql = n.expressions[0].to.sql(dialect="duckdb")
         name = "__duck_" + hashlib.sha1(f"{sql}\x00{type_sql}".encode()).hexdigest()[:16]
         found[name] = (sql, len(cols), type_sql)
         return exp.Anonymous(this=name, expressions=cols or [exp.Literal.number(0)])   # (a constant: one argument)
@@ -76,6 +80,7 @@ def _connection():
         import duckdb
         from duckdb.func import ARROW
         con = duckdb.connect(":memory:")
+        con.execute(f"CREATE MACRO {DUCKDB_MARK}(x) AS x")   # (marks left inside an expression)
 
         def canonical(a):
             a = a.combine_chunks() if isinstance(a, pa.ChunkedArray) else a
