@@ -17,9 +17,10 @@ import pytest
 from ..support.oracle import bag, diff
 
 COLUMNS = [("id", "INT"), ("tags", "VARCHAR ARRAY"), ("attrs", "MAP<VARCHAR, INT>"),
-           ("cust", "ROW(name VARCHAR, tier INT)"), ("items", "ROW(sku VARCHAR, qty INT) ARRAY"), ("doc", "VARIANT")]
+           ("cust", "ROW(name VARCHAR, tier INT)"), ("items", "ROW(sku VARCHAR, qty INT) ARRAY"), ("doc", "VARIANT"),
+           ("deep", "MAP<VARCHAR, ROW(x INT, ys INT ARRAY)> ARRAY")]
 DUCK_TYPES = ["INT", "VARCHAR[]", "MAP(VARCHAR, INT)", "STRUCT(name VARCHAR, tier INT)",
-              "STRUCT(sku VARCHAR, qty INT)[]", "JSON"]
+              "STRUCT(sku VARCHAR, qty INT)[]", "JSON", "MAP(VARCHAR, STRUCT(x INT, ys INT[]))[]"]
 SCHEMA = "CREATE TABLE o (" + ", ".join(f"{n} {t}" for n, t in COLUMNS) + ");\n"
 
 # name -> (query, the positions of its JSON columns[, DuckDB's query where its meaning differs: an UNNEST of ROWs
@@ -56,6 +57,10 @@ VIEWS = {
                 "SELECT cust.tier AS tier, ARRAY_AGG(id ORDER BY id NULLS LAST) AS ids, ARRAY_AGG(tags ORDER BY id "
                 "DESC NULLS LAST, tags NULLS LAST) AS tag_lists, LIST(doc ORDER BY id NULLS LAST, doc NULLS LAST) "
                 "FILTER (WHERE id > 0) AS docs FROM o GROUP BY cust.tier"),
+    # deeper: a LIST of MAPs of ROWs holding a LIST
+    "deep_access": ("SELECT id, deep, deep[1]['k'].ys[2] AS y, cardinality(deep) AS n FROM o", ()),
+    "by_deep": ("SELECT deep, COUNT(*) AS c FROM o GROUP BY deep", ()),
+    "deep_rows": ("SELECT id, d, n FROM o CROSS JOIN UNNEST(deep) WITH ORDINALITY AS u(d, n)", ()),
     "per_tag": ("SELECT u.t, COUNT(*) AS c, SUM(o.id) AS s FROM o CROSS JOIN UNNEST(o.tags) AS u(t) GROUP BY u.t", ()),
 }
 
@@ -64,11 +69,13 @@ ATTRS = [None, {}, {"a": 1}, {"a": 1, "b": 2}, {"b": 2, "a": 1}, {"b": None}]
 CUSTS = [None, {"name": "ann", "tier": 1}, {"name": None, "tier": 2}, {"name": "bo", "tier": None}]
 ITEMS = [None, [], [{"sku": "s1", "qty": 2}], [{"sku": "s2", "qty": None}, None]]
 DOCS = [None, {"k": "v", "n": 1}, {"n": 1, "k": "v"}, [1, {"b": 2, "a": None}], "text", 2.5, {"k": None}]
+DEEP = [None, [], [None], [{"k": {"x": 1, "ys": [1, None]}}], [{"z": None, "k": {"x": None, "ys": []}}, {}],
+        [{"k": {"x": None, "ys": []}, "z": None}, {}]]
 
 
 def _row(rnd: random.Random):
     return [rnd.randrange(4), rnd.choice(TAGS), rnd.choice(ATTRS), rnd.choice(CUSTS), rnd.choice(ITEMS),
-            rnd.choice(DOCS)]
+            rnd.choice(DOCS), rnd.choice(DEEP)]
 
 
 def _canon_json(v):
@@ -80,7 +87,8 @@ def _canon_json(v):
 
 ARROW_TYPES = [pa.int32(), pa.list_(pa.string()), pa.map_(pa.string(), pa.int32()),
                pa.struct([("name", pa.string()), ("tier", pa.int32())]),
-               pa.list_(pa.struct([("sku", pa.string()), ("qty", pa.int32())])), pa.string()]
+               pa.list_(pa.struct([("sku", pa.string()), ("qty", pa.int32())])), pa.string(),
+               pa.list_(pa.map_(pa.string(), pa.struct([("x", pa.int32()), ("ys", pa.list_(pa.int32()))])))]
 
 
 def _oracle_value(i: int, v):
@@ -92,6 +100,8 @@ def _oracle_value(i: int, v):
         return sorted(v.items())
     if i == 5:
         return json.dumps(v, sort_keys=True)
+    if i == 6:
+        return [None if m is None else sorted(m.items()) for m in v]
     return v
 
 
