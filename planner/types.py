@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Tuple
 
 from sqlglot import exp
@@ -145,6 +146,7 @@ def from_annotation(dt: exp.DataType | None) -> SqlType:
     return t if t is not None else UNKNOWN
 
 
+@lru_cache(maxsize=1024)
 def _parts(t: SqlType) -> exp.DataType:
     return exp.DataType.build(t.sql, dialect="duckdb")
 
@@ -154,12 +156,14 @@ def element_type(t: SqlType) -> SqlType:
     return SqlType(t.sql[:-2])
 
 
+@lru_cache(maxsize=1024)
 def map_types(t: SqlType) -> Tuple[SqlType, SqlType]:
     """The key and value types of a MAP type ``t``."""
     k, v = (from_datatype(p) for p in _parts(t).expressions)
     return k, v
 
 
+@lru_cache(maxsize=1024)
 def struct_fields(t: SqlType) -> Tuple[Tuple[str, SqlType], ...]:
     """The (name, type) fields of a STRUCT type ``t``."""
     return tuple((f.name, from_datatype(f.args["kind"])) for f in _parts(t).expressions)

@@ -258,9 +258,90 @@ def _short(v: Any) -> str:
 def from_python(values: Sequence[Any], t: SqlType) -> pa.Array:
     """Python values (lists, dicts, tuples; JSON values for a JSON column) -> a canonical Arrow array of the
     nested type ``t``; raises ValueError or TypeError on a value that does not fit (all or nothing: the caller
-    names the bad ones by converting them one by one)."""
+    names the bad ones by converting them one by one).  Column by column first (:func:`_columnar`); where that
+    refuses a value, value by value (:func:`converter`), which says why."""
+    target = arrow_type(t)
+    try:
+        out = _columnar(list(values), t)
+        return out if out.type == target else out.cast(target)
+    except (pa.ArrowException, TypeError, ValueError, KeyError, AttributeError, OverflowError):
+        pass
     conv = converter(t)
-    return pa.array([conv(v) for v in values], arrow_type(t))
+    return pa.array([conv(v) for v in values], target)
+
+
+_NUMBERS = {"TINYINT", "SMALLINT", "INT", "BIGINT", "REAL", "DOUBLE"}
+
+
+def _columnar(values: list, t: SqlType) -> pa.Array:
+    """``values`` as an Arrow array of ``t``, built column by column: an ARRAY's elements, a MAP's keys and
+    values, a ROW's fields each converted as one list (Arrow's own conversion for numbers, text and booleans),
+    then assembled with their offsets and validity.  Raises on anything the value-by-value converter would have
+    to judge (it then does)."""
+    b = t.base
+    if b == "ARRAY":
+        offsets, flat, mask = [0], [], []
+        for v in values:
+            if v is not None and (isinstance(v, (str, bytes, dict)) or not hasattr(v, "__iter__")):
+                raise TypeError("not an array")
+            if v is not None:
+                flat.extend(v)
+            mask.append(v is None)
+            offsets.append(len(flat))
+        inner = _columnar(flat, element_type(t))
+        return pa.ListArray.from_arrays(pa.array(offsets, pa.int32()), inner, mask=pa.array(mask, pa.bool_()))
+    if b == "MAP":
+        kt, vt = map_types(t)
+        offsets, keys, items, mask = [0], [], [], []
+        for v in values:
+            mask.append(v is None)
+            if v is None:
+                offsets.append(len(keys))
+                continue
+            if type(v) is not dict:   # (pairs, and a Pairs with a key twice: value by value)
+                raise TypeError("not a dict")
+            entries = sorted(v.items(), key=lambda kv: _order(kv[0])) if len(v) > 1 else v.items()
+            for k, x in entries:
+                if k is None:
+                    raise ValueError("a map key is NULL")
+                keys.append(k)
+                items.append(x)
+            offsets.append(len(keys))
+        return pa.MapArray.from_arrays(pa.array(offsets, pa.int32()), _columnar(keys, kt), _columnar(items, vt),
+                                       mask=pa.array(mask, pa.bool_()))
+    if b == "STRUCT":
+        fields = struct_fields(t)
+        names = [n for n, _ in fields]
+        known = set(names)
+        columns: List[list] = [[] for _ in fields]
+        mask = []
+        for v in values:
+            if v is None:
+                mask.append(True)
+                for c in columns:
+                    c.append(None)
+                continue
+            if type(v) is not dict or not known.issuperset(v):   # (other spellings of the names: value by value)
+                raise TypeError("not a dict of the fields")
+            mask.append(False)
+            for c, n in zip(columns, names):
+                c.append(v.get(n))
+        children = [_columnar(c, ft) for c, (_, ft) in zip(columns, fields)]
+        return pa.StructArray.from_arrays(children, fields=[pa.field(n, c.type) for n, c in zip(names, children)],
+                                          mask=pa.array(mask, pa.bool_()))
+    target = arrow_type(t)
+    if b in _NUMBERS:
+        integral = b not in ("REAL", "DOUBLE")
+        for v in values:
+            if v is not None and (isinstance(v, (bool, str)) or (integral and isinstance(v, float)
+                                                                  and not v.is_integer())):
+                raise TypeError("not a number of this type")
+        return pa.array(values, target)
+    if b in ("VARCHAR", "BOOLEAN"):
+        return pa.array(values, target)
+    conv = converter(t)
+    return pa.array([conv(v) for v in values], target)
+
 
 
 def canonical(a: pa.Array, t: SqlType) -> pa.Array:

@@ -11,6 +11,7 @@ pyarrow; the Spark types are the executor's (``sqlengine.executor.schema``).
 from __future__ import annotations
 
 import decimal
+from functools import lru_cache
 from typing import Any
 
 import pyarrow as pa
@@ -20,6 +21,7 @@ from planner.types import SqlType, element_type, map_types, struct_fields
 __all__ = ["arrow_type", "to_decimal"]
 
 
+@lru_cache(maxsize=4096)
 def arrow_type(t: SqlType) -> pa.DataType:
     """The Arrow type of the data plane's column of SQL type ``t`` (TIMESTAMP: microseconds, no zone; JSON:
     its canonical text, see :mod:`sqlengine.nested`; UUID: its lower-case text).
