@@ -57,6 +57,9 @@ VIEWS = {
                 "SELECT cust.tier AS tier, ARRAY_AGG(id ORDER BY id NULLS LAST) AS ids, ARRAY_AGG(tags ORDER BY id "
                 "DESC NULLS LAST, tags NULLS LAST) AS tag_lists, LIST(doc ORDER BY id NULLS LAST, doc NULLS LAST) "
                 "FILTER (WHERE id > 0) AS docs FROM o GROUP BY cust.tier"),
+    # MAPs as whole rows: DISTINCT and set operations (Spark compares no MAP: the engine does it as text)
+    "distinct_attrs": ("SELECT DISTINCT attrs, cust FROM o", ()),
+    "attrs_except": ("SELECT attrs FROM o EXCEPT ALL SELECT attrs FROM o WHERE id > 1", ()),
     # deeper: a LIST of MAPs of ROWs holding a LIST
     "deep_access": ("SELECT id, deep, deep[1]['k'].ys[2] AS y, cardinality(deep) AS n FROM o", ()),
     "by_deep": ("SELECT deep, COUNT(*) AS c FROM o GROUP BY deep", ()),

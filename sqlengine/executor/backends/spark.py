@@ -307,3 +307,29 @@ class SparkBackend:
     def lower(self, op: Op, ins: List[DataFrame], reads: List[DataFrame], initial: bool = False) -> DataFrame:
         """The lazy plan of ``op``'s change on Spark: its kind's rule (:mod:`sqlengine.executor.ops`)."""
         return ops.of(op.kind).spark(self, op, ins, reads, initial)
+
+
+def maps_as_entries(frames: Dict[str, DataFrame]) -> Dict[str, DataFrame]:
+    """``frames`` with each MAP column as its entries (``map_entries``: an ARRAY of (key, value) ROWs), for the
+    rules that compare whole rows (DISTINCT, set operations): Spark compares no MAP, and the engine's MAPs are
+    canonical (sorted by key), so two are equal exactly when their entries are (:func:`entries_as_maps` turns
+    the result back)."""
+    from pyspark.sql import functions as F
+    from pyspark.sql.types import MapType
+    out = {}
+    for name, df in frames.items():
+        if df is not None and any(isinstance(f.dataType, MapType) for f in df.schema.fields):
+            df = df.select(*[F.map_entries(f.name).alias(f.name) if isinstance(f.dataType, MapType) else F.col(f.name)
+                             for f in df.schema.fields])
+        out[name] = df
+    return out
+
+
+def entries_as_maps(df: DataFrame, like: DataFrame) -> DataFrame:
+    """``df`` with the columns that are MAPs in ``like`` (same names) made MAPs again."""
+    from pyspark.sql import functions as F
+    from pyspark.sql.types import MapType
+    maps = {f.name for f in like.schema.fields if isinstance(f.dataType, MapType)}
+    if not maps:
+        return df
+    return df.select(*[F.map_from_entries(c).alias(c) if c in maps else F.col(c) for c in df.columns])

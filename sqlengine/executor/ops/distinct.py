@@ -28,4 +28,6 @@ def local(lw, op, ins, reads, initial: bool = False) -> pa.Table:
 
 
 def spark(lw, op, ins, reads, initial: bool = False):
-    return lw.rule(rules.distinct_sql(op.node), D=ins[0], S=reads[0])
+    from sqlengine.executor.backends.spark import entries_as_maps, maps_as_entries
+    out = lw.rule(rules.distinct_sql(op.node), **maps_as_entries({"D": ins[0], "S": reads[0]}))
+    return entries_as_maps(out, reads[0])

@@ -30,5 +30,7 @@ def local(lw, op, ins, reads, initial: bool = False) -> pa.Table:
 
 
 def spark(lw, op, ins, reads, initial: bool = False):
-    return lw.rule(rules.setop_sql(op.node, ins[0] is not None, ins[1] is not None),
-                   D0=ins[0], D1=ins[1], LOLD=reads[0], ROLD=reads[1])
+    from sqlengine.executor.backends.spark import entries_as_maps, maps_as_entries
+    frames = maps_as_entries({"D0": ins[0], "D1": ins[1], "LOLD": reads[0], "ROLD": reads[1]})
+    out = lw.rule(rules.setop_sql(op.node, ins[0] is not None, ins[1] is not None), **frames)
+    return entries_as_maps(out, reads[0])
