@@ -28,5 +28,16 @@ def local(lw, op, ins, reads=(), initial: bool = False) -> List[pa.Table]:
 
 
 def spark(lw, op, ins, reads=(), initial: bool = False):
+    """Spark's union is by position and widens types its own way (a branch whose column is an untyped NULL,
+    typed INT, beside a VARCHAR made 'a' a BIGINT): branches of other types are cast to the union's column
+    types first."""
+    from pyspark.sql import functions as F
+
     from sqlengine.executor.backends.spark import union_all
-    return union_all([d for d in ins if d is not None])
+    from sqlengine.executor.schema import spark_type
+    frames = [d for d in ins if d is not None]
+    if len({tuple(f.dataType for f in d.schema.fields) for d in frames}) > 1:
+        want = [spark_type(f.type) for f in op.node.fields]
+        frames = [d.select(*[F.col(c).cast(t).alias(c) if d.schema[c].dataType != t else F.col(c)
+                             for c, t in zip(d.columns, want)], *d.columns[len(want):]) for d in frames]
+    return union_all(frames)
