@@ -230,3 +230,29 @@ def json_brackets(e: exp.Expression, types) -> exp.Expression:
             break
         e = new
     return e
+
+
+_NESTED_CLASSES = (exp.Array, exp.Struct, exp.Map, exp.VarMap, exp.Lambda, exp.Bracket, exp.Slice)
+_NESTED_PREFIXES = ("Array", "List", "JSON", "Map", "Struct", "Transform", "Flatten", "Split", "GenerateSeries",
+                    "ParseJSON", "ToMap", "Cardinality")
+
+
+def nested_syntax(e: exp.Expression) -> bool:
+    """Whether ``e`` builds, reads or transforms a nested or JSON value somewhere inside (a list literal, a
+    lambda, ``list_filter``, ``json_extract``, ...), even between scalar inputs and a scalar result
+    (``len(list_filter([a, b], lambda x: x > 0))``): Spark has no faithful translation of these."""
+    for n in e.walk():
+        if isinstance(n, _NESTED_CLASSES) or type(n).__name__.startswith(_NESTED_PREFIXES):
+            return True
+        if isinstance(n, exp.Anonymous) and n.name.lower() in _NESTED_NAMES:
+            return True
+    return False
+
+
+_NESTED_NAMES = {"struct_extract", "struct_pack", "row", "list_value", "list_extract", "list_element", "len",
+                 "cardinality", "element_at", "map_entries", "map_values", "map_extract", "map_contains",
+                 "map_concat", "to_json", "json", "json_valid", "json_value", "json_contains", "json_exists",
+                 "json_merge_patch", "json_serialize", "json_structure", "json_array_length", "array_transform",
+                 "list_reduce", "list_aggregate", "list_sum", "list_count", "list_avg", "list_unique",
+                 "list_has_all", "list_zip", "list_position", "list_indexof", "list_slice", "list_cat",
+                 "list_reverse", "list_apply", CANONICAL_JSON}

@@ -35,7 +35,7 @@ from sqlglot.optimizer.annotate_types import annotate_types
 from .function_types import value_type
 from .column_check import storable
 from .nested_types import (canonical_value, duckdb_type, involves_nested, json_brackets, mark_duckdb,
-                           parenthesized_arrows, read_json_columns, variant_casts)
+                           nested_syntax, parenthesized_arrows, read_json_columns, variant_casts)
 from .logical import col
 from .types import UNKNOWN, SqlType
 
@@ -182,7 +182,7 @@ def typed(e: exp.Expression, types: Sequence[SqlType]) -> Tuple[exp.Expression, 
     values is typed by DuckDB, and its value made canonical (:mod:`planner.nested_types`)."""
     out, t = _typed(variant_casts(read_json_columns(json_brackets(parenthesized_arrows(e), types), types), types),
                     types)
-    if t.sql == "UNKNOWN" or t.base in NESTED_BASES or involves_nested(out, types):
+    if t.sql == "UNKNOWN" or t.base in NESTED_BASES or involves_nested(out, types) or nested_syntax(out):
         asked = duckdb_type(out, types)
         if asked is not None and asked.sql.strip('"') == "NULL":   # an untyped NULL: the planner's own type
             asked = None
