@@ -9,7 +9,7 @@ other JOIN after them (join the unnested rows in an enclosing query or another v
 """
 from __future__ import annotations
 
-from typing import List, Tuple
+from typing import Tuple
 
 from sqlglot import exp
 
