@@ -541,6 +541,8 @@ class Generator:
             cols = "p, q, d" if bag else "p, q"
             cte = f"WITH RECURSIVE r({cols}) AS ({inner} {'UNION ALL' if bag else 'UNION'} {step})"
             scope = [("r.p", cat), ("r.q", cat)] + ([("r.d", "int")] if bag else [])
+        elif not rel.columns:   # (a view of nested columns only: none to recurse over)
+            return self.shape_project()
         else:
             (x, cat) = self.rnd.choice(rel.columns)
             limit = self.rnd.randint(1, 4)
