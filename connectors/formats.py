@@ -244,7 +244,7 @@ def convert_typed(arr: pa.Array, f, errs: Errors) -> pa.Array:
     src, want = _kind(arr.type), _kind(target)
     if src == "null":
         return pa.nulls(len(arr), target)
-    if f.type.base in ("ARRAY", "MAP", "STRUCT", "JSON", "UUID", "TIME", "BLOB") and src != "string":
+    if f.type.base in nested.CONVERTED and src != "string":
         try:   # a nested column of the file: cast to the table's (a ROW's fields by name), made canonical
             return nested.canonical(arr, f.type)
         except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError, TypeError):

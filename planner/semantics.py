@@ -34,7 +34,7 @@ from sqlglot.optimizer.annotate_types import annotate_types
 
 from .function_types import value_type
 from .column_check import storable
-from .nested_types import (canonical_value, duckdb_type, involves_nested, json_brackets, mark_duckdb,
+from .nested_types import (DUCKDB_BASES, canonical_value, duckdb_type, involves_nested, json_brackets, mark_duckdb,
                            nested_syntax, parenthesized_arrows, read_json_columns, variant_casts)
 from .logical import col
 from .types import UNKNOWN, SqlType
@@ -182,7 +182,7 @@ def typed(e: exp.Expression, types: Sequence[SqlType]) -> Tuple[exp.Expression, 
     values is typed by DuckDB, and its value made canonical (:mod:`planner.nested_types`)."""
     out, t = _typed(variant_casts(read_json_columns(json_brackets(parenthesized_arrows(e), types), types), types),
                     types)
-    if t.sql == "UNKNOWN" or t.base in NESTED_BASES or involves_nested(out, types) or nested_syntax(out):
+    if t.sql == "UNKNOWN" or t.base in DUCKDB_BASES or involves_nested(out, types) or nested_syntax(out):
         asked = duckdb_type(out, types)
         if asked is not None and asked.sql.strip('"') == "NULL":   # an untyped NULL: the planner's own type
             asked = None
@@ -190,7 +190,7 @@ def typed(e: exp.Expression, types: Sequence[SqlType]) -> Tuple[exp.Expression, 
             out, asked = exp.cast(out, _SIGNED[asked.sql]), SqlType(_SIGNED[asked.sql])
         if asked is not None:
             t = asked
-        if not isinstance(out, exp.Column) and t.sql != "UNKNOWN" and t.base in NESTED_BASES:
+        if not isinstance(out, exp.Column) and t.sql != "UNKNOWN" and t.base in DUCKDB_BASES:
             try:
                 out = canonical_value(out, t)
             except Exception:   # a type sqlglot cannot read back: planner.column_check rejects it
@@ -200,7 +200,6 @@ def typed(e: exp.Expression, types: Sequence[SqlType]) -> Tuple[exp.Expression, 
     return out, t
 
 
-NESTED_BASES = ("ARRAY", "MAP", "STRUCT", "JSON", "UUID", "TIME", "BLOB")   # (nested_types.DUCKDB_BASES)
 _SIGNED = {"UTINYINT": "SMALLINT", "USMALLINT": "INT", "UINTEGER": "BIGINT", "UBIGINT": "BIGINT"}
 
 

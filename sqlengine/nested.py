@@ -38,12 +38,16 @@ from typing import Any, Callable, Dict, List, Optional, Sequence
 
 import pyarrow as pa
 
+from planner.nested_types import DUCKDB_BASES
 from planner.types import SqlType, contains, element_type, map_types, struct_fields
 
 from sqlengine.types import arrow_type, to_decimal
 
 __all__ = ["from_python", "canonical", "canonical_json", "hash_key", "hashable", "is_nested_arrow",
            "needs_canonical"]
+
+
+CONVERTED = DUCKDB_BASES   # the column types whose input values this module converts and makes canonical
 
 
 class Pairs(dict):

@@ -6,6 +6,8 @@ import duckdb
 
 from planner.nested_types import MARK_MACRO
 
+from sqlengine import nested
+
 
 def connect() -> duckdb.DuckDBPyConnection:
     con = duckdb.connect(":memory:")
@@ -13,4 +15,5 @@ def connect() -> duckdb.DuckDBPyConnection:
     con.execute("SET allocator_background_threads = true")
     con.execute("SET allocator_flush_threshold = '16MiB'")
     con.execute(MARK_MACRO)   # (planner.nested_types.mark_duckdb)
+    nested.register_duckdb(con)   # __canonical_json, which canonical JSON values call
     return con

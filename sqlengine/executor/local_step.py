@@ -34,7 +34,6 @@ from sqlengine.executor import keyed_reads
 from sqlengine.executor import ops, step as step_loop
 from sqlengine.executor.context import StepContext
 from sqlengine.executor.delta_rules import cols
-from sqlengine import nested
 from sqlengine.executor.backends.python_calls import register_duckdb
 from sqlengine.executor.backends.duckdb import DuckDBBackend, quoted, readable
 from sqlengine.executor.ops import aggregate as agg_op, join as join_op, map as map_op
@@ -155,10 +154,8 @@ class LocalExecutor:
         self.lowerer = DuckDBBackend()
         self.lowerer.op_views = ctx.op_views
         register_duckdb(self.lowerer.con, ctx.functions)   # the program's Python functions, where rules and keys run
-        nested.register_duckdb(self.lowerer.con)
         self.lowerer.python_names = frozenset(n.lower() for n in ctx.functions)
         register_duckdb(self.cache.hasher.con, ctx.functions)
-        nested.register_duckdb(self.cache.hasher.con)
         self._writer: Optional[ThreadPoolExecutor] = None   # writes a step's state runs while the step goes on
         self._writes: List[Future] = []
         self._bulk: Optional[DuckDBBackend] = None   # DuckDB for scans of whole states (scan_runs)

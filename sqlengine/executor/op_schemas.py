@@ -31,7 +31,7 @@ from planner.circuit import Circuit
 from planner.logical import col
 from planner.types import SqlType
 
-from sqlengine import nested, private_duckdb
+from sqlengine import private_duckdb
 from sqlengine.executor import ops
 from sqlengine.executor.backends.python_calls import register_duckdb
 from sqlengine.executor.schema import INTEGER_BASES
@@ -83,7 +83,6 @@ class _Typer:
     def __init__(self, functions=None):
         self.con = private_duckdb.connect()
         register_duckdb(self.con, functions or {})
-        nested.register_duckdb(self.con)
 
     def select_types(self, schema: pa.Schema, items) -> list:
         """DuckDB's result types of ``SELECT items FROM d`` over an empty table of ``schema``."""

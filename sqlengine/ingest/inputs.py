@@ -30,7 +30,7 @@ from planner.logical import col
 from sqlengine import nested
 from sqlengine.types import arrow_type, to_decimal
 
-NESTED_BASES = ("ARRAY", "MAP", "STRUCT", "JSON", "UUID", "TIME", "BLOB")   # values sqlengine.nested converts
+NESTED_BASES = nested.CONVERTED   # the column types whose values sqlengine.nested converts
 TEXT_VALUES = ("UUID", "TIME", "BLOB")   # of these, the ones whose text is the value itself (not JSON)
 POLICIES = ("reject", "dead_letter")
 _CONVERT_ERRORS = (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError, TypeError, ValueError,

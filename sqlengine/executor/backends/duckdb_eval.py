@@ -7,8 +7,9 @@ NULL, its 0-based ``element_at``, its JSON functions), so :func:`extract` replac
 call of a UDF named after it, over the columns it reads, which evaluates the expression with DuckDB on each
 Arrow batch (:func:`evaluator`) and returns type ``T``: the same meaning on both executors, by construction.
 
-Only pyarrow, duckdb and the standard library are imported here, and Spark pickles this module by value
-(:func:`register`), so a cluster's executors need not import the engine.
+The functions that run on executors use only pyarrow, duckdb, the standard library and string constants,
+and Spark pickles this module by value (:func:`register`), so a cluster's executors need not import the
+engine.
 
 >>> from sqlglot import parse_one
 >>> tree = parse_one("SELECT __duckdb(CAST(len(D.c1) + 1 AS BIGINT)) AS c0 FROM D", read="duckdb")
@@ -30,16 +31,9 @@ from typing import Dict, Tuple
 import pyarrow as pa
 from sqlglot import exp
 
+from planner.nested_types import CANONICAL_JSON, MARK_MACRO, marked   # (values: pickled with the functions)
+
 _CONNECTIONS: Dict[int, object] = {}   # thread id -> its DuckDB connection (in each Python worker)
-CANONICAL_JSON = "__canonical_json"   # (planner.nested_types.CANONICAL_JSON)
-
-
-DUCKDB_MARK = "__duckdb"   # (planner.nested_types.DUCKDB_MARK)
-
-
-def _marked(n: exp.Expression) -> bool:
-    return isinstance(n, exp.Anonymous) and n.name.lower() == DUCKDB_MARK and len(n.expressions) == 1 and \
-        isinstance(n.expressions[0], exp.Cast)
 
 
 def extract(tree: exp.Expression) -> Tuple[exp.Expression, Dict[str, Tuple[str, int, str]]]:
@@ -48,7 +42,7 @@ def extract(tree: exp.Expression) -> Tuple[exp.Expression, Dict[str, Tuple[str, 
     found: Dict[str, Tuple[str, int, str]] = {}
 
     def one(n: exp.Expression):
-        if not _marked(n) or any(isinstance(x, (exp.AggFunc, exp.Window, exp.Select)) for x in n.walk()):
+        if not marked(n) or any(isinstance(x, (exp.AggFunc, exp.Window, exp.Select)) for x in n.walk()):
             return n
         cols, seen = [], {}
         body = n.expressions[0].this.copy()
@@ -80,7 +74,7 @@ def _connection():
         import duckdb
         from duckdb.func import ARROW
         con = duckdb.connect(":memory:")
-        con.execute(f"CREATE MACRO {DUCKDB_MARK}(x) AS x")   # (marks left inside an expression)
+        con.execute(MARK_MACRO)   # (marks left inside an expression)
 
         def canonical(a):
             a = a.combine_chunks() if isinstance(a, pa.ChunkedArray) else a

@@ -390,12 +390,10 @@ def local(lw, op, ins, reads, initial: bool = False) -> pa.Table:
 def spark(lw, op, ins, reads, initial: bool = False):
     """On Spark: the inputs collected, the fixed point iterated here (a failure fails the Spark step, which runs
     again on the driver, where it is recorded)."""
-    from sqlengine import nested
     from sqlengine.executor.backends.duckdb import DuckDBBackend
     from sqlengine.executor.backends.python_calls import register_duckdb
     be = DuckDBBackend()
     register_duckdb(be.con, getattr(lw, "functions", None) or {})
-    nested.register_duckdb(be.con)
     arrow_ins = [None if d is None else d.toArrow() for d in ins]
     arrow_reads = [r.toArrow() for r in reads]
     try:
