@@ -90,6 +90,13 @@ def one_zero(fields, n: int) -> List[str]:
             for i, f in zip(range(n), fields)]
 
 
+def zero_sign(column: str) -> str:
+    """Whether the float ``column`` is -0.0 (NULL unless it is a zero): grouped by beside the column where rows are
+    summed per row, since GROUP BY makes -0.0 and 0.0 one value and a Z-set row keeps its own
+    (``sqlengine.zset.with_zero_signs``)."""
+    return f"CASE WHEN {column} = 0 THEN CAST({column} AS VARCHAR) LIKE '-%' END"
+
+
 def listed(items: Sequence[str]) -> str:
     return ", ".join(items)
 
@@ -131,8 +138,7 @@ def expanded(rows: str, columns: List[str], fields=()) -> str:
     column (``fields``: the columns' fields) is grouped by the sign of its zeros too: GROUP BY makes -0.0 and 0.0
     one value, and a row keeps its own (``sqlengine.zset.with_zero_signs``)."""
     if columns:
-        sign = {c: (f"CASE WHEN {c} = 0 THEN CAST({c} AS VARCHAR) LIKE '-%' END", f.type.base)
-                for c, f in zip(columns, fields) if f.type.base in FLOATS}
+        sign = {c: (zero_sign(c), f.type.base) for c, f in zip(columns, fields) if f.type.base in FLOATS}
         out = [f"CASE WHEN {sign[c][0]} THEN CAST('-0.0' AS {sign[c][1]}) ELSE {c} END AS {c}" if c in sign else c
                for c in columns]   # (Spark's GROUP BY makes a key's -0.0 0.0)
         pos = (f"SELECT {listed(out)}, SUM({W})::BIGINT AS __n FROM {rows} "

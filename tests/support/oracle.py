@@ -270,6 +270,27 @@ def diff(actual: Counter, expected: Counter) -> str:
     return "; ".join(parts)
 
 
+class _Row(tuple):
+    """A table row as the engine tells rows apart: -0.0 is not 0.0 (Python's tuples find them equal), NaN is NaN."""
+
+    def _key(self):
+        return tuple(("-0.0" if math.copysign(1.0, x) < 0 else "0.0") if isinstance(x, float) and x == 0 else
+                     "nan" if isinstance(x, float) and math.isnan(x) else x for x in self)
+
+    def __hash__(self):
+        return hash(self._key())
+
+    def __eq__(self, other):
+        return self._key() == (_Row(other)._key() if isinstance(other, tuple) else other)
+
+    def __ne__(self, other):
+        return not self == other
+
+
+def _signed_canon(x):
+    return x if isinstance(x, float) and x == 0 else canon(x)
+
+
 class Model:
     """Table contents under bag semantics, and DuckDB recomputation of views over them."""
 
@@ -280,15 +301,16 @@ class Model:
 
     def insert(self, table: str, rows: Sequence[tuple]) -> None:
         for r in rows:
-            self.rows[table][tuple(r)] += 1
+            self.rows[table][_Row(r)] += 1
 
     def delete(self, table: str, rows: Sequence[tuple]) -> None:
-        """Remove one copy of each row, matched by exact value (NaN matches NaN)."""
+        """Remove one copy of each row, matched by exact value (NaN matches NaN, -0.0 does not match 0.0)."""
         for r in rows:
-            r = tuple(r)
+            r = _Row(r)
             if self.rows[table][r] <= 0:
-                want = tuple(canon(x) for x in r)
-                r = next((k for k, n in self.rows[table].items() if n > 0 and tuple(canon(x) for x in k) == want), r)
+                want = _Row(_signed_canon(x) for x in r)
+                r = next((k for k, n in self.rows[table].items()
+                          if n > 0 and _Row(_signed_canon(x) for x in k) == want), r)
             if self.rows[table][r] > 0:
                 self.rows[table][r] -= 1
         self.rows[table] = +self.rows[table]

@@ -42,7 +42,9 @@ import duckdb
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from planner.circuit import FLOATS
 from sqlengine.executor.backends.duckdb import quoted
+from sqlengine.executor.delta_rules import zero_sign
 from sqlengine.executor.op_schemas import with_weight
 from sqlengine.executor.ops import ProbeSpec
 from sqlengine.types import arrow_type
@@ -78,6 +80,7 @@ class _Run:
         self.made: List[str] = []
         self.names = [[f.name for f in cols] for cols in self.node.columns]   # per recursive relation
         self.types = [[f.type.sql for f in cols] for cols in self.node.columns]
+        self.floats = [[f.type.base in FLOATS for f in cols] for cols in self.node.columns]
         self.ins, self.reads = ins, reads
 
     # ------------------------------------------------------------ relations
@@ -116,9 +119,10 @@ class _Run:
             same = " AND ".join(f"y.{c} IS NOT DISTINCT FROM x.{c}" for c in data)
             hit = f"EXISTS (SELECT 1 FROM {touched} AS y WHERE {same})"
             listed = ", ".join(data)
+            by = ", ".join(data + [zero_sign(c) for c in data if pa.types.is_floating(raw.schema.field(c).type)])
             src = self.table(name + "_sum", f"SELECT {listed}, {W} FROM {src} AS x WHERE NOT {hit} UNION ALL "
                                            f"SELECT {listed}, SUM({W})::BIGINT AS {W} FROM {src} AS x WHERE {hit} "
-                                           f"GROUP BY ALL HAVING SUM({W}) > 0")
+                                           f"GROUP BY {by} HAVING SUM({W}) > 0")
             many = self.con.sql(f"SELECT COALESCE(MAX({W}), 0) > 1 FROM {src}").fetchall()[0][0]
         else:
             many = bool(raw.num_rows) and pc.max(w).as_py() > 1
@@ -148,9 +152,19 @@ class _Run:
         body = _OCCURRENCE.sub(lambda m: versions[int(m.group(1))], text)
         if rec is not None:
             body = _REC.sub(rec, body)
-        cols = ", ".join(f"CAST(#{k + 1} AS {t}) AS {quoted(n)}" for k, (t, n) in enumerate(zip(self.types[i],
-                                                                                             self.names[i])))
+        cols = ", ".join(f"{self.value(i, k, f'CAST(#{k + 1} AS {t})')} AS {quoted(n)}"
+                         for k, (t, n) in enumerate(zip(self.types[i], self.names[i])))
         return f"SELECT {cols} FROM ({body})"
+
+    def value(self, i: int, k: int, e: str) -> str:
+        """Column ``k`` of relation ``i`` as ``e``; in a set (UNION) a float one with its zeros made 0.0: the set
+        holds one of -0.0 and 0.0, and which one would depend on the rows' order."""
+        return f"({e} + CAST(0 AS {self.types[i][k]}))" if self.node.distinct[i] and self.floats[i][k] else e
+
+    def grouped(self, i: int) -> str:
+        """GROUP BY relation ``i``'s rows, a float zero's sign kept (a Z-set row keeps it)."""
+        names = [quoted(c) for c in self.names[i]]
+        return ", ".join(names + [zero_sign(c) for c, f in zip(names, self.floats[i]) if f])
 
     def everywhere(self, tables: List[str]) -> Dict[int, str]:
         """Each occurrence reading its relation's ``tables[j]``."""
@@ -213,8 +227,10 @@ class _Run:
                 d = self.arrow(f"chg{j}", self.ins[j])
                 data = [f.name for f in self.ins[j].schema if f.name != W]
                 cols = ", ".join(f"{c} AS {quoted(nm)}" for c, nm in zip(data, node.relation_columns[j]))
+                by = ", ".join(data + [zero_sign(c) for c in data
+                                       if pa.types.is_floating(self.ins[j].schema.field(c).type)])
                 summed = self.table(f"dsum{j}", f"SELECT {', '.join(data)}, SUM({W})::BIGINT AS {W} FROM {d} "
-                                                f"GROUP BY ALL HAVING SUM({W}) <> 0")
+                                                f"GROUP BY {by} HAVING SUM({W}) <> 0")
                 plus[j] = self.table(f"plus{j}", f"SELECT {cols} FROM {summed} WHERE {W} > 0")
                 minus[j] = self.table(f"minus{j}", f"SELECT {cols} FROM {summed} WHERE {W} < 0")
             added, removed = self.incremental(old, new, plus, minus, r_old)
@@ -227,8 +243,8 @@ class _Run:
             for i in range(n):
                 cols = ", ".join(quoted(c) for c in self.names[i])
                 changes.append(f"SELECT {cols}, SUM({W})::BIGINT AS {W} FROM (SELECT *, 1::BIGINT AS {W} FROM "
-                               f"{fixed[i]} UNION ALL SELECT *, -1::BIGINT AS {W} FROM {r_old[i]}) GROUP BY ALL "
-                               f"HAVING SUM({W}) <> 0")
+                               f"{fixed[i]} UNION ALL SELECT *, -1::BIGINT AS {W} FROM {r_old[i]}) "
+                               f"GROUP BY {self.grouped(i)} HAVING SUM({W}) <> 0")
         if n == 1:
             out = self.con.sql(changes[0]).to_arrow_table()
             return out.rename_columns([f"c{k}" for k in range(len(self.names[0]))] + [W])
