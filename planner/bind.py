@@ -26,7 +26,7 @@ from .bind_subquery import SubqueryBinder, rewrite_late, rewrite_subquery_predic
 from .bind_window import WindowBinder, find_windows
 from .errors import BindError, ParseError, UnsupportedError
 from .semantics import typed
-from .typecheck import check_types, keep_position
+from .typecheck import NESTED, check_types, keep_position, type_class, type_name, types_meet
 from .logical import (AggCall, Aggregate, Distinct, Expr, Field, Filter, Join, Node, OneRow, Project, Scan,
                       SetOp, UnionAll, col)
 from .scope import (DIALECT, LATERAL_PREFIX, Rel, Scope, is_subquery_predicate, name_of,  # noqa: F401 (re-exported)
@@ -212,6 +212,7 @@ class Binder(SubqueryBinder, WindowBinder, AsofBinder, StarBinder, RecursiveBind
             if len(left.fields) != len(right.fields):
                 raise self.bind_error(f"{q.key.upper()} branches have {len(left.fields)} and "
                                       f"{len(right.fields)} columns", q.expression)
+            self.check_branch_types(left, right, q)
             return SetOp(left, right, q.key.lower(), not q.args.get("distinct")), names
         if isinstance(q, exp.Select):
             return self.bind_select(q, ctes)
@@ -239,11 +240,24 @@ class Binder(SubqueryBinder, WindowBinder, AsofBinder, StarBinder, RecursiveBind
         if len(left.fields) != len(right.fields):
             raise self.bind_error(f"UNION branches have {len(left.fields)} and {len(right.fields)} columns",
                                   q.expression)
+        self.check_branch_types(left, right, q)
         branches = (left.branches if isinstance(left, UnionAll) else (left,)) + (right,)
         plan: Node = UnionAll(branches)
         if q.args.get("distinct"):
             plan = Distinct(plan)
         return plan, names
+
+    def check_branch_types(self, left: Node, right: Node, q: exp.Expression) -> None:
+        """A nested column beside a scalar one in a UNION, INTERSECT or EXCEPT (DuckDB binds it, then fails on
+        every row) is an error at the right branch."""
+        for i, (a, b) in enumerate(zip(left.fields, right.fields)):
+            if NESTED in (type_class(a.type), type_class(b.type)) and None not in (type_class(a.type), type_class(b.type)) \
+                    and not types_meet(a.type, b.type):
+                right_q = q.expression
+                at = right_q.expressions[i] if isinstance(right_q, exp.Select) and i < len(right_q.expressions) \
+                    else right_q
+                raise self.bind_error(f"{q.key.upper()} column {i + 1}: cannot combine {type_name(a.type)} with "
+                                      f"{type_name(b.type)}", at)
 
     def union_by_name(self, left: Node, names: List[str], right: Node, rnames: List[str]):
         """``UNION [ALL] BY NAME``: both branches projected to the left's columns, then the right's other

@@ -24,6 +24,7 @@ from sqlglot import exp
 from .bind_window import find_windows
 from .logical import AggCall, Aggregate, Distinct, Expr, Filter, Join, Node, Project, col
 from .scope import Rel, Scope, is_subquery_predicate, split_and
+from .typecheck import check_types, type_name, types_meet
 from .types import BIGINT, BOOLEAN, SqlType
 from .user_functions import UserAggregate
 
@@ -124,11 +125,18 @@ class SubqueryBinder:
 
         a, b = w.this, w.expression
         sa, sb = side(a), side(b)
+        if {sa, sb} == {"inner", "outer"}:   # (a join key: its sides are bound apart, so their types meet here)
+            check_types(self.substituted(w, nested), nested.types(), self.sql)
         if (sa, sb) == ("inner", "outer"):
             return b, a
         if (sa, sb) == ("outer", "inner"):
             return a, b
         return None
+
+    def check_key_types(self, left: Expr, right: Expr, at: exp.Expression) -> None:
+        """``left = right`` as a join key (IN's probe and the subquery's column): their types must meet."""
+        if not types_meet(left.type, right.type):
+            raise self.bind_error(f"cannot compare {type_name(left.type)} with {type_name(right.type)}", at)
 
     # ------------------------------------------------------------------ IN / EXISTS
     def bind_subquery_predicate(self, c: exp.Expression, plan: Node, scope, ctes) -> Node:
@@ -169,6 +177,7 @@ class SubqueryBinder:
                 raise self.bind_error("IN subquery must select exactly one column", q)
             lkeys.append(self.bind_scalar(probe, scope))
             rkeys.append(self.bind_scalar(q.expressions[0], nested))
+            self.check_key_types(lkeys[0], rkeys[0], probe)
         for w in correlated:
             sides = self.correlated_sides(w, nested, width)
             if sides is None:
@@ -182,8 +191,9 @@ class SubqueryBinder:
     def in_join(self, plan: Node, scope, probe, sub_plan: Node, q) -> Node:
         if len(sub_plan.fields) != 1:
             raise self.bind_error(f"IN subquery returns {len(sub_plan.fields)} columns, expected 1", q)
-        return Join(plan, sub_plan, (self.bind_scalar(probe, scope),),
-                    (Expr(col(scope.width), sub_plan.fields[0].type),), None, "semi")
+        key = self.bind_scalar(probe, scope)
+        self.check_key_types(key, Expr(col(scope.width), sub_plan.fields[0].type), probe)
+        return Join(plan, sub_plan, (key,), (Expr(col(scope.width), sub_plan.fields[0].type),), None, "semi")
 
     def not_in(self, plan: Node, scope, probe, sub_plan: Node, q) -> Node:
         """``probe NOT IN (uncorrelated subquery)`` with NULL semantics (see the module docstring)."""
@@ -198,6 +208,7 @@ class SubqueryBinder:
         flags = Distinct(Project(stats, (Expr("c0 = 0", BOOLEAN), Expr("COALESCE(c1, 0) > 0", BOOLEAN)),
                                  ("is_empty", "has_null")))
         key = self.bind_scalar(probe, scope)
+        self.check_key_types(key, Expr("c0", sub_plan.fields[0].type), probe)
         joined = Join(plan, flags, (), (), None, "inner")
         kept = Filter(joined, Expr(f"c{width} OR (({key.sql}) IS NOT NULL AND NOT c{width + 1})", BOOLEAN))
         anti = Join(kept, sub_plan, (key,), (Expr(col(width + 2), sub_plan.fields[0].type),), None, "anti")

@@ -15,8 +15,9 @@ from typing import Dict, Iterator, Optional, Tuple
 
 from sqlglot import exp
 
-from .errors import UnsupportedError
+from .errors import BindError, UnsupportedError
 from .logical import Aggregate, Expr, Join, Node, Project, Window, walk
+from .typecheck import type_name, types_meet
 from .types import SUPPORTED_COLUMN_TYPES, SqlType, element_type, map_types, struct_fields
 
 STORABLE = {"BOOLEAN", "TINYINT", "SMALLINT", "INT", "BIGINT", "DECIMAL", "REAL", "DOUBLE", "VARCHAR", "DATE",
@@ -89,6 +90,12 @@ def check_column_types(view: str, plan: Node, output: Tuple[str, ...], origins: 
     ``output``: the view's column names; ``offset_of``: the offset of a SQL expression; ``default``: the offset
     reported when no expression is found."""
     for node in walk(plan):
+        if isinstance(node, Join):   # (keys bound one side at a time: a correlated subquery's, IN's)
+            for a, b in zip(node.left_keys, node.right_keys):
+                if not types_meet(a.type, b.type):
+                    origin = _origin(a, origins) or _origin(b, origins)
+                    raise BindError(f"view {view}: cannot compare {type_name(a.type)} with {type_name(b.type)}", sql=sql,
+                                    offset=(offset_of(origin) if origin is not None else None) or default)
         for name, e in _stored(node):
             if storable(e.type) or _PASS_THROUGH.fullmatch(e.sql):
                 continue

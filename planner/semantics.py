@@ -26,6 +26,7 @@ lowering to Spark SQL (``sqlengine.executor.backends.spark.spark_rule``).
 """
 from __future__ import annotations
 
+import re
 from typing import Sequence, Tuple
 
 from sqlglot import exp
@@ -186,8 +187,9 @@ def typed(e: exp.Expression, types: Sequence[SqlType]) -> Tuple[exp.Expression, 
         asked = duckdb_type(out, types)
         if asked is not None and asked.sql.strip('"') == "NULL":   # an untyped NULL: the planner's own type
             asked = None
-        if asked is not None and asked.sql in _SIGNED:   # (len, cardinality: UBIGINT) as an engine type
-            out, asked = exp.cast(out, _SIGNED[asked.sql]), SqlType(_SIGNED[asked.sql])
+        if asked is not None and _UNSIGNED.search(asked.sql):   # (len, cardinality: UBIGINT) as an engine type,
+            signed = _UNSIGNED.sub(lambda m: _SIGNED[m.group(0)], asked.sql)   # also inside a LIST or STRUCT
+            out, asked = exp.cast(out, exp.DataType.build(signed, dialect="duckdb")), SqlType(signed)
         if asked is not None:
             t = asked
         if not isinstance(out, exp.Column) and t.sql != "UNKNOWN" and t.base in DUCKDB_BASES:
@@ -201,6 +203,7 @@ def typed(e: exp.Expression, types: Sequence[SqlType]) -> Tuple[exp.Expression, 
 
 
 _SIGNED = {"UTINYINT": "SMALLINT", "USMALLINT": "INT", "UINTEGER": "BIGINT", "UBIGINT": "BIGINT"}
+_UNSIGNED = re.compile(r"\b(" + "|".join(_SIGNED) + r")\b")
 
 
 def _typed(e: exp.Expression, types: Sequence[SqlType]) -> Tuple[exp.Expression, SqlType]:

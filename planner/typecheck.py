@@ -44,12 +44,13 @@ from typing import List, Optional, Sequence, Tuple
 from sqlglot import exp
 
 from .errors import BindError
-from .types import SqlType
+from .types import SqlType, is_nested
 
 T = exp.DataType.Type
 
 # Type classes.  A value: (class, display name, string literal text or None).
 NUM, TEXT, DATE, TS, TIME, INTERVAL, BOOL, NULL = "num", "text", "date", "timestamp", "time", "interval", "bool", "null"
+NESTED = "nested"   # a LIST, MAP or STRUCT column: compares with another nested value (or text, which DuckDB parses)
 TEMPORAL = (DATE, TS, TIME)
 Typed = Tuple[Optional[str], str, Optional[str]]
 UNKNOWN_T: Typed = (None, "UNKNOWN", None)
@@ -57,7 +58,7 @@ UNKNOWN_T: Typed = (None, "UNKNOWN", None)
 _BASE_CLASS = {"TINYINT": NUM, "SMALLINT": NUM, "INT": NUM, "BIGINT": NUM, "DECIMAL": NUM, "REAL": NUM, "DOUBLE": NUM,
                "VARCHAR": TEXT, "DATE": DATE, "TIMESTAMP": TS, "BOOLEAN": BOOL, "TIME": TIME}
 _DISPLAY = {NUM: "NUMERIC", TEXT: "VARCHAR", DATE: "DATE", TS: "TIMESTAMP", TIME: "TIME", INTERVAL: "INTERVAL",
-            BOOL: "BOOLEAN", NULL: "NULL"}
+            BOOL: "BOOLEAN", NULL: "NULL", NESTED: "a nested value"}
 
 COMPARISONS = (exp.EQ, exp.NEQ, exp.LT, exp.LTE, exp.GT, exp.GTE, exp.NullSafeEQ, exp.NullSafeNEQ)
 ARITHMETIC = {exp.Add: "+", exp.Sub: "-", exp.Mul: "*", exp.Div: "/", exp.Mod: "%", exp.IntDiv: "//"}
@@ -89,7 +90,7 @@ def keep_position(new: exp.Expression, old: exp.Expression) -> exp.Expression:
     return new
 
 
-def _type_name(t: SqlType) -> str:
+def type_name(t: SqlType) -> str:
     return "INTEGER" if t.sql == "INT" else t.sql
 
 
@@ -133,7 +134,7 @@ def castable(text: str, cls: str) -> bool:
     >>> castable("2024-01-01", TS), castable("abc", TS), castable(" 1e3 ", NUM), castable("yes", BOOL)
     (True, False, True, True)
     """
-    if cls == TEXT:
+    if cls in (TEXT, NESTED):
         return True
     if cls == NUM:
         return bool(_NUMBER.match(text))
@@ -186,6 +187,8 @@ def _arith_result(op: str, a: str, b: str) -> Optional[str]:
     if a == NUM and b == NUM:
         return NUM
     if op == "+":
+        if a == b == NESTED:   # DuckDB concatenates lists with +
+            return NESTED
         if {a, b} == {DATE, NUM}:
             return DATE
         if a in TEMPORAL and b == INTERVAL or a == INTERVAL and b in TEMPORAL:
@@ -247,8 +250,8 @@ class _Checker:
             m = re.fullmatch(r"c(\d+)", n.name)
             if m and int(m.group(1)) < len(self.types):
                 t = self.types[int(m.group(1))]
-                cls = _BASE_CLASS.get(t.base)
-                return (cls, _type_name(t), None) if cls else UNKNOWN_T
+                cls = type_class(t)
+                return (cls, type_name(t), None) if cls else UNKNOWN_T
             return UNKNOWN_T
         if isinstance(n, exp.Null):
             return NULL, "NULL", None
@@ -452,6 +455,22 @@ def _relevant(e: exp.Expression) -> bool:
     return any(isinstance(n, COMPARISONS + (exp.Between, exp.In, exp.Neg)) or type(n) in ARITHMETIC or
                (isinstance(n, exp.Cast) and n.meta.get("implicit")) or _untyped_temporal_operand(n) is not None
                for n in e.walk())
+
+
+def type_class(t: SqlType) -> Optional[str]:
+    """The class of a column type (None: not one of the classes above)."""
+    return NESTED if is_nested(t) else _BASE_CLASS.get(t.base)
+
+
+def types_meet(a: SqlType, b: SqlType) -> bool:
+    """Whether values of column types ``a`` and ``b`` compare (as ``=``, a join key, or a UNION's column does):
+    by the classes above; a type the checker does not know meets every other.
+
+    >>> types_meet(SqlType("INT[]"), SqlType("INT")), types_meet(SqlType("INT"), SqlType("DECIMAL(5,2)"))
+    (False, True)
+    """
+    ca, cb = type_class(a), type_class(b)
+    return ca is None or cb is None or _comparable(ca, cb)
 
 
 def check_types(e: exp.Expression, types: Sequence[SqlType], sql: Optional[str] = None) -> None:

@@ -61,6 +61,38 @@ def test_nested_and_json_columns_compile_with_duckdbs_types(view, types):
     assert [f.type.sql for f in p.views["w"].plan.fields] == types
 
 
+@pytest.mark.parametrize("view, message, at", [
+    ("SELECT (SELECT 'x' FROM t AS b WHERE a.l = b.n) AS s FROM u AS a", "cannot compare DECIMAL(10, 2)[] with "
+     "DECIMAL(10, 2)", "a.l ="),
+    ("SELECT a.k FROM u AS a WHERE EXISTS (SELECT 1 FROM t AS b WHERE a.l = b.n)", "cannot compare", "a.l ="),
+    ("SELECT k FROM t WHERE n IN (SELECT l FROM u)", "cannot compare DECIMAL(10, 2) with DECIMAL(10, 2)[]",
+     "n IN"),
+    ("SELECT k FROM t WHERE EXISTS (SELECT 1 FROM u WHERE u.k = t.ts)", "cannot compare INTEGER with TIMESTAMP",
+     "u.k ="),
+    ("SELECT k FROM u JOIN t USING (k) WHERE u.l = t.n", "cannot compare", "u.l ="),
+    ("SELECT n FROM t UNION SELECT l FROM u", "UNION column 1: cannot combine DECIMAL(10, 2) with "
+     "DECIMAL(10, 2)[]", "l FROM u"),
+    ("SELECT l FROM u EXCEPT SELECT n FROM t", "EXCEPT column 1: cannot combine", "n FROM t"),
+    ("SELECT l + 1 AS p FROM u", "cannot apply + to DECIMAL(10, 2)[] and INTEGER", "l +"),
+    ("SELECT k FROM u WHERE l IN (1.5, 2)", "cannot compare DECIMAL(10, 2)[] with DECIMAL", "1.5"),
+])
+def test_a_nested_value_beside_a_scalar_is_an_error_at_compile_time(view, message, at):
+    """DuckDB binds these and then fails on every row ("Unimplemented type for cast"), or rejects them; the
+    correlated and IN forms are join keys bound one side at a time (fuzz seed 70181)."""
+    sql = SCHEMA + ";\nCREATE TABLE u (k INT, l DECIMAL(10, 2)[]);\nCREATE VIEW w AS " + view
+    with pytest.raises(EngineError) as info:
+        compile_program(sql)
+    assert message in info.value.message, info.value.message
+    assert (info.value.line, info.value.column) == (3, sql.split("\n")[2].index(at) + 1), str(info.value)
+
+
+def test_unsigned_values_inside_a_nested_value_become_signed():
+    """``[cardinality(...), 3]`` is a UBIGINT[] in DuckDB: a BIGINT[] here, UNNESTed too (fuzz seed 70143)."""
+    p = compile_program(SCHEMA + ";\nCREATE VIEW w AS SELECT u.x, [len(v)] AS l, {'a': len(v)} AS s FROM t "
+                        "JOIN UNNEST([cardinality([k, b]), 3]) AS u(x) ON TRUE")
+    assert [f.type.sql for f in p.views["w"].plan.fields] == ["BIGINT", "BIGINT[]", "STRUCT(a BIGINT)"]
+
+
 def test_nested_values_inside_an_expression_are_fine():
     p = compile_program(SCHEMA + ";\nCREATE VIEW w AS SELECT len(string_split(v, ',')) AS n, "
                         "string_split(v, ',')[1] IS NULL AS e, list_contains([k, 2], 2) AS c, NULL AS z FROM t")
