@@ -504,6 +504,8 @@ class Binder(SubqueryBinder, WindowBinder, AsofBinder, StarBinder, RecursiveBind
                                    offset=self.keyword_offset("FETCH", select.args["fetch"]))
         if isinstance(select.args.get("distinct"), exp.Distinct) and select.args["distinct"].args.get("on"):
             raise self.unsupported("DISTINCT ON", select.args["distinct"])
+        if not select.expressions:   # (sqlglot reads ``SELECT FROM t``; DuckDB's parser rejects it)
+            raise self.bind_error("SELECT without a selection list", select)
         self.check_columns_in_select_list(select)
         plan, scope, _ = self.bind_from(select, ctes)
         if select.args.get("qualify") is not None:   # the SELECT in a subquery, filtered on its QUALIFY column

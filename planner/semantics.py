@@ -189,6 +189,7 @@ def typed(e: exp.Expression, types: Sequence[SqlType]) -> Tuple[exp.Expression, 
             asked = None
         if asked is not None and _UNSIGNED.search(asked.sql):   # (len, cardinality: UBIGINT) as an engine type,
             signed = _UNSIGNED.sub(lambda m: _SIGNED[m.group(0)], asked.sql)   # also inside a LIST or STRUCT
+            signed = SqlType(signed).sql
             out, asked = exp.cast(out, exp.DataType.build(signed, dialect="duckdb")), SqlType(signed)
         if asked is not None:
             t = asked
@@ -202,7 +203,8 @@ def typed(e: exp.Expression, types: Sequence[SqlType]) -> Tuple[exp.Expression, 
     return out, t
 
 
-_SIGNED = {"UTINYINT": "SMALLINT", "USMALLINT": "INT", "UINTEGER": "BIGINT", "UBIGINT": "BIGINT"}
+_SIGNED = {"UTINYINT": "SMALLINT", "USMALLINT": "INT", "UINTEGER": "BIGINT", "UBIGINT": "BIGINT",
+           "HUGEINT": "DECIMAL(38, 0)", "UHUGEINT": "DECIMAL(38, 0)"}   # (a top-level HUGEINT: from_duckdb_name)
 _UNSIGNED = re.compile(r"\b(" + "|".join(_SIGNED) + r")\b")
 
 
