@@ -10,7 +10,6 @@ import re
 from typing import Any, Dict, List, Optional, Tuple
 from urllib.parse import urlparse, urlunparse
 
-import pyarrow as pa
 
 from planner.errors import ConnectorError, PermanentConnectorError
 
@@ -146,6 +145,7 @@ def check_columns(what: str, relation: str, fields: List[Tuple[str, Any]], pg_co
     from sqlengine.types import arrow_type
 
     from .formats import _COMPATIBLE, _kind
+    from .postgres_values import fits
     by_lower = {c[0].lower(): c for c in pg_columns}
     out: Dict[str, str] = {}
     for name, ftype in fields:
@@ -153,9 +153,12 @@ def check_columns(what: str, relation: str, fields: List[Tuple[str, Any]], pg_co
         if c is None:
             raise PermanentConnectorError(f"{what}: PostgreSQL table {pg_name} has no column {name!r} (of {relation}); "
                                           f"its columns: {', '.join(x[0] for x in pg_columns)}")
-        sql_kind, pg_kind = _kind(arrow_type(ftype)), _pg_kind(c[1], c[2])
-        ok = pg_kind in _COMPATIBLE.get(sql_kind, ()) if reading else sql_kind in _COMPATIBLE.get(pg_kind, ())
-        if not ok and not (not reading and pg_kind == "string"):
+        ok = fits(c[1], ftype, reading)
+        if ok is None:
+            sql_kind, pg_kind = _kind(arrow_type(ftype)), _pg_kind(c[1], c[2])
+            ok = pg_kind in _COMPATIBLE.get(sql_kind, ()) if reading else sql_kind in _COMPATIBLE.get(pg_kind, ())
+            ok = ok or (not reading and pg_kind == "string")
+        if not ok:
             raise PermanentConnectorError(f"{what}: column {name} is {c[1]} in PostgreSQL table {pg_name} but "
                                           f"{ftype.sql} in {relation}")
         out[name] = c[0]
@@ -163,27 +166,6 @@ def check_columns(what: str, relation: str, fields: List[Tuple[str, Any]], pg_co
 
 
 def pg_type(ftype) -> Optional[str]:
-    """The PostgreSQL column type for a SQL column type (None: no mapping)."""
-    from sqlengine.types import arrow_type
-    t = arrow_type(ftype)
-    if pa.types.is_int8(t) or pa.types.is_int16(t):
-        return "smallint"
-    if pa.types.is_int32(t):
-        return "integer"
-    if pa.types.is_integer(t):
-        return "bigint"
-    if pa.types.is_float32(t):
-        return "real"
-    if pa.types.is_floating(t):
-        return "double precision"
-    if pa.types.is_decimal(t):
-        return f"numeric({t.precision},{t.scale})"
-    if pa.types.is_string(t) or pa.types.is_large_string(t):
-        return "text"
-    if pa.types.is_boolean(t):
-        return "boolean"
-    if pa.types.is_date(t):
-        return "date"
-    if pa.types.is_timestamp(t):
-        return "timestamp"
-    return None
+    """The PostgreSQL column type for a SQL column type (None: no mapping; see ``connectors.postgres_values``)."""
+    from .postgres_values import pg_type as mapped
+    return mapped(ftype)

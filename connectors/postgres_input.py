@@ -69,6 +69,7 @@ from sqlengine.types import arrow_type
 from .base import Source, SourceBatch, opt, register_source
 from .postgres_common import check_columns, check_table_name, connect, pg_error, qualified, quote, redact, \
     split_table, table_columns
+from .postgres_values import decoder, snapshot_column, text_column
 
 JDBC_JAR = "/usr/share/java/postgresql.jar"
 WHAT = "postgres_input"
@@ -152,6 +153,8 @@ class PostgresInput(Source):
         self._advanced = -1               # the slot's confirmed position as far as we know (an int LSN)
         self._pending: Optional[SourceBatch] = None   # the snapshot, read by the first poll
         self._columns: Dict[str, str] = {}
+        self._pg_types: Dict[str, str] = {}   # SQL column -> its PostgreSQL type
+        self._decoders: List[Any] = []        # per field: connectors.postgres_values.decoder, or None
         self._done = False
         self._next_poll = 0.0
         self._last_empty = 0.0
@@ -185,6 +188,9 @@ class PostgresInput(Source):
                                           f"{redact(self.config['uri'])}")
         self._columns = check_columns(WHAT, f"table {self.ctx.relation}",
                                       [(f.name, f.type) for f in self.fields], cols, self.pg_name, reading=True)
+        pg_of = {c[0]: c[1] for c in cols}
+        self._pg_types = {f.name: pg_of[self._columns[f.name]] for f in self.fields}
+        self._decoders = [decoder(self._pg_types[f.name], f.type) for f in self.fields]
         mode = self.config["mode"]
         if mode == "cdc":
             self._open_cdc(position)
@@ -253,8 +259,9 @@ class PostgresInput(Source):
         self._pending = self._snapshot_batch(snapshot, {"lsn": lsn})
 
     # ------------------------------------------------------------ the snapshot
-    def _select_list(self) -> str:
-        return ", ".join(quote(self._columns[f.name]) for f in self.fields)
+    def _select_list(self, item=snapshot_column) -> str:
+        """The columns as psycopg reads them (``item``: as Spark's JDBC reader does, ``text_column``)."""
+        return ", ".join(item(self._pg_types[f.name], quote(self._columns[f.name])) for f in self.fields)
 
     def _snapshot_batch(self, snapshot: Optional[str], position: Any) -> SourceBatch:
         reader = self.config["snapshot_reader"]
@@ -318,13 +325,22 @@ class PostgresInput(Source):
             if lo is not None and hi > lo:
                 reader = (reader.option("partitionColumn", part).option("lowerBound", str(lo))
                           .option("upperBound", str(hi)).option("numPartitions", str(self.config["partitions"])))
-        sub = f"(SELECT {self._select_list()} FROM {table}) AS sqlengine_snapshot"
+        sub = f"(SELECT {self._select_list(text_column)} FROM {table}) AS sqlengine_snapshot"
         try:
             data = reader.option("dbtable", sub).load().toArrow()
         except Exception as e:   # noqa: BLE001 - py4j wraps the JDBC error
             text = str(getattr(e, "java_exception", e)).splitlines()[0][:500]
             raise ConnectorError(f"{WHAT}: Spark's JDBC read of {self.pg_name} failed: {text}") from None
-        yield from arrow_batches_chunks(self.ctx.table, data.schema, data.to_batches(chunk_rows), {}, errs)
+        if not any(self._decoders):
+            yield from arrow_batches_chunks(self.ctx.table, data.schema, data.to_batches(chunk_rows), {}, errs)
+            return
+        seen: dict = {}   # (arrays, JSON, UUID, TIME, bytea: their values decoded as the changes' are)
+        base = 0
+        for batch in data.to_batches(chunk_rows):
+            rows = list(zip(*[c.to_pylist() for c in batch.columns])) if batch.num_columns else []
+            if rows:
+                yield self._convert(rows, 1, errs, seen, base)
+                base += len(rows)
 
     def _partition_column(self) -> Optional[str]:
         for k in self.key:
@@ -343,8 +359,22 @@ class PostgresInput(Source):
         arrays = []
         for j, f in enumerate(self.fields):
             target = arrow_type(f.type)
-            arrays.append(convert_values([_py(r[j], target) for r in rows], f.type, f.name, errs))
+            decode = self._decoders[j] if j < len(self._decoders) else None
+            values = [r[j] for r in rows]
+            if decode is not None:
+                values = self._decoded(values, decode, f.name, errs)
+            arrays.append(convert_values([_py(v, target) for v in values], f.type, f.name, errs))
         return finish(self.ctx.table, arrays, weights, errs, seen)
+
+    def _decoded(self, values: List[Any], decode, column: str, errs) -> List[Any]:
+        out = []
+        for i, v in enumerate(values):
+            try:
+                out.append(None if v is None else decode(v))
+            except (ValueError, TypeError, KeyError, IndexError) as e:
+                errs.add(i, column, f"cannot read {str(v)[:80]!r} ({self._pg_types[column]} in PostgreSQL): {e}")
+                out.append(None)
+        return out
 
     # ------------------------------------------------------------ reading changes
     def poll(self, max_rows: int) -> Optional[SourceBatch]:

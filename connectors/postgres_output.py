@@ -38,6 +38,7 @@ from planner.errors import PermanentConnectorError
 from .base import Sink, opt, register_sink
 from .postgres_common import check_columns, check_table_name, connect, pg_error, pg_type, qualified, quote, \
     split_table, table_columns
+from .postgres_values import as_text, needs_text_out
 
 WEIGHT = "__weight"
 PROGRESS = "sqlengine_sink_progress"
@@ -111,7 +112,7 @@ class PostgresOutput(Sink):
             ddl = ", ".join(f"{quote(n)} {pg_type(t)}" + (" NOT NULL" if n in self.key and not nullable else "")
                             for n, t in self.ctx.columns)
             if self.key:   # a key the view may hold NULL in: NULL is one value of it
-                ddl += (f", UNIQUE NULLS NOT DISTINCT" if nullable else ", PRIMARY KEY") + \
+                ddl += (", UNIQUE NULLS NOT DISTINCT" if nullable else ", PRIMARY KEY") + \
                     f" ({', '.join(quote(k) for k in self.key)})"
             self.conn.execute(f"CREATE TABLE IF NOT EXISTS {table} ({ddl})")
             cols = table_columns(self.conn, self.schema, self.pg_table)
@@ -172,6 +173,9 @@ class PostgresOutput(Sink):
                           "ON COMMIT DELETE ROWS")
         buf = io.BytesIO()
         t = changes.select(self.names + [WEIGHT])
+        for i, (n, ftype) in enumerate(self.ctx.columns):   # arrays, JSON, bytea: as the text COPY reads
+            if needs_text_out(ftype):
+                t = t.set_column(i, n, as_text(t.column(i).combine_chunks(), ftype))
         # every non-NULL string quoted, so that an empty string is not read back as NULL
         pacsv.write_csv(t, buf, pacsv.WriteOptions(include_header=False, quoting_style="all_valid"))
         names = ", ".join(quote(self.pg_cols[n]) for n in self.names)

@@ -83,6 +83,11 @@ def _no_constant(name: str):
     raise ValueError(f"{name} is not JSON")
 
 
+class JsonText(str):
+    """JSON text given for a JSON column, which takes it as the value it spells (``JsonText('null')`` is JSON's
+    null, not SQL's NULL; ``'{"a": 1}'`` an object), where a plain ``str`` is a JSON string value."""
+
+
 def canonical_json(text: Optional[str]) -> Optional[str]:
     """JSON text in its canonical form (compact, every object's keys sorted); raises ValueError if it is not
     JSON.
@@ -194,7 +199,7 @@ def converter(t: SqlType) -> Callable[[Any], Any]:
     builds the column from; it raises ValueError / TypeError on a value that does not fit."""
     b = t.base
     if b == "JSON":
-        return lambda v: None if v is None else _dump(v)
+        return lambda v: None if v is None else canonical_json(v) if isinstance(v, JsonText) else _dump(v)
     if b == "ARRAY":
         inner = converter(element_type(t))
 
