@@ -6,7 +6,10 @@ import datetime as dt
 import decimal
 import json
 import math
+import re
 from typing import Any, List
+
+import pyarrow as pa
 
 from planner.types import SqlType, element_type, map_types, struct_fields
 
@@ -82,6 +85,54 @@ def dumps(obj: Any) -> str:
 
 def sql_type(t) -> str:
     return getattr(t, "sql", None) or str(t)
+
+
+_ARROW_SCALARS = {pa.bool_(): "BOOLEAN", pa.int8(): "TINYINT", pa.int16(): "SMALLINT", pa.int32(): "INT",
+                  pa.int64(): "BIGINT", pa.uint8(): "UTINYINT", pa.uint16(): "USMALLINT", pa.uint32(): "UINTEGER",
+                  pa.uint64(): "UBIGINT", pa.float16(): "REAL", pa.float32(): "REAL", pa.float64(): "DOUBLE",
+                  pa.string(): "VARCHAR", pa.large_string(): "VARCHAR", pa.binary(): "BLOB",
+                  pa.large_binary(): "BLOB", pa.date32(): "DATE", pa.date64(): "DATE", pa.null(): "NULL"}
+_PLAIN_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+def arrow_sql_type(t: pa.DataType) -> str:
+    """The SQL type (as the engine spells it: ``INT[]``, ``MAP(VARCHAR, INT)``, ``STRUCT(a INT, "b c" DATE)``)
+    of an Arrow type: the types of an ad-hoc query's columns (DuckDB's, in which a VARIANT is VARCHAR).
+
+    >>> arrow_sql_type(pa.map_(pa.string(), pa.list_(pa.int32())))
+    'MAP(VARCHAR, INT[])'
+    >>> arrow_sql_type(pa.struct([("a", pa.decimal128(10, 2)), ("b c", pa.timestamp("us", tz="UTC"))]))
+    'STRUCT(a DECIMAL(10, 2), "b c" TIMESTAMP WITH TIME ZONE)'
+    """
+    if t in _ARROW_SCALARS:
+        return _ARROW_SCALARS[t]
+    if pa.types.is_map(t):
+        return f"MAP({arrow_sql_type(t.key_type)}, {arrow_sql_type(t.item_type)})"
+    if pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_fixed_size_list(t):
+        return arrow_sql_type(t.value_type) + "[]"
+    if pa.types.is_struct(t):
+        fields = (t.field(i) for i in range(t.num_fields))
+        return "STRUCT(" + ", ".join(
+            (f.name if _PLAIN_NAME.fullmatch(f.name) else '"' + f.name.replace('"', '""') + '"')
+            + " " + arrow_sql_type(f.type) for f in fields) + ")"
+    if pa.types.is_decimal(t):
+        return f"DECIMAL({t.precision}, {t.scale})"
+    if pa.types.is_timestamp(t):
+        return "TIMESTAMP WITH TIME ZONE" if t.tz else "TIMESTAMP"
+    if pa.types.is_time(t):
+        return "TIME"
+    if pa.types.is_interval(t) or pa.types.is_duration(t):
+        return "INTERVAL"
+    if pa.types.is_dictionary(t):
+        return arrow_sql_type(t.value_type)
+    return str(t).upper()
+
+
+def columns_header(schema: pa.Schema) -> str:
+    """The ``x-columns`` header of a JSON query answer: its columns, in order, as ASCII JSON
+    ``[{"name": ..., "type": ...}, ...]`` (a row object cannot tell a MAP from a ROW, nor give the columns of an
+    empty result)."""
+    return json.dumps([{"name": f.name, "type": arrow_sql_type(f.type)} for f in schema], separators=(",", ":"))
 
 
 def columns_of(p, relation: str) -> List[dict]:

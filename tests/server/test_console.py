@@ -142,7 +142,7 @@ def test_console_in_browser(browser, tmp_path):
             box.send_keys("SELECT k, n, s FROM agg ORDER BY k")
             box.send_keys(Keys.CONTROL, Keys.ENTER)
             wait.until(lambda _: text("query-status").startswith("2 rows"))
-            heads = [c.text for c in d.find_elements(By.CSS_SELECTOR, "#query-result thead th")]
+            heads = [c.text for c in d.find_elements(By.CSS_SELECTOR, "#query-result thead th .colname")]
             cells = [[c.text for c in r.find_elements(By.TAG_NAME, "td")]
                      for r in d.find_elements(By.CSS_SELECTOR, "#query-result tbody tr")]
             assert heads == ["k", "n", "s"] and cells == [["1", "2", "15"], ["2", "1", "20"]], (heads, cells)
@@ -191,4 +191,86 @@ def test_console_in_browser(browser, tmp_path):
                     and "400" not in e["message"]]
             assert not logs, logs   # no script errors (401/400 are the expected failed requests)
     finally:
+        s.stop()
+
+
+NESTED_SQL = """CREATE TABLE n (id INT NOT NULL, xs INT[], m MAP(VARCHAR, INT), mi MAP(INT, VARCHAR[]),
+  s STRUCT(name VARCHAR, nums INT[]), doc JSON, big INT[]);
+CREATE MATERIALIZED VIEW nv AS SELECT * FROM n;
+"""
+CELLS_JS = """return [...document.querySelectorAll(arguments[0] + ' tbody tr')].map(
+  (r) => [...r.cells].map((c) => [c.textContent, c.querySelectorAll('.v-null').length, c.title]))"""
+
+
+def test_nested_values_in_browser(browser, tmp_path):
+    """Nested values in the change feed (egress: types from the view's columns) and in a query result (types
+    from the x-columns header): ARRAY as [..], MAP as {k → v}, ROW as {name: v}, JSON as compact JSON, strings
+    quoted inside, NULL marked at any depth, a long value cut with the whole in its title and on a click."""
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    d = browser
+    wait = WebDriverWait(d, 15)
+    text = lambda id_: d.find_element(By.ID, id_).text  # noqa: E731
+    s = Served(create_app(str(tmp_path / "root")))   # no token
+    try:
+        with httpx.Client(base_url=s.url, timeout=60) as http:
+            r = http.put("/v0/pipelines/nest", json={"program_code": NESTED_SQL, "runtime_config": LAZY})
+            assert r.status_code == 201, r.text
+            assert http.post("/v0/pipelines/nest/start").json()["status"] == "running"
+            d.get(s.url + "/#/pipelines/nest")
+            wait.until(lambda _: d.find_elements(By.CSS_SELECTOR, "#feed-view option"))
+            d.find_element(By.ID, "feed-toggle").click()
+            wait.until(lambda _: text("feed-status") == "watching nv: no changes yet", "the change feed did not start")
+            rows = [{"id": 1, "xs": [1, None, 3], "m": {"a": 1, "b c": None}, "mi": [[7, ["x", None]]],
+                     "s": {"name": "it's", "nums": [1, 2]}, "doc": {"k": [1, {"n": None}]}, "big": list(range(100))},
+                    {"id": 2},
+                    {"id": 3, "xs": [], "m": {}, "s": {"name": None, "nums": None}, "doc": "x"}]   # (an INT-keyed
+            # MAP comes in as pairs: ingress reads no integer from a JSON object's text keys)
+            r = http.post("/v0/pipelines/nest/ingress/n", content=json.dumps(rows))
+            assert r.status_code == 200, r.text
+            wait.until(lambda _: text("feed-status") == "watching nv: 3 changes", text("feed-status"))
+            big = "[" + ", ".join(map(str, range(100))) + "]"
+            cut = big[:160] + "…"
+            row1 = ["[1, NULL, 3]", "{'a' → 1, 'b c' → NULL}", "{7 → ['x', NULL]}",
+                    "{name: 'it''s', nums: [1, 2]}"]
+            feed = d.execute_script(CELLS_JS, "#feed-rows")
+            got = {c[2][0]: c for c in feed}   # by id
+            assert [c[0] for c in got["1"][1:]] == ["+ insert", "1", *row1, '{"k":[1,{"n":null}]}', cut], got["1"]
+            assert [c[1] for c in got["1"][3:6]] == [1, 1, 1]   # the NULL inside: marked
+            assert got["1"][-1][2].startswith(big) and "click" in got["1"][-1][2]   # the whole value in the title
+            assert [c[0] for c in got["2"][2:]] == ["2"] + ["NULL"] * 6, got["2"]
+            assert [c[0] for c in got["3"][2:]] == ["3", "[]", "{}", "NULL", "{name: NULL, nums: NULL}", '"x"',
+                                                     "NULL"], got["3"]
+            heads = [c.text for c in d.find_elements(By.CSS_SELECTOR, "#feed-rows thead th .coltype")]
+            assert heads == ["INT", "INT[]", "MAP(VARCHAR, INT)", "MAP(INT, VARCHAR[])",
+                             "STRUCT(name VARCHAR, nums INT[])", "JSON", "INT[]"], heads
+
+            # a query: the same values (a JSON value is its text there: DuckDB's VARCHAR)
+            box = d.find_element(By.ID, "query-sql")
+            box.clear()
+            box.send_keys("SELECT * FROM nv ORDER BY id")
+            d.find_element(By.ID, "query-run").click()
+            wait.until(lambda _: text("query-status").startswith("3 rows"))
+            q = d.execute_script(CELLS_JS, "#query-result")
+            assert [c[0] for c in q[0]] == ["1", *row1, '{"k":[1,{"n":null}]}', cut], q[0]
+            assert [c[0] for c in q[2]] == ["3", "[]", "{}", "NULL", "{name: NULL, nums: NULL}", '"x"', "NULL"], q[2]
+            heads = [c.text for c in d.find_elements(By.CSS_SELECTOR, "#query-result thead th .coltype")]
+            assert heads[:6] == ["INT", "INT[]", "MAP(VARCHAR, INT)", "MAP(INT, VARCHAR[])",
+                                 "STRUCT(name VARCHAR, nums INT[])", "VARCHAR"], heads
+            long = d.find_element(By.CSS_SELECTOR, "#query-result tbody tr:first-child td:last-child")
+            long.click()   # expands, and a second click cuts again
+            wait.until(lambda _: long.get_attribute("textContent") == big)
+            long.click()
+            wait.until(lambda _: long.get_attribute("textContent") == cut)
+            os.makedirs(SHOTS, exist_ok=True)
+            assert d.save_screenshot(os.path.join(SHOTS, "07-nested.png"))
+            d.find_element(By.ID, "feed-toggle").click()
+            wait.until(lambda _: text("feed-status") == "stopped")
+            logs = [e for e in d.get_log("browser") if e.get("level") == "SEVERE" and "favicon" not in e["message"]
+                    and (e.get("source") != "network" or s.url in e["message"])]   # (not the last test's page)
+            assert not logs, logs
+    finally:
+        # (an open change stream would hold the server's stop up; leaving the page alone does not close it)
+        d.execute_script("if (typeof stopFeed === 'function') stopFeed()")
         s.stop()

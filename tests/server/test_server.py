@@ -633,6 +633,13 @@ def test_nested_values_in_and_out(served, http):
                     break
     assert lines[0]["json_data"] == [{"insert": row}]
     text = {**row, "doc": '{"k":[1,{"n":null}]}'}
-    assert http.get("/v0/pipelines/nested/query", params={"sql": "SELECT * FROM v"}).json() == [text]
+    r = http.get("/v0/pipelines/nested/query", params={"sql": "SELECT * FROM v"})
+    assert r.json() == [text]
+    # the x-columns header: the columns and their SQL types (a MAP and a ROW are both objects), even with no rows
+    r = http.get("/v0/pipelines/nested/query", params={"sql": "SELECT * FROM v WHERE id < 0"})
+    assert r.json() == [] and json.loads(r.headers["x-columns"]) == [
+        {"name": "id", "type": "INT"}, {"name": "tags", "type": "VARCHAR[]"},
+        {"name": "attrs", "type": "MAP(VARCHAR, INT)"}, {"name": "cust", "type": "STRUCT(name VARCHAR, tier INT)"},
+        {"name": "doc", "type": "VARCHAR"}, {"name": "b", "type": "BLOB"}]
     http.post("/v0/pipelines/nested/stop", params={"force": "true"})
     http.delete("/v0/pipelines/nested", params={"clear_storage": "true"})

@@ -10,7 +10,7 @@ from fastapi.responses import PlainTextResponse, Response
 
 from sqlengine import nested
 
-from ..encoding import dumps, json_value
+from ..encoding import columns_header, dumps, json_value
 from ..errors import ApiError
 from ..registry import Manager
 from .deps import get_manager
@@ -19,7 +19,8 @@ router = APIRouter()
 
 
 @router.get("/v0/pipelines/{name}/query", summary="Ad-hoc read-only SELECT over the last committed step; "
-            "format=json (an array of row objects: timestamps ISO 8601, decimals as strings), csv, text, "
+            "format=json (an array of row objects: timestamps ISO 8601, decimals as strings; the header x-columns "
+            "gives the columns' names and SQL types as a JSON array), csv, text, "
             "arrow (IPC stream) or parquet")
 def query(name: str, sql: str = Query(..., description="one SELECT statement"), format: str = "json",
           mgr: Manager = Depends(get_manager)):
@@ -32,7 +33,7 @@ def query(name: str, sql: str = Query(..., description="one SELECT statement"), 
     if format == "json":
         columns = [nested.python_values(c) for c in t.columns]   # (a MAP as an object)
         rows = [{k: json_value(x) for k, x in zip(t.column_names, r)} for r in zip(*columns)]
-        return Response(dumps(rows), media_type="application/json")
+        return Response(dumps(rows), media_type="application/json", headers={"x-columns": columns_header(t.schema)})
     buf = io.BytesIO()
     if format == "csv":
         import pyarrow.csv as pcsv

@@ -10,7 +10,9 @@ const ERROR_ROWS_SQL = "SELECT step, view, expression, error, row, weight FROM s
 const $ = (id) => document.getElementById(id);
 let authNeeded = false;               // a 401 pauses polling until a token is entered
 let busy = false;                     // one refresh at a time
-let current = null;                   // the pipeline shown: {name, samples, lastErrorsAt, programLoaded}
+let current = null;                   // the pipeline shown: {name, samples, lastErrorsAt, programLoaded, columns,
+                                      //  feed: the change stream read, {view, abort} or null}
+const FEED_ROWS = 200;                // the change table keeps the newest rows only
 
 // ------------------------------------------------------------------------------------------ HTTP
 class ApiError extends Error {
@@ -21,12 +23,15 @@ class ApiError extends Error {
   }
 }
 
-async function api(method, path, params, body) {
-  const headers = {};
+function authHeaders() {
   const token = sessionStorage.getItem(TOKEN_KEY);
-  if (token) headers.Authorization = "Bearer " + token;
+  return token ? {Authorization: "Bearer " + token} : {};
+}
+
+async function api(method, path, params, body, withHeaders = false) {   // the JSON answer ([it, headers])
+  const token = sessionStorage.getItem(TOKEN_KEY);
   const url = params ? `${path}?${new URLSearchParams(params)}` : path;
-  const r = await fetch(url, {method, headers, body});
+  const r = await fetch(url, {method, headers: authHeaders(), body});
   const text = await r.text();
   let data = text;
   try { data = text ? JSON.parse(text) : null; } catch (e) { /* not JSON: keep the text */ }
@@ -36,7 +41,7 @@ async function api(method, path, params, body) {
   }
   if (!r.ok) throw new ApiError(r.status, typeof data === "object" ? data : {message: String(data)});
   $("connection").textContent = "connected";
-  return data;
+  return withHeaders ? [data, r.headers] : data;
 }
 
 const pipelinePath = (name, rest = "") => `/v0/pipelines/${encodeURIComponent(name)}${rest}`;
@@ -69,10 +74,161 @@ function el(tag, attrs, ...children) {
   return e;
 }
 
-function cell(v) {
+// ------------------------------------------------------------------------------------------ values
+// A value is rendered by its column's SQL type (as the API spells it: INT[], MAP(VARCHAR, INT),
+// STRUCT(a INT, "b c" DATE), JSON, ...): in JSON both a MAP and a STRUCT are objects, and a JSON value may be
+// any JSON.  Without a type (e.g. the error rows) the value decides: a list as an ARRAY, an object as JSON.
+const CELL_CHARS = 160;               // a longer value is cut (…); its title has it whole, a click expands it
+const TITLE_CHARS = 4000;
+const SHORT_CHARS = 40;               // a nested value this short is not wrapped
+const NUMERIC = new Set(["TINYINT", "SMALLINT", "INT", "INTEGER", "BIGINT", "HUGEINT", "UTINYINT", "USMALLINT",
+                         "UINTEGER", "UBIGINT", "DECIMAL", "REAL", "FLOAT", "DOUBLE"]);
+const QUOTED = new Set(["VARCHAR", "BLOB"]);   // shown in quotes inside a nested value (dates, UUIDs: not)
+const typeCache = new Map();
+
+function parseType(sql) {             // SQL type text -> {base, of | key, value | fields}, or null if unreadable
+  if (!sql) return null;
+  if (typeCache.has(sql)) return typeCache.get(sql);
+  let i = 0;
+  const ws = () => { while (sql[i] === " ") i++; };
+  const expect = (c) => { ws(); if (sql[i] !== c) throw new Error(`${c} expected`); i++; };
+  const fieldName = () => {
+    ws();
+    if (sql[i] !== '"') { const m = /^[^\s,()]+/.exec(sql.slice(i)); i += m[0].length; return m[0]; }
+    let name = "";
+    for (i++; i < sql.length; i++) {
+      if (sql[i] === '"') { if (sql[i + 1] !== '"') { i++; return name; } i++; }
+      name += sql[i];
+    }
+    throw new Error("unterminated name");
+  };
+  const type = () => {
+    ws();
+    const m = /^[A-Za-z_][A-Za-z0-9_ ]*/.exec(sql.slice(i));
+    if (!m) throw new Error("type expected");
+    i += m[0].length;
+    let t = {base: m[0].trim().toUpperCase()};
+    if (t.base === "VARIANT") t.base = "JSON";
+    ws();
+    if (sql[i] === "(") {
+      i++;
+      if (t.base === "MAP") {
+        t.key = type(); expect(","); t.value = type(); expect(")");
+      } else if (t.base === "STRUCT" || t.base === "ROW") {
+        t = {base: "STRUCT", fields: []};
+        for (;;) {
+          const name = fieldName();
+          t.fields.push([name, type()]);
+          ws();
+          if (sql[i++] === ")") break;
+          if (sql[i - 1] !== ",") throw new Error(", expected");
+        }
+      } else {                                         // DECIMAL(10, 2), VARCHAR(20)
+        const close = sql.indexOf(")", i);
+        if (close < 0) throw new Error(") expected");
+        i = close + 1;
+      }
+    }
+    for (ws(); sql[i] === "["; ws()) {                 // INT[], INT[3]
+      const close = sql.indexOf("]", i);
+      if (close < 0) throw new Error("] expected");
+      i = close + 1;
+      t = {base: "ARRAY", of: t};
+    }
+    return t;
+  };
+  let t = null;
+  try { t = type(); ws(); if (i !== sql.length) t = null; } catch (e) { t = null; }
+  typeCache.set(sql, t);
+  return t;
+}
+
+class Out {                           // text pieces, each with a class; stops (and says so) past `limit` chars
+  constructor(limit) { this.limit = limit; this.used = 0; this.parts = []; this.cut = false; }
+  add(text, cls) {
+    if (this.cut) return;
+    if (this.used + text.length > this.limit) { text = text.slice(0, this.limit - this.used); this.cut = true; }
+    this.used += text.length;
+    if (text) this.parts.push([text, cls]);
+    if (this.cut) this.parts.push(["…", "cut"]);
+  }
+  text() { return this.parts.map((p) => p[0]).join(""); }
+  nodes() { return this.parts.map(([text, cls]) => (cls ? el("span", {class: "v-" + cls}, text) : text)); }
+}
+
+const quote = (s) => "'" + s.replaceAll("'", "''") + "'";
+const fieldLabel = (n) => (/^[A-Za-z_][A-Za-z0-9_]*$/.test(n) ? n : '"' + n.replaceAll('"', '""') + '"');
+
+function scalar(out, v, t, nested) {
+  const base = t ? t.base : null;
+  if (typeof v === "number") return out.add(String(v), "num");
+  if (typeof v === "boolean") return out.add(String(v), "bool");
+  const text = String(v);
+  if (base && NUMERIC.has(base)) return out.add(text, "num");          // decimals come as text
+  if (nested && (!base || QUOTED.has(base))) return out.add(quote(text), "str");
+  out.add(text, nested ? "lit" : null);
+}
+
+function render(out, v, t, nested) {  // writes v (of type t, or null) to out
+  if (out.cut) return;
+  if (v === null || v === undefined) return out.add("NULL", "null");
+  const base = t ? t.base : null;
+  if (base === "JSON" || (!base && typeof v === "object" && !Array.isArray(v))) {
+    return out.add(JSON.stringify(v), "json");
+  }
+  if (Array.isArray(v) && (!base || base === "ARRAY")) {
+    out.add("[");
+    v.forEach((x, i) => { if (i) out.add(", "); render(out, x, t ? t.of : null, true); });
+    return out.add("]");
+  }
+  if (base === "MAP" && typeof v === "object") {
+    out.add("{");
+    Object.entries(v).forEach(([k, x], i) => {
+      if (i) out.add(", ");
+      render(out, k, t.key, true);
+      out.add(" → ", "arrow");
+      render(out, x, t.value, true);
+    });
+    return out.add("}");
+  }
+  if (base === "STRUCT" && typeof v === "object") {
+    out.add("{");
+    t.fields.forEach(([name, ft], i) => {
+      if (i) out.add(", ");
+      out.add(fieldLabel(name) + ": ", "field");
+      render(out, v[name], ft, true);
+    });
+    return out.add("}");
+  }
+  if (typeof v === "object") return out.add(JSON.stringify(v), "json");   // a value that does not fit its type
+  scalar(out, v, t, nested);
+}
+
+function cell(v, type) {              // a <td> showing v (of SQL type `type`, if known)
   if (v === null || v === undefined) return el("td", {class: "null"}, "NULL");
-  if (typeof v === "number") return el("td", {class: "num"}, String(v));
-  return el("td", {}, typeof v === "object" ? JSON.stringify(v) : String(v));
+  const t = parseType(type);
+  const out = new Out(CELL_CHARS);
+  render(out, v, t, false);
+  const td = el("td", {}, ...out.nodes());
+  if (typeof v === "number" || (t && NUMERIC.has(t.base))) td.classList.add("num");
+  if (typeof v === "object") td.classList.add("nested", ...(out.used <= SHORT_CHARS ? ["short"] : []));
+  if (out.cut) {                      // the whole value: in the title, and on a click (which toggles)
+    const full = new Out(Infinity);
+    render(full, v, t, false);
+    const all = full.text();
+    td.classList.add("cut");
+    td.title = (all.length > TITLE_CHARS ? all.slice(0, TITLE_CHARS) + "…" : all) + "\n(click to expand)";
+    td.addEventListener("click", () => {
+      const open = td.classList.toggle("open");
+      td.replaceChildren(...(open ? full : out).nodes());
+    });
+  }
+  return td;
+}
+
+function headCell(name, type) {       // a column heading, with its type under the name
+  return el("th", {scope: "col", title: type || ""}, el("span", {class: "colname"}, name),
+    ...(type ? [el("span", {class: "coltype"}, type)] : []));
 }
 
 function fill(tbody, data, build) {   // re-render rows only when their data changed (no flicker, stable nodes)
@@ -117,6 +273,13 @@ async function loadProgram(cur) {
   const rows = [];
   for (const t of Object.keys(info.tables || {})) rows.push(["table", t]);
   for (const v of Object.keys(info.views || {})) rows.push(["view", v]);
+  cur.columns = {};                   // relation -> [{name, type}]
+  for (const [r, d] of [...Object.entries(info.tables || {}), ...Object.entries(info.views || {})]) {
+    cur.columns[r] = d.columns || [];
+  }
+  const pick = $("feed-view");
+  pick.replaceChildren(...Object.keys(info.views || {}).map((v) => el("option", {value: v}, v)));
+  $("feed-toggle").disabled = !pick.options.length;
   $("counts").tBodies[0].replaceChildren(...rows.map(([kind, name]) =>
     el("tr", {"data-relation": name},
       el("th", {scope: "row"}, name), el("td", {}, kind),
@@ -257,10 +420,12 @@ async function runQuery() {
   showError($("query-error"), "");
   const result = $("query-result");
   try {
-    const rows = await api("GET", pipelinePath(current.name, "/query"), {sql, format: "json"});
-    const cols = rows.length ? Object.keys(rows[0]) : [];
-    result.tHead.replaceChildren(el("tr", {}, ...cols.map((c) => el("th", {scope: "col"}, c))));
-    result.tBodies[0].replaceChildren(...rows.map((r) => el("tr", {}, ...cols.map((c) => cell(r[c])))));
+    const [rows, headers] = await api("GET", pipelinePath(current.name, "/query"), {sql, format: "json"}, null, true);
+    let cols = [];                    // [{name, type}]: the x-columns header (a MAP and a ROW are both objects)
+    try { cols = JSON.parse(headers.get("x-columns") || "[]"); } catch (e) { /* no types: decide by value */ }
+    if (!cols.length && rows.length) cols = Object.keys(rows[0]).map((name) => ({name, type: null}));
+    result.tHead.replaceChildren(el("tr", {}, ...cols.map((c) => headCell(c.name, c.type))));
+    result.tBodies[0].replaceChildren(...rows.map((r) => el("tr", {}, ...cols.map((c) => cell(r[c.name], c.type)))));
     const ms = (performance.now() - started).toFixed(0);
     $("query-status").textContent = `${rows.length} row${rows.length === 1 ? "" : "s"} in ${ms} ms`;
   } catch (e) {
@@ -290,21 +455,92 @@ $("query-sql").addEventListener("keydown", (ev) => {
   if (ev.key === "Enter" && (ev.ctrlKey || ev.metaKey)) { ev.preventDefault(); runQuery(); }
 });
 
+// ------------------------------------------------------------------------------------------ change feed
+function stopFeed(message) {
+  const cur = current;
+  if (cur && cur.feed) { cur.feed.abort.abort(); cur.feed = null; }
+  $("feed-toggle").textContent = "Watch";
+  $("feed-view").disabled = false;
+  if (message !== undefined) $("feed-status").textContent = message;
+}
+
+async function watchFeed() {          // POST /egress/<view>: NDJSON lines, one per step, read as they come
+  const cur = current, view = $("feed-view").value;
+  const cols = (cur.columns || {})[view] || [];
+  const feed = {view, abort: new AbortController()};
+  cur.feed = feed;
+  $("feed-toggle").textContent = "Stop";
+  $("feed-view").disabled = true;
+  $("feed-status").textContent = "connecting...";
+  const table = $("feed-rows");
+  table.tHead.replaceChildren(el("tr", {}, headCell("step", null), headCell("change", null),
+    ...cols.map((c) => headCell(c.name, c.type))));
+  table.tBodies[0].replaceChildren();
+  let count = 0;
+  const show = (line) => {
+    if (line.error) return stopFeed("stream ended: " + (line.error.message || JSON.stringify(line.error)));
+    if (!Array.isArray(line.json_data)) return;
+    const trs = line.json_data.map((ch) => {
+      const ins = "insert" in ch, row = ins ? ch.insert : ch.delete;
+      return el("tr", {class: ins ? "insert" : "delete"}, el("td", {class: "num"}, line.sequence_number),
+        el("td", {class: "change"}, ins ? "+ insert" : "- delete"), ...cols.map((c) => cell(row[c.name], c.type)));
+    });
+    count += trs.length;
+    const body = table.tBodies[0];
+    body.prepend(...trs.reverse());
+    while (body.rows.length > FEED_ROWS) body.lastElementChild.remove();
+    $("feed-status").textContent = `watching ${view}: ${count} change${count === 1 ? "" : "s"}`;
+  };
+  try {
+    const r = await fetch(pipelinePath(cur.name, "/egress/" + encodeURIComponent(view)),
+                          {method: "POST", headers: authHeaders(), signal: feed.abort.signal});
+    if (!r.ok) {
+      let body = {};
+      try { body = await r.json(); } catch (e) { /* not JSON */ }
+      return stopFeed(`cannot watch ${view}: ${body.message || "HTTP " + r.status}`);
+    }
+    if (cur.feed === feed) $("feed-status").textContent = `watching ${view}: no changes yet`;
+    const reader = r.body.pipeThrough(new TextDecoderStream()).getReader();
+    let buf = "";
+    for (;;) {
+      const {value, done} = await reader.read();
+      if (done || cur.feed !== feed) break;
+      buf += value;
+      for (let n = buf.indexOf("\n"); n >= 0; n = buf.indexOf("\n")) {
+        const text = buf.slice(0, n).trim();
+        buf = buf.slice(n + 1);
+        if (text && cur.feed === feed) show(JSON.parse(text));
+      }
+    }
+    if (cur.feed === feed) stopFeed(`stream of ${view} ended`);
+  } catch (e) {
+    if (cur.feed === feed) stopFeed(`stream of ${view} failed: ${e.message}`);
+  }
+}
+
+$("feed-form").addEventListener("submit", (ev) => {
+  ev.preventDefault();
+  if (current && current.feed) stopFeed("stopped"); else if (current) watchFeed();
+});
+
 // ------------------------------------------------------------------------------------------ routing, polling
 function route() {
   const m = /^#\/pipelines\/(.+)$/.exec(location.hash);
   const name = m ? decodeURIComponent(m[1]) : null;
   $("list-view").hidden = !!name;
   $("pipeline-view").hidden = !name;
+  if (current && current.name !== name) stopFeed("");
   if (name && (!current || current.name !== name)) {
-    current = {name, samples: [], lastErrorsAt: 0, programLoaded: false};
+    current = {name, samples: [], lastErrorsAt: 0, programLoaded: false, columns: {}, feed: null};
     $("pipeline-name").textContent = name;
     document.title = `${name} - sqlengine console`;
     $("program-code").textContent = "";
     $("counts").tBodies[0].replaceChildren();
     for (const id of ["connectors", "error-rows"]) { const b = $(id).tBodies[0]; b.replaceChildren(); delete b.dataset.key; }
-    $("query-result").tHead.replaceChildren();
-    $("query-result").tBodies[0].replaceChildren();
+    for (const id of ["query-result", "feed-rows"]) {
+      $(id).tHead.replaceChildren();
+      $(id).tBodies[0].replaceChildren();
+    }
     $("query-status").textContent = "";
     showError($("query-error"), "");
     showError($("pipeline-error"), "");
@@ -329,5 +565,6 @@ async function tick() {
 }
 
 window.addEventListener("hashchange", route);
+window.addEventListener("pagehide", () => stopFeed());   // (a navigation alone may leave the stream open)
 setInterval(tick, 1000);
 route();
