@@ -33,6 +33,7 @@ import datetime as dt
 import decimal
 import json
 import math
+import re
 import uuid
 from typing import Any, Callable, Dict, List, Optional, Sequence
 
@@ -194,6 +195,23 @@ def _leaf(t: SqlType) -> Callable[[Any], Any]:
     return lambda v: v
 
 
+def _key_text(t: SqlType) -> Callable[[str], Any]:
+    """A map key of type ``t`` from a JSON object's key (text): a number or a boolean from its JSON spelling."""
+    if t.base in ("TINYINT", "SMALLINT", "INT", "BIGINT"):
+        def integer(k: str):
+            if not re.fullmatch(r"\s*-?\d+\s*", k):
+                raise TypeError(f"{k!r} is not an integer")
+            return int(k)
+        return integer
+    if t.base in ("REAL", "DOUBLE"):
+        return float
+    if t.base == "DECIMAL":
+        return decimal.Decimal
+    if t.base == "BOOLEAN":
+        return lambda k: {"true": True, "false": False}[k]
+    return lambda k: k
+
+
 def converter(t: SqlType) -> Callable[[Any], Any]:
     """A function from a Python value to the canonical Python value of type ``t`` (NULL -> None) that Arrow
     builds the column from; it raises ValueError / TypeError on a value that does not fit."""
@@ -213,16 +231,18 @@ def converter(t: SqlType) -> Callable[[Any], Any]:
     if b == "MAP":
         kt, vt = map_types(t)
         key, value = converter(kt), converter(vt)
+        named = _key_text(kt)   # a JSON object's keys are text: {"7": ...} for a MAP(INT, ...), as egress writes it
 
         def mapping(v):
             if v is None:
                 return None
+            is_object = isinstance(v, (dict, Pairs))
             items = v.pairs if isinstance(v, Pairs) else list(v.items()) if isinstance(v, dict) else list(v)
             out: Dict[Any, Any] = {}
             for item in items:
                 if not isinstance(item, (tuple, list)) or len(item) != 2:
                     raise TypeError(f"{_short(v)} is not a map (a dict, or a list of (key, value) pairs)")
-                k = key(item[0])
+                k = key(named(item[0]) if is_object and isinstance(item[0], str) else item[0])
                 if k is None:
                     raise ValueError("a map key is NULL")
                 if k in out:
