@@ -55,7 +55,7 @@ def from_duckdb_name(text: str) -> SqlType:
         t = from_datatype(exp.DataType.build(text, dialect="duckdb"))
     except Exception:
         t = None
-    return t if t is not None else SqlType(text.upper())
+    return t if t is not None else SqlType(text)   # (DuckDB writes type names upper case; field names as given)
 
 
 @lru_cache(maxsize=4096)

@@ -35,8 +35,9 @@ from sqlglot.optimizer.annotate_types import annotate_types
 
 from .function_types import value_type
 from .column_check import storable
-from .nested_types import (DUCKDB_BASES, canonical_value, duckdb_type, involves_nested, json_brackets, mark_duckdb,
-                           nested_syntax, parenthesized_arrows, read_json_columns, variant_casts)
+from .nested_types import (DUCKDB_BASES, canonical_value, duckdb_type, from_duckdb_name, involves_nested,
+                           json_brackets, mark_duckdb, nested_syntax, parenthesized_arrows, read_json_columns,
+                           variant_casts)
 from .logical import col
 from .types import UNKNOWN, SqlType
 
@@ -189,7 +190,7 @@ def typed(e: exp.Expression, types: Sequence[SqlType]) -> Tuple[exp.Expression, 
             asked = None
         if asked is not None and _UNSIGNED.search(asked.sql):   # (len, cardinality: UBIGINT) as an engine type,
             signed = _UNSIGNED.sub(lambda m: _SIGNED[m.group(0)], asked.sql)   # also inside a LIST or STRUCT
-            signed = SqlType(signed).sql
+            signed = from_duckdb_name(signed).sql   # (its canonical text: INT, not INTEGER)
             out, asked = exp.cast(out, exp.DataType.build(signed, dialect="duckdb")), SqlType(signed)
         if asked is not None:
             t = asked

@@ -94,6 +94,9 @@ def test_unsigned_values_inside_a_nested_value_become_signed():
     # BIGINT beside UBIGINT is a HUGEINT in DuckDB: DECIMAL(38, 0), as a SUM of integers (fuzz seed 70449)
     p = compile_program(SCHEMA + ";\nCREATE VIEW w AS SELECT [b, cardinality([b])] AS l FROM t")
     assert [f.type.sql for f in p.views["w"].plan.fields] == ["DECIMAL(38, 0)[]"]
+    # a ROW's field names keep their case (fuzz seed 70782: the type's text was made upper case, 'b' became 'B')
+    p = compile_program(SCHEMA + ";\nCREATE VIEW w AS SELECT {'_0': cardinality([k]), 'b': k} AS s FROM t")
+    assert [f.type.sql for f in p.views["w"].plan.fields] == ['STRUCT(_0 BIGINT, b INT)']
 
 
 def test_nested_values_inside_an_expression_are_fine():

@@ -1,0 +1,3 @@
+CREATE MACRO f0(p0) AS LEAST(cardinality([7, CAST(NULL AS BIGINT)]), 2);
+CREATE TABLE t1 (c0 INT, c1 VARCHAR) WITH ('append_only' = 'true');
+CREATE MATERIALIZED VIEW v1 AS SELECT {'_0': F0('2024-01-01 00:00:00'), 'b': [a3.c0, a3.c0][1]} AS o2 FROM t1 AS a3 JOIN UNNEST(STR_SPLIT(a3.c1, ',')) AS u(x) ON TRUE;
