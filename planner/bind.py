@@ -25,7 +25,7 @@ from .bind_star import StarBinder, located
 from .bind_subquery import SubqueryBinder, rewrite_late, rewrite_subquery_predicates, scalar_subqueries
 from .bind_window import WindowBinder, find_windows
 from .errors import BindError, ParseError, UnsupportedError
-from .semantics import typed
+from .semantics import NotTypable, typed
 from .typecheck import NESTED, check_types, keep_position, type_class, type_name, types_meet
 from .logical import (AggCall, Aggregate, Distinct, Expr, Field, Filter, Join, Node, OneRow, Project, Scan,
                       SetOp, UnionAll, col)
@@ -858,7 +858,7 @@ class Binder(SubqueryBinder, WindowBinder, AsofBinder, StarBinder, RecursiveBind
 
             out = e.transform(lambda n: keep_position(fn(n), n))
             check_types(out, out_types, self.sql)
-            out, t = typed(out, out_types)
+            out, t = self.typed(out, out_types, e)
             return self.bound(Expr(out.sql(dialect=DIALECT), t), e)
 
         if having is not None:
@@ -946,8 +946,15 @@ class Binder(SubqueryBinder, WindowBinder, AsofBinder, StarBinder, RecursiveBind
         out = self.substituted(e, scope, base)
         types = scope.types()[base:]
         check_types(out, types, self.sql)
-        out, t = typed(out, types)
+        out, t = self.typed(out, types, e)
         return self.bound(Expr(out.sql(dialect=DIALECT), t), e)
+
+    def typed(self, out: exp.Expression, types, e: exp.Expression):
+        """:func:`planner.semantics.typed`, its type errors at ``e``."""
+        try:
+            return typed(out, types)
+        except NotTypable as x:
+            raise self.bind_error(str(x), e) from None
 
     def bound(self, b: Expr, e: exp.Expression) -> Expr:
         """``b``, remembering that it came from ``e`` (for planner.column_check's messages)."""

@@ -70,6 +70,26 @@ def _describe(sql: str, types: Tuple[str, ...]) -> Optional[str]:
     return rows[0][1] if rows else None
 
 
+@lru_cache(maxsize=1024)
+def _bind_error(sql: str, types: Tuple[str, ...]) -> Optional[str]:
+    import duckdb
+    cols = ", ".join(f"CAST(NULL AS {t}) AS c{i}" for i, t in enumerate(types)) or "1 AS __none"
+    with _LOCK:
+        try:
+            _connection().execute(f"DESCRIBE SELECT {sql} AS r FROM (SELECT {cols}) AS t").fetchall()
+        except duckdb.Error as e:
+            return str(e).splitlines()[0]
+    return None
+
+
+def duckdb_bind_error(e: exp.Expression, types: Sequence[SqlType]) -> Optional[str]:
+    """DuckDB's error binding ``e`` over columns of ``types`` when it is a type error (no function or operator
+    takes these arguments), else None (it binds, or it calls a Python function DuckDB does not know)."""
+    duck = tuple("VARCHAR" if t.sql == "UNKNOWN" else t.sql for t in types)
+    found = _bind_error(e.sql(dialect="duckdb"), duck)
+    return found[len("Binder Error: "):] if found and found.startswith("Binder Error") else None
+
+
 def duckdb_type(e: exp.Expression, types: Sequence[SqlType]) -> Optional[SqlType]:
     """The type DuckDB gives ``e`` over columns ``c<i>`` of ``types``, or None if DuckDB cannot bind it (a
     Python function, which the planner types by its declaration)."""
@@ -256,3 +276,12 @@ _NESTED_NAMES = {"struct_extract", "struct_pack", "row", "list_value", "list_ext
                  "list_reduce", "list_aggregate", "list_sum", "list_count", "list_avg", "list_unique",
                  "list_has_all", "list_zip", "list_position", "list_indexof", "list_slice", "list_cat",
                  "list_reverse", "list_apply", CANONICAL_JSON}
+
+
+def empty_map_literals(tree: exp.Expression) -> exp.Expression:
+    """``tree`` with DuckDB's empty map literal ``MAP {}`` as ``MAP()`` (sqlglot writes ``MAP {}`` under a CAST as
+    ``MAP MAP()``, which DuckDB cannot parse)."""
+    for m in list(tree.find_all(exp.ToMap)):
+        if isinstance(m.this, exp.Struct) and not m.this.expressions:
+            m.replace(exp.Map())
+    return tree

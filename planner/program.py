@@ -26,6 +26,7 @@ from .logical import Expr, Field, Filter, Node, Project, col, format_plan
 from .parsed_nodes import check_parsed
 from .rules import Context, format_trace, optimize
 from .clock import CLOCK, clock_table, rewrite_now
+from .nested_types import empty_map_literals
 from .type_spellings import nested_type_spellings
 from .typecheck import nondeterministic_call
 from .types import BOOLEAN, SUPPORTED_COLUMN_TYPES, from_datatype
@@ -276,7 +277,8 @@ def parse_statements(sql: str) -> List[Statement]:
                 if at:
                     raise ParseError(f"syntax error: unexpected {_show(at, sql)}", sql=sql, offset=at.start)
                 raise ParseError("syntax error: unexpected end of input", sql=sql, offset=chunk[-1].end + 1)
-            out.append(Statement(aggregate_functions.as_engine_spells(tree), chunk, event_time, local, declared))
+            tree = empty_map_literals(aggregate_functions.as_engine_spells(tree))
+            out.append(Statement(tree, chunk, event_time, local, declared))
     return out
 
 

@@ -35,9 +35,9 @@ from sqlglot.optimizer.annotate_types import annotate_types
 
 from .function_types import value_type
 from .column_check import storable
-from .nested_types import (DUCKDB_BASES, canonical_value, duckdb_type, from_duckdb_name, involves_nested,
-                           json_brackets, mark_duckdb, nested_syntax, parenthesized_arrows, read_json_columns,
-                           variant_casts)
+from .nested_types import (DUCKDB_BASES, canonical_value, duckdb_bind_error, duckdb_type, from_duckdb_name,
+                           involves_nested, json_brackets, mark_duckdb, nested_syntax, parenthesized_arrows,
+                           read_json_columns, variant_casts)
 from .logical import col
 from .types import UNKNOWN, SqlType
 
@@ -177,6 +177,10 @@ def _unqualify(e: exp.Expression) -> exp.Expression:
     return e
 
 
+class NotTypable(Exception):
+    """An expression over nested values that DuckDB cannot bind (its message)."""
+
+
 def typed(e: exp.Expression, types: Sequence[SqlType]) -> Tuple[exp.Expression, SqlType]:
     """``e`` (over columns ``c<i>`` of the given types) with the rewrites above applied, and its type
     (:func:`planner.function_types.value_type`: UNKNOWN where it cannot be told; planner.column_check rejects
@@ -186,6 +190,10 @@ def typed(e: exp.Expression, types: Sequence[SqlType]) -> Tuple[exp.Expression, 
                     types)
     if t.sql == "UNKNOWN" or t.base in DUCKDB_BASES or involves_nested(out, types) or nested_syntax(out):
         asked = duckdb_type(out, types)
+        if asked is None and (involves_nested(out, types) or nested_syntax(out)):
+            error = duckdb_bind_error(out, types)
+            if error:   # (ABS of a LIST: DuckDB has no such function; a CAST around it would hide it)
+                raise NotTypable(error)
         if asked is not None and asked.sql.strip('"') == "NULL":   # an untyped NULL: the planner's own type
             asked = None
         if asked is not None and _UNSIGNED.search(asked.sql):   # (len, cardinality: UBIGINT) as an engine type,

@@ -17,6 +17,7 @@ from planner import compile_program
 from planner.clock import CLOCK
 from planner.user_functions import ad_hoc_calls, python_functions
 from planner.bind import DIALECT, name_of, position_of
+from planner.nested_types import empty_map_literals
 from planner.errors import BindError, EngineError, InputError, PermanentConnectorError, PipelineError, \
     UnsupportedError
 
@@ -530,7 +531,7 @@ class Pipeline:
         """
         self._require_open()
         try:
-            stmts = [s for s in sqlglot.parse(sql, read=DIALECT) if s is not None]
+            stmts = [empty_map_literals(s) for s in sqlglot.parse(sql, read=DIALECT) if s is not None]
         except sqlglot.errors.ParseError as e:
             raise InputError(f"syntax error: {str(e).splitlines()[0]}") from None
         if len(stmts) != 1:

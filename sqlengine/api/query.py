@@ -18,6 +18,7 @@ import sqlglot
 from sqlglot import exp
 
 from planner.bind import DIALECT, name_of, position_of
+from planner.nested_types import empty_map_literals
 from planner.errors import BindError, ParseError, UnsupportedError
 
 from sqlengine import private_duckdb
@@ -35,7 +36,7 @@ def check_query(sql: str, relations: Dict[str, bool]) -> exp.Expression:
     not stored)"""
     logging.getLogger("sqlglot").setLevel(logging.ERROR)
     try:
-        stmts = [s for s in sqlglot.parse(sql, read=DIALECT) if s is not None]
+        stmts = [empty_map_literals(s) for s in sqlglot.parse(sql, read=DIALECT) if s is not None]
     except sqlglot.errors.ParseError as e:
         raise ParseError(f"syntax error in query: {str(e).splitlines()[0]}") from None
     if len(stmts) != 1:

@@ -19,7 +19,7 @@ import duckdb
 
 from . import udfs
 from .runner import oracle_sql
-from .program import Op, Program, Table, View, category, encode
+from .program import NESTED_CATEGORIES, NESTED_TYPES, Op, Program, Table, View, category, encode
 
 DECIMALS = ("DECIMAL(10,2)", "DECIMAL(5,2)", "DECIMAL(18,4)")
 COLUMN_TYPES = ("BIGINT", "INT", "DOUBLE", "REAL", "VARCHAR", "BOOLEAN", "DATE", "TIMESTAMP") + DECIMALS
@@ -43,6 +43,13 @@ VALUES = {
     "DECIMAL(5,2)": [_D("0.00"), _D("1.50"), _D("-2.25"), _D("999.99"), _D("-999.99"), _D("0.33")],
     "DECIMAL(18,4)": [_D("0.0000"), _D("1.5000"), _D("-2.2500"), _D("12345678901234.5678"), _D("0.0001")],
 }
+VALUES.update({   # nested columns: NULLs at every level, empty values, equal maps and JSON objects
+    "INT[]": [[1, 2], [], [None], [1, None, 3], [2 ** 31 - 1, -1], [7], [1, 2]],
+    "VARCHAR[]": [["a", "b"], [], [None, ""], ["x,y"], ["a"], ["b", "a", "b"]],
+    "MAP(VARCHAR, INT)": [{"x": 1}, {}, {"x": None, "y": 2}, {"y": 2, "x": None}, {"z": -5}],
+    "STRUCT(a INT, b VARCHAR)": [{"a": 1, "b": "x"}, {"a": None, "b": None}, {"a": 2, "b": ""}, {"a": 1, "b": "x"}],
+    "JSON": ['{"k":"v","n":1}', "[1,2]", '{"k":null}', '"s"', "3", '{"n":[1,{"m":2}]}', "true"],
+})
 SMALL = {  # values for literals in views
     "int": ["0", "1", "2", "3", "-1", "7", "100"],
     "double": ["CAST(0.5 AS DOUBLE)", "CAST(2 AS DOUBLE)", "CAST(-1.5 AS DOUBLE)", "CAST('nan' AS DOUBLE)",
@@ -108,8 +115,40 @@ class ExprGen:
         present = [c for _, c in self.scope if c in cats]
         return self.rnd.choice(present) if present and self.rnd.random() < 0.85 else self.rnd.choice(list(cats))
 
+    def from_nested(self, cat: str) -> Optional[str]:
+        """An expression of category ``cat`` that reads a nested column of the scope, if there is one."""
+        r = self.rnd
+        cols = {c: [s for s, k in self.scope if k == c] for c in NESTED_CATEGORIES}
+        pick = lambda c: r.choice(cols[c])  # noqa: E731
+        options = []
+        if cat == "int":
+            options += [lambda: f"cardinality({pick('list_int')})", lambda: f"{pick('list_int')}[{r.choice([1, 2, -1])}]",
+                        lambda: f"list_sum({pick('list_int')})"] if cols["list_int"] else []
+            options += [lambda: f"len({pick('list_varchar')})"] if cols["list_varchar"] else []
+            options += [lambda: f"{pick('map')}['{r.choice('xyz')}']", lambda: f"cardinality(map_keys({pick('map')}))"] \
+                if cols["map"] else []
+            options += [lambda: f"{pick('struct')}.a"] if cols["struct"] else []
+            options += [lambda: f"CAST(json_extract({pick('json')}, '$.n') AS INT)",
+                        lambda: f"json_array_length({pick('json')})"] if cols["json"] else []
+        elif cat == "varchar":
+            options += [lambda: f"{pick('list_varchar')}[1]", lambda: f"array_to_string({pick('list_varchar')}, '|')",
+                        lambda: f"list_sort({pick('list_varchar')})[1]"] if cols["list_varchar"] else []
+            options += [lambda: f"{pick('struct')}.b"] if cols["struct"] else []
+            options += [lambda: f"({pick('json')}->>'$.k')", lambda: f"json_type({pick('json')})"] if cols["json"] else []
+        elif cat == "boolean":
+            options += [lambda: f"list_contains({pick('list_int')}, {self.leaf('int')})",
+                        lambda: f"({pick('list_int')} = [1, 2])"] if cols["list_int"] else []
+            options += [lambda: f"map_contains({pick('map')}, 'x')"] if cols["map"] else []
+            options += [lambda: f"({pick('struct')} IS NULL)"] if cols["struct"] else []
+            options += [lambda: f"json_valid({pick('json')})"] if cols["json"] else []
+        return r.choice(options)() if options else None
+
     def expr(self, cat: str, depth: int = 2) -> str:
         r = self.rnd
+        if r.random() < 0.12:
+            got = self.from_nested(cat)
+            if got is not None:
+                return got
         if depth <= 0 or r.random() < 0.35:
             return self.leaf(cat)
         e = lambda c=cat: self.expr(c, depth - 1)  # noqa: E731
@@ -245,6 +284,9 @@ class Generator:
             cols = [(f"c{j}", self.rnd.choice(COLUMN_TYPES)) for j in range(n)]
             if self.rnd.random() < 0.7:   # a shared small-int key makes joins match
                 cols[0] = ("c0", self.rnd.choice(("BIGINT", "INT")))
+            if self.rnd.random() < 0.2:   # a nested column (read by expressions, UNNEST, passed through)
+                j = self.rnd.randrange(1, n)
+                cols[j] = (f"c{j}", self.rnd.choice(list(NESTED_TYPES)))
             t = Table(f"t{i}", cols, append_only=self.rnd.random() < 0.2)
             self.duck.execute(t.ddl(engine=False))
             out.append(t)
@@ -608,6 +650,10 @@ class Generator:
                                f"CASE WHEN {g.expr('boolean', 1)} THEN [{g.expr(cat, 1)}] ELSE [] END"])
         if cat == "varchar" and self.rnd.random() < 0.4:
             arr = f"string_split({g.expr('varchar', 1)}, ',')"
+        lists = [(s, c) for s, c in scope if c in ("list_int", "list_varchar")]
+        if lists and self.rnd.random() < 0.6:   # a table's (or view's) own list column
+            arr, kind = self.rnd.choice(lists)
+            cat = "int" if kind == "list_int" else "varchar"
         ordinal = self.rnd.random() < 0.3
         names = "u(x, n)" if ordinal else "u(x)"
         unnest = f"UNNEST({arr}){' WITH ORDINALITY' if ordinal else ''} AS {names}"

@@ -16,9 +16,27 @@ INT_TYPES = ("BIGINT", "INT")
 FLOAT_TYPES = ("DOUBLE", "REAL")
 
 
+# the nested column types of tables, and their categories (a view's column of exactly one of these types too)
+NESTED_TYPES = {"INT[]": "list_int", "VARCHAR[]": "list_varchar", "MAP(VARCHAR, INT)": "map",
+                "STRUCT(a INT, b VARCHAR)": "struct", "JSON": "json"}
+NESTED_CATEGORIES = tuple(NESTED_TYPES.values())
+
+
 def category(sql_type: str) -> str:
-    """The generator's type of a column: int, decimal, double, real, varchar, boolean, date, timestamp or other."""
+    """The generator's type of a column: int, decimal, double, real, varchar, boolean, date, timestamp, one of
+    :data:`NESTED_CATEGORIES`, or other."""
     t = sql_type.upper()
+    flat = t.replace("INTEGER", "INT").replace('"', "")
+    if flat in ("INT[]", "BIGINT[]"):
+        return "list_int"
+    if flat == "VARCHAR[]":
+        return "list_varchar"
+    if flat == "MAP(VARCHAR, INT)":
+        return "map"
+    if flat == "STRUCT(A INT, B VARCHAR)":
+        return "struct"
+    if flat == "JSON":
+        return "json"
     if t in ("BIGINT", "INT", "INTEGER", "HUGEINT", "SMALLINT", "TINYINT", "UBIGINT", "UINTEGER", "INT64", "INT32"):
         return "int"
     if t.startswith("DECIMAL") or t.startswith("NUMERIC"):
@@ -87,7 +105,24 @@ def literal(v, sql_type: str) -> str:
         return f"DATE '{v.isoformat()}'"
     if c == "timestamp":
         return f"TIMESTAMP '{v.isoformat(sep=' ')}'"
+    if c in NESTED_CATEGORIES:
+        return f"CAST({nested_literal(v, c)} AS {sql_type})"
     raise ValueError(sql_type)
+
+
+def nested_literal(v, c: str) -> str:
+    """A nested value (a list, a dict; JSON text for a JSON column) as DuckDB's literal."""
+    def scalar(x):
+        if x is None:
+            return "NULL"
+        return "'" + x.replace("'", "''") + "'" if isinstance(x, str) else str(x)
+    if c == "json":
+        return "'" + v.replace("'", "''") + "'"
+    if c in ("list_int", "list_varchar"):
+        return "[" + ", ".join(scalar(x) for x in v) + "]"
+    if c == "map":
+        return "MAP {" + ", ".join(f"{scalar(k)}: {scalar(x)}" for k, x in v.items()) + "}"
+    return "{" + ", ".join(f"'{k}': {scalar(x)}" for k, x in v.items()) + "}"
 
 
 @dataclass

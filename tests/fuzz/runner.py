@@ -15,6 +15,7 @@
 """
 from __future__ import annotations
 
+import json
 import math
 import re
 import shutil
@@ -98,7 +99,13 @@ class Model:
             con.execute(t.ddl(engine=False))
             if self.rows[t.name]:
                 ph = ", ".join("?" for _ in t.columns)
-                con.executemany(f"INSERT INTO {t.name} VALUES ({ph})", [list(r) for r in self.rows[t.name]])
+                maps = [j for j, (_, ty) in enumerate(t.columns) if category(ty) == "map"]
+                rows = [list(r) for r in self.rows[t.name]]
+                for r in rows:   # (DuckDB's Python MAP: its keys and values)
+                    for j in maps:
+                        if r[j] is not None:
+                            r[j] = {"key": list(r[j]), "value": list(r[j].values())}
+                con.executemany(f"INSERT INTO {t.name} VALUES ({ph})", rows)
         udfs.register(con)
         for f in self.program.functions:
             con.execute(f)
@@ -162,7 +169,7 @@ def _frame(program: Program, table: str, rows, nullable: bool) -> pd.DataFrame:
     for j, (name, ty) in enumerate(cols):
         vals = [r[j] for r in rows]
         c = category(ty)
-        s = pd.Series(vals, dtype=object)
+        s = pd.Series([_value(v, ty) for v in vals] if c == "json" else vals, dtype=object)
         if nullable:
             if c == "int":
                 s = pd.Series(pd.array(vals, dtype="Int64" if ty == "BIGINT" else "Int32"))
@@ -179,8 +186,13 @@ def _frame(program: Program, table: str, rows, nullable: bool) -> pd.DataFrame:
     return pd.DataFrame(data, columns=[n for n, _ in cols])
 
 
+def _value(v, ty: str):
+    """A value as the JSON and pandas paths give it: a JSON column's value is what its text spells."""
+    return json.loads(v) if v is not None and category(ty) == "json" else _json_value(v)
+
+
 def _json_value(v):
-    if v is None or isinstance(v, (bool, int, float, str)):
+    if v is None or isinstance(v, (bool, int, float, str, list, dict)):
         return v
     if hasattr(v, "isoformat"):
         return v.isoformat(sep=" ") if hasattr(v, "hour") else v.isoformat()
@@ -196,6 +208,8 @@ def _csv(t, rows) -> str:
             return '"' + v.replace('"', '""') + '"'
         if isinstance(v, bool):
             return "true" if v else "false"
+        if isinstance(v, (list, dict)):   # (a nested value: its JSON)
+            return '"' + json.dumps(v).replace('"', '""') + '"'
         return repr(v) if isinstance(v, float) else str(_json_value(v))
     lines = [",".join(n for n, _ in t.columns)] + [",".join(field(v) for v in r) for r in rows]
     return "\n".join(lines) + "\n"
@@ -241,8 +255,9 @@ def apply_op(p, program: Program, model: Model, op: Op) -> None:
         p.execute(_values_sql(program, op.table, rows))
     elif via == "json":
         names = [n for n, _ in t.columns]
-        recs = [{"delete" if op.kind != "insert" else "insert": dict(zip(names, map(_json_value, r)))} for r in rows]
-        recs += [{"insert": dict(zip(names, map(_json_value, r)))} for r in new]
+        types = [ty for _, ty in t.columns]
+        recs = [{"delete" if op.kind != "insert" else "insert": dict(zip(names, map(_value, r, types)))} for r in rows]
+        recs += [{"insert": dict(zip(names, map(_value, r, types)))} for r in new]
         p.input_json(op.table, recs, update_format="insert_delete")
     elif via == "csv":
         p.input_csv(op.table, _csv(t, rows), delete=op.kind != "insert")

@@ -12,9 +12,8 @@ from typing import List, Tuple
 from .program import Op, Program, Table, View
 
 DIRECTORY = os.path.join(os.path.dirname(__file__), "regressions")
-_TABLE = re.compile(r"^CREATE TABLE (\w+) \((.*)\)( WITH \('append_only' = 'true'\))?;$")
+_TABLE = re.compile(r"^CREATE TABLE (\w+) \((.*?)\)( WITH \('append_only' = 'true'\))?;$")
 _VIEW = re.compile(r"^CREATE (MATERIALIZED )?VIEW (\w+) AS (.*);$")
-_COLUMN = re.compile(r"(\w+) (\w+(?:\(\d+,\d+\))?)")
 
 
 def parse_sql(text: str) -> Tuple[List[Table], List[View], List[str]]:
@@ -24,10 +23,23 @@ def parse_sql(text: str) -> Tuple[List[Table], List[View], List[str]]:
         if line.startswith("CREATE MACRO "):
             functions.append(line)
         elif m := _TABLE.match(line):
-            tables.append(Table(m.group(1), [tuple(c) for c in _COLUMN.findall(m.group(2))], bool(m.group(3))))
+            tables.append(Table(m.group(1), _columns(m.group(2)), bool(m.group(3))))
         elif m := _VIEW.match(line):
             views.append(View(m.group(2), m.group(3), bool(m.group(1))))
     return tables, views, functions
+
+
+def _columns(text: str) -> List[Tuple[str, str]]:
+    """``c0 INT, c1 DECIMAL(10,2), c2 MAP(VARCHAR, INT)`` -> [(name, type)], split at the top-level commas."""
+    out, depth, start = [], 0, 0
+    for i, ch in enumerate(text + ","):
+        depth += ch == "("
+        depth -= ch == ")"
+        if ch == "," and depth == 0:
+            name, _, ty = text[start:i].strip().partition(" ")
+            out.append((name, ty.strip()))
+            start = i + 1
+    return out
 
 
 def save(name: str, program: Program, kind: str, detail: str, executor: str, directory: str = DIRECTORY) -> str:
