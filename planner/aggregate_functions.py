@@ -15,6 +15,15 @@ depends on the order of the rows, the engine fixes one:
   themselves (without ORDER BY: in the texts' order); NULL texts are left out, and a key's NULLs come last.
 * ``ARRAY_AGG(x [ORDER BY k, ...])`` / ``LIST``: the values (NULLs kept) in the order of the keys, then of the
   values themselves (without ORDER BY: in the values' order, NULLs last); NULL over no rows, as in DuckDB.
+  ``ARRAY_AGG(DISTINCT x [ORDER BY x [DESC]])``: each value once (NULL too), in the values' order (PostgreSQL's
+  rule: with DISTINCT, ORDER BY can only name the value).
+* ``MAP_AGG(k, v [ORDER BY o, ...])`` (Trino's; DuckDB has none): a MAP of each non-NULL key to a value (NULLs
+  kept), its entries sorted by key (the canonical form, ``sqlengine.nested``); rows with a NULL key are left out
+  (as in Materialize), and NULL where no row has a key, as ARRAY_AGG over no rows.  A key given several values
+  takes the value of the row last in the ORDER BY (as in Materialize's ``map_agg``), on a tie (or without ORDER
+  BY) the greatest value, NULL only if all of them are (as Feldera's ``MAP(subquery)``: "the largest value
+  wins"): a function of the group's rows, never of the order they came in.  Keys are of an exact scalar type: a
+  REAL / DOUBLE key (-0.0 and 0.0 are one key to ``=``, NaN is none) and a nested one are rejected.
 
 Spellings: ``EVERY`` is ``BOOL_AND``; ``COUNT_IF(p)`` is DuckDB's, a SUM of ``p`` as 1 and 0 (so NULL where
 no row has a non-NULL ``p``); ``PERCENTILE_CONT(f) WITHIN GROUP (ORDER BY x)`` is ``QUANTILE_CONT(x, f)`` and
@@ -34,6 +43,7 @@ from .types import SqlType
 INTEGERS = ("TINYINT", "SMALLINT", "INT", "BIGINT")
 NUMBERS = INTEGERS + ("REAL", "DOUBLE", "DECIMAL")
 ORDERED = NUMBERS + ("VARCHAR", "DATE", "TIMESTAMP", "BOOLEAN")
+LISTED = ORDERED + ("ARRAY", "STRUCT", "JSON")   # what ARRAY_AGG and MAP_AGG take as values (they order them)
 
 
 @dataclass(frozen=True)
@@ -44,6 +54,15 @@ class AggregateFunction:
     what: str                        # the arguments, for a message: "a number"
     result: Callable[[Sequence[SqlType]], SqlType]
     fraction: bool = False           # a constant fraction in [0, 1] follows the columns (QUANTILE_*)
+    key: Optional[Tuple[Tuple[str, ...], str]] = None   # MAP_AGG: what its key (argument 1) may be, and its words
+    typed: bool = False              # the arguments after the first (a FILTER's condition) give the result's type
+
+    def argument(self, i: int) -> Tuple[Tuple[str, ...], str, bool]:
+        """The base types argument ``i`` may have, how a message names them, and whether it may be of a type the
+        planner cannot tell (an untyped NULL)."""
+        if self.key is not None and i == 1:
+            return self.key[0], self.key[1], False
+        return self.accepts, self.what, not (self.typed and i > 0)
 
 
 DOUBLE = SqlType("DOUBLE")
@@ -53,6 +72,13 @@ BIGINT = SqlType("BIGINT")
 
 def _first(types: Sequence[SqlType]) -> SqlType:
     return types[0].with_nullable(True)
+
+
+class MapAgg(exp.Expression, exp.AggFunc):
+    """``MAP_AGG(k, v [ORDER BY ...])``, which sqlglot parses as a call of no class of its own: ``expressions``
+    its arguments as written (:func:`as_engine_spells`; the binder checks them)."""
+    arg_types = {"expressions": True}
+    is_var_len_args = True
 
 
 FUNCTIONS: Dict[Type[exp.Expression], AggregateFunction] = {
@@ -84,9 +110,13 @@ FUNCTIONS: Dict[Type[exp.Expression], AggregateFunction] = {
     exp.Mode: AggregateFunction("MODE", 1, ORDERED, "values that can be ordered", _first),
     exp.GroupConcat: AggregateFunction("STRING_AGG", 1, ("VARCHAR",), "text (cast it: CAST(x AS VARCHAR))",
                                        lambda t: SqlType("VARCHAR")),
-    exp.ArrayAgg: AggregateFunction("ARRAY_AGG", 2, ORDERED + ("ARRAY", "STRUCT", "JSON"),
-                                    "values that can be ordered (not a MAP)",
-                                    lambda t: SqlType(t[1].sql + "[]")),
+    exp.ArrayAgg: AggregateFunction("ARRAY_AGG", 2, LISTED, "values that can be ordered (not a MAP)",
+                                    lambda t: SqlType(t[1].sql + "[]"), typed=True),
+    MapAgg: AggregateFunction("MAP_AGG", 3, LISTED, "values that can be ordered (not a MAP)",
+                              lambda t: SqlType(f"MAP({t[1].sql}, {t[2].sql})"), typed=True,
+                              key=(INTEGERS + ("DECIMAL", "VARCHAR", "DATE", "TIMESTAMP", "BOOLEAN"),
+                                   "a key of an exact scalar type (an integer, DECIMAL, VARCHAR, DATE, TIMESTAMP or "
+                                   "BOOLEAN)")),
 }
 BY_NAME = {f.name: f for f in FUNCTIONS.values()}
 # spellings sqlglot parses as a function call of no class of its own, and what they are
@@ -94,13 +124,15 @@ ALIASES = {"EVERY": exp.LogicalAnd}
 
 
 def as_engine_spells(tree: exp.Expression) -> exp.Expression:
-    """``tree`` with ``EVERY(p)`` as ``BOOL_AND(p)`` and ``PERCENTILE_CONT(f) WITHIN GROUP (ORDER BY x)`` as
-    ``QUANTILE_CONT(x, f)`` (and DISC), each keeping its position in the program; other WITHIN GROUP forms are
-    left for the binder to reject."""
+    """``tree`` with ``EVERY(p)`` as ``BOOL_AND(p)``, ``MAP_AGG(...)`` as a :class:`MapAgg` and
+    ``PERCENTILE_CONT(f) WITHIN GROUP (ORDER BY x)`` as ``QUANTILE_CONT(x, f)`` (and DISC), each keeping its
+    position in the program; other WITHIN GROUP forms are left for the binder to reject."""
     def one(n: exp.Expression) -> exp.Expression:
         new = None
         if isinstance(n, exp.Anonymous) and n.name.upper() in ALIASES and len(n.expressions) == 1:
             new = ALIASES[n.name.upper()](this=n.expressions[0].copy())
+        elif isinstance(n, exp.Anonymous) and n.name.upper() == "MAP_AGG":
+            new = MapAgg(expressions=[as_engine_spells(a.copy()) for a in n.expressions])
         elif isinstance(n, exp.WithinGroup) and isinstance(n.this, exp.Mode) and n.this.this is None and \
                 isinstance(n.expression, exp.Order) and len(n.expression.expressions) == 1 and \
                 not n.expression.expressions[0].args.get("desc"):   # MODE() WITHIN GROUP (ORDER BY x)
@@ -120,10 +152,23 @@ def lookup(n: exp.Expression) -> Optional[AggregateFunction]:
     return FUNCTIONS.get(type(n))
 
 
-def call_sql(func: str, args: Sequence[str], params: Sequence[str]) -> str:
-    """The call of aggregate ``func`` over argument columns ``args`` and constants ``params`` as the delta rules
-    write it (DuckDB's dialect; ``sqlengine.executor.backends.spark`` lowers it to Spark's), with the order fixed
-    where DuckDB's result depends on the order of the rows (see the module's text)."""
+def ordered_list(value: str, cond: str, order: Sequence[str], distinct: bool = False) -> str:
+    """DuckDB's LIST of ``value`` over the rows meeting ``cond``, sorted by ``order`` (``x ASC NULLS LAST``
+    items; ``sqlengine.executor.backends.spark`` lowers this very form): ARRAY_AGG's, and MAP_AGG's entries."""
+    return f"ARRAY_AGG({'DISTINCT ' if distinct else ''}{value} ORDER BY {', '.join(order)}) FILTER (WHERE {cond})"
+
+
+def last_per_key(entries: str) -> str:
+    """The MAP of a LIST of (key, value) STRUCTs sorted by key: of each key's run of entries, the last."""
+    return (f"MAP_FROM_ENTRIES(LIST_FILTER({entries}, lambda __e, __i: CASE WHEN __i = LEN({entries}) THEN TRUE "
+            f"ELSE ({entries})[__i + 1].key <> __e.key END))")
+
+
+def call_sql(func: str, args: Sequence[str], params: Sequence[str], distinct: bool = False) -> str:
+    """The call of aggregate ``func`` (``distinct``: over distinct values) over argument columns ``args`` and
+    constants ``params`` as the delta rules write it (DuckDB's dialect; ``sqlengine.executor.backends.spark``
+    lowers it to Spark's), with the order fixed where DuckDB's result depends on the order of the rows (see the
+    module's text)."""
     if func in ("ARG_MIN", "ARG_MAX"):
         a, b = args
         return f"{func}({a}, CASE WHEN {b} IS NOT NULL AND {a} IS NOT NULL THEN ROW({b}, {a}) END)"
@@ -141,7 +186,14 @@ def call_sql(func: str, args: Sequence[str], params: Sequence[str]) -> str:
     if func == "ARRAY_AGG":   # in the keys' order, then the values': one order whatever the rows' order
         cond, value, *keys = args
         order = [f"{k} {d} NULLS LAST" for k, d in zip(keys, params)] + [f"{value} ASC NULLS LAST"]
-        return f"ARRAY_AGG({value} ORDER BY {', '.join(order)}) FILTER (WHERE {cond})"
+        return ordered_list(value, cond, order, distinct)
+    if func == "MAP_AGG":   # by key, then in the ORDER BY's order, then the values' (NULL first): each key's last
+        cond, key, value, *keys = args
+        order = [f"{key} ASC"] + [f"{k} {d} NULLS LAST" for k, d in zip(keys, params)] + \
+            [f"{value} ASC NULLS FIRST"]
+        entries = ordered_list(f"STRUCT_PACK(key := {key}, value := {value})", f"({cond}) AND {key} IS NOT NULL",
+                               order)
+        return last_per_key(entries)
     if func == "STRING_AGG":   # in the keys' order, then the text's: one order whatever the rows' order
         sep, directions = params[0], params[1:]
         keys = [f"{k} {d} NULLS LAST" for k, d in zip(args[1:], directions)] + [f"{args[0]} ASC NULLS LAST"]

@@ -631,7 +631,7 @@ class Binder(SubqueryBinder, WindowBinder, AsofBinder, StarBinder, RecursiveBind
         """An aggregate of :mod:`planner.aggregate_functions`: its arguments checked for number and form."""
         if isinstance(n, exp.GroupConcat):
             return self.string_agg_call(n, filt)
-        if isinstance(n, exp.ArrayAgg):
+        if isinstance(n, (exp.ArrayAgg, aggregate_functions.MapAgg)):
             return self.array_agg_call(n, filt)
         spec = aggregate_functions.lookup(n)
         name, at = self.called(n)
@@ -683,19 +683,38 @@ class Binder(SubqueryBinder, WindowBinder, AsofBinder, StarBinder, RecursiveBind
         return "STRING_AGG", tuple(args), False, (sep_sql,) + tuple("DESC" if k.args.get("desc") else "ASC"
                                                                     for k in keys)
 
-    def array_agg_call(self, n: exp.ArrayAgg, filt) -> Tuple[str, Tuple[exp.Expression, ...], bool, Tuple[str, ...]]:
-        """``ARRAY_AGG(x [ORDER BY k [DESC], ...]) [FILTER (WHERE p)]`` / ``LIST``: the condition, the value and the
-        order keys as arguments, each key's direction as a parameter (planner.aggregate_functions)."""
+    def array_agg_call(self, n: exp.Expression, filt) -> Tuple[str, Tuple[exp.Expression, ...], bool, Tuple[str, ...]]:
+        """``ARRAY_AGG([DISTINCT] x [ORDER BY k [DESC], ...]) [FILTER (WHERE p)]`` / ``LIST`` and ``MAP_AGG(k, v
+        [ORDER BY ...]) [FILTER ...]``: the condition, (the map's key,) the value and the order keys as arguments,
+        each order key's direction as a parameter (planner.aggregate_functions).  With DISTINCT the ORDER BY may
+        only name the value (as in PostgreSQL)."""
         name, _ = self.called(n)
-        arg, keys = n.this, []
+        spelled = name.upper()
+        if isinstance(n, aggregate_functions.MapAgg):
+            given = list(n.expressions)
+            if len(given) != 2 or any(isinstance(a, exp.Distinct) for a in given):
+                raise self.unsupported(f"{spelled} with these arguments (it takes a key and a value, and an "
+                                       "ORDER BY)", n)
+            lead, arg = given[:1], given[1]
+        else:
+            lead, arg = [], n.this
+            if n.args.get("expressions"):
+                arg = None
+        keys: List[exp.Ordered] = []
         if isinstance(arg, exp.Order):
             arg, keys = arg.this, list(arg.expressions)
-        if isinstance(arg, exp.Distinct) or arg is None or n.args.get("expressions"):
-            raise self.unsupported(f"{name.upper()} with these arguments (it takes one value, and an ORDER BY)", n)
+        distinct = isinstance(arg, exp.Distinct)
+        if distinct:
+            arg = arg.expressions[0] if len(arg.expressions) == 1 else None
+            if arg is not None and any(k.this != arg for k in keys):
+                other = next(k for k in keys if k.this != arg)
+                raise self.unsupported(f"ORDER BY in {spelled}(DISTINCT x ...) other than by x itself", other)
+        if arg is None or isinstance(arg, exp.Distinct):
+            raise self.unsupported(f"{spelled} with these arguments (it takes one value, and an ORDER BY)", n)
         if any(k.args.get("nulls_first") for k in keys):
-            raise self.unsupported(f"NULLS FIRST in {name.upper()}'s ORDER BY", n)
+            raise self.unsupported(f"NULLS FIRST in {spelled}'s ORDER BY", n)
         cond = filt.copy() if filt is not None else exp.true()
-        return "ARRAY_AGG", (cond, arg, *[k.this for k in keys]), False, \
+        return aggregate_functions.lookup(n).name, (cond, *lead, arg, *[k.this for k in keys]), distinct, \
             tuple("DESC" if k.args.get("desc") else "ASC" for k in keys)
 
     def group_by_all(self, group: Optional[exp.Group], items) -> Optional[exp.Group]:
@@ -792,10 +811,14 @@ class Binder(SubqueryBinder, WindowBinder, AsofBinder, StarBinder, RecursiveBind
             bargs = tuple(self.bind_scalar(arg, scope) for arg in args)
             spec = aggregate_functions.BY_NAME.get(func)
             if spec is not None:
-                for arg, b in list(zip(args, bargs))[:spec.columns]:   # (STRING_AGG's order keys: any type)
-                    if b.type.base not in spec.accepts and b.type.sql != "UNKNOWN" and b.type.base != "NULL":
-                        spelled = self.called(n.this if isinstance(n, exp.Filter) else n)[0].upper()
-                        raise self.bind_error(f"{spelled} takes {spec.what}, not {b.type.sql}", arg)
+                for i, (arg, b) in enumerate(list(zip(args, bargs))[:spec.columns]):   # (order keys: any type)
+                    accepts, what, loose = spec.argument(i)
+                    untyped = b.type.sql == "UNKNOWN" or b.type.base == "NULL"
+                    if b.type.base not in accepts and not (loose and untyped):
+                        call = n.this if isinstance(n, exp.Filter) else n
+                        shown = "an untyped NULL (CAST it)" if untyped else b.type.sql
+                        raise self.bind_error(f"{self.called(call)[0].upper()} takes {what}, not {shown}",
+                                              arg if position_of(arg) is not None else call)
             sig = (func, tuple(b.sql for b in bargs), distinct, params)
             if sig not in call_index:
                 call_index[sig] = len(calls)

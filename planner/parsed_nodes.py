@@ -27,6 +27,7 @@ from .bind import (COLUMN_ARGS, DISTINCT_ARGS, GROUP_ARGS, JOIN_ARGS, SELECT_ARG
 from .bind_star import COLUMNS_ARGS, STAR_ARGS, located
 from .bind_window import FETCH_ARGS, LIMIT_ARGS, LIMIT_OPTIONS_ARGS, ORDERED_ARGS, WINDOW_ARGS
 from .errors import UnsupportedError
+from .aggregate_functions import MapAgg
 from .user_functions import UserAggregate
 
 
@@ -76,7 +77,8 @@ SCALAR_LEAVES = frozenset({
 SCALAR_NODES = frozenset(t for t in all_node_types()
                          if issubclass(t, (exp.Func, exp.Binary, exp.Unary, exp.Predicate, exp.JSONPathPart))
                          and not issubclass(t, exp.UDTF)) | SCALAR_LEAVES
-HANDLED_NODES = QUERY_NODES | SCALAR_NODES | {UserAggregate}
+HANDLED_NODES = QUERY_NODES | SCALAR_NODES | {UserAggregate, MapAgg}
+ORDERED_AGGREGATES = (exp.GroupConcat, exp.ArrayAgg, MapAgg)   # ORDER BY inside their call: read by planner.bind
 
 # How a rejected node type or argument is named in the message, and what to write instead where there is
 # an alternative.
@@ -93,8 +95,8 @@ ARG_WORDS: Dict[object, str] = {
     "unpack": "*COLUMNS(...)", "siblings": "ORDER SIBLINGS BY", "joins": "a JOIN in parentheses",
     "alias": "a named window (OVER name)", "exclude": "EXCLUDE", "on": "ON in a set operation",
     "by_name": "BY NAME (it applies to UNION only)",
-    (exp.Order, "this"): "ORDER BY inside an aggregate call other than STRING_AGG / LISTAGG / ARRAY_AGG (the "
-                         "others do not depend on the order of their rows: drop the ORDER BY)",
+    (exp.Order, "this"): "ORDER BY inside an aggregate call other than STRING_AGG / LISTAGG / ARRAY_AGG / MAP_AGG "
+                         "(the others do not depend on the order of their rows: drop the ORDER BY)",
     (exp.Subquery, "order"): "ORDER BY after a parenthesized query (write it inside the parentheses)",
     (exp.Subquery, "limit"): "LIMIT after a parenthesized query (write it inside the parentheses)",
     (exp.Subquery, "offset"): "OFFSET after a parenthesized query (write it inside the parentheses)",
@@ -128,8 +130,8 @@ def check_parsed(tree: exp.Expression, sql: str) -> None:
         for key, value in node.args.items():
             if key in read or value is None or value is False or value == "" or value == []:
                 continue
-            if isinstance(node, exp.Order) and key == "this" and isinstance(node.parent, (exp.GroupConcat, exp.ArrayAgg)):
-                continue   # STRING_AGG(s, sep ORDER BY k), ARRAY_AGG(x ORDER BY k): their order (planner.bind)
+            if isinstance(node, exp.Order) and key == "this" and isinstance(node.parent, ORDERED_AGGREGATES):
+                continue   # STRING_AGG(s, sep ORDER BY k), ARRAY_AGG(x ORDER BY k), ...: their order (planner.bind)
             raise _arg_error(node, key, value, sql)
 
 

@@ -354,7 +354,7 @@ def _agg_call(a, k: int, i: int) -> str:
             # an integer: the CAST to its own type tells the Spark lowering to pick the value exactly (Spark's
             # PERCENTILE_DISC goes through DOUBLE: 2^53 + 1 became 2^53)
             args[0] = f"CAST({args[0]} AS {a.args[0].type.sql})"
-        return f"{aggregate_functions.call_sql(a.func, args, a.params)} AS {col(k + i)}"
+        return f"{aggregate_functions.call_sql(a.func, args, a.params, a.distinct)} AS {col(k + i)}"
     if a.func not in AGG_FUNCS:
         raise UnsupportedError(f"aggregate {a.func} has no delta rule")
     call = f"{a.func}({'DISTINCT ' if a.distinct else ''}{a.args[0].sql})"

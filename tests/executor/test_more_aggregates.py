@@ -72,7 +72,7 @@ def test_more_aggregates(make_pipeline, steps):
     ("SELECT QUANTILE_CONT(x, 1.5) FROM t", "the fraction of QUANTILE_CONT must be a constant between 0 and 1"),
     ("SELECT QUANTILE_CONT(x, i) FROM t", "the fraction of QUANTILE_CONT must be a constant between 0 and 1"),
     ("SELECT ARG_MIN(x, y, i) FROM t", "ARG_MIN with 3 arguments (it takes 2)"),
-    ("SELECT ARRAY_AGG(DISTINCT x) FROM t", "ARRAY_AGG with these arguments"),
+    ("SELECT ARRAY_AGG(DISTINCT x ORDER BY i) FROM t", "ORDER BY in ARRAY_AGG(DISTINCT x ...) other than by x"),
     ("SELECT STRING_AGG(i, ',') FROM t", "STRING_AGG takes text (cast it: CAST(x AS VARCHAR)), not INT"),
     ("SELECT STRING_AGG(s, s) FROM t", "the separator of STRING_AGG must be a constant string"),
     ("SELECT STRING_AGG(DISTINCT s, ',') FROM t", "STRING_AGG(DISTINCT ...)"),

@@ -79,8 +79,9 @@ OTHER_AGGREGATES = [
     ("REGR_R2", ("numeric", "numeric")), ("REGR_COUNT", ("numeric", "numeric")), ("REGR_SXY", ("numeric", "numeric")),
     ("REGR_AVGX", ("numeric", "numeric")), ("STRING_AGG", ("varchar",)), ("MODE", ("any",)),
     ("PYCOUNTDISTINCT", ("varchar",)),   # a Python aggregate (tests/fuzz/udfs.py)
-    ("ARRAY_AGG", ("any",)),
+    ("ARRAY_AGG", ("any",)), ("ARRAY_AGG_DISTINCT", ("any",)), ("MAP_AGG", ("key", "any")),
 ]
+KEYS = ("int", "decimal", "varchar", "boolean", "date", "timestamp")   # what MAP_AGG takes as a key (not a float)
 
 
 class Relation:
@@ -349,13 +350,17 @@ class Generator:
             if k == "fraction":
                 args.append(self.rnd.choice(["0.5", "0.25", "0", "1", "0.9"]))
             else:
-                cats = {"any": ORDERABLE, "numeric": NUMERIC, "int|double": ("int", "double")}.get(k, (k,))
+                cats = {"any": ORDERABLE, "numeric": NUMERIC, "int|double": ("int", "double"), "key": KEYS}.get(k, (k,))
                 args.append(g.expr(g.any_cat(cats), 1))
         if name == "PERCENTILE_CONT":
             return f"PERCENTILE_CONT({args[0]}) WITHIN GROUP (ORDER BY {args[1]})"
         if name == "ARRAY_AGG":   # (ordered by the values last: one result, as the engine fixes it)
             key = f"{g.expr(g.any_cat(), 1)}{self.rnd.choice(['', ' DESC'])}, " if self.rnd.random() < 0.5 else ""
             return f"ARRAY_AGG({args[0]} ORDER BY {key}{args[0]})"
+        if name == "ARRAY_AGG_DISTINCT":   # each value once, in the values' order (ORDER BY: only by the value)
+            return f"ARRAY_AGG(DISTINCT {args[0]}{self.rnd.choice(['', ' ORDER BY ' + args[0] + ' DESC'])})"
+        if name == "MAP_AGG":   # a key's greatest value (tests.fuzz.runner.oracle_sql)
+            return f"MAP_AGG({args[0]}, {args[1]})"
         if name == "STRING_AGG":
             order = ""
             if self.rnd.random() < 0.6:

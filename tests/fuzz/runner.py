@@ -275,16 +275,26 @@ def apply_op(p, program: Program, model: Model, op: Op) -> None:
         model.insert(op.table, new)
 
 
+# MAP_AGG(k, v) in DuckDB: each distinct non-NULL key with the greatest of its values (NULL if all are), by key;
+# NULL where no row has a key
+MAP_AGG = ("CASE WHEN COUNT({k}) > 0 THEN list_transform(list_sort(list_distinct(LIST({k}))), lambda __k: "
+           "ROW(__k, list_max(list_transform(list_filter(LIST(struct_pack(k := {k}, v := {v})), "
+           "lambda __e: __e.k = __k), lambda __e: __e.v)))) END")
+
+
 def oracle_sql(sql: str) -> str:
     """``sql`` as DuckDB is to compute what the engine does: ``ARG_MIN(a, b)`` (``ARG_MAX``, ``MIN_BY``,
     ``MAX_BY``) with ties in ``b`` broken by ``a``, ``ANY_VALUE(x)`` as ``MIN(x)`` and ``STRING_AGG`` ordered by
-    its keys and then its text (where DuckDB's result depends on the order of the rows:
-    ``planner.aggregate_functions``), ``EVERY`` as ``BOOL_AND`` (DuckDB has no EVERY).
+    its keys and then its text, ``ARRAY_AGG(DISTINCT x)`` ordered by ``x`` (where DuckDB's result depends on the
+    order of the rows: ``planner.aggregate_functions``), ``EVERY`` as ``BOOL_AND`` (DuckDB has no EVERY), and
+    ``MAP_AGG(k, v)`` (DuckDB has none) as the LIST of ``(key, greatest value)`` ROWs by key (:data:`MAP_AGG`:
+    another way than the engine's to the same entries; a LIST of ROWs is what the engine's MAP reads as in Python).
 
     >>> oracle_sql("SELECT ARG_MAX(s, i), ANY_VALUE(s), EVERY(p) FROM t")
     'SELECT ARG_MAX(s, CASE WHEN NOT i IS NULL AND NOT s IS NULL THEN ROW(i, s) END), MIN(s), BOOL_AND(CAST(p AS BOOLEAN)) FROM t'
     """
-    if not re.search(r"ARG_M|_BY\(|ANY_VALUE|EVERY|STRING_AGG|LISTAGG|MODE|PYCOUNTDISTINCT", sql, re.IGNORECASE):
+    if not re.search(r"ARG_M|_BY\(|ANY_VALUE|EVERY|STRING_AGG|LISTAGG|MODE|PYCOUNTDISTINCT|MAP_AGG|"
+                     r"ARRAY_AGG\(DISTINCT", sql, re.IGNORECASE):
         return sql
 
     def one(n):
@@ -302,6 +312,12 @@ def oracle_sql(sql: str) -> str:
             return exp.WithinGroup(this=exp.Mode(), expression=exp.Order(expressions=[exp.Ordered(this=n.this.copy())]))
         if isinstance(n, exp.Anonymous) and n.name.upper() == "EVERY":
             return exp.LogicalAnd(this=n.expressions[0].copy())
+        if isinstance(n, exp.Anonymous) and n.name.upper() == "MAP_AGG" and len(n.expressions) == 2:
+            k, v = (a.sql(dialect="duckdb") for a in n.expressions)
+            return sqlglot.parse_one(MAP_AGG.format(k=k, v=v), read="duckdb")
+        if isinstance(n, exp.ArrayAgg) and isinstance(n.this, exp.Distinct):   # in the values' order
+            return exp.ArrayAgg(this=exp.Order(this=n.this.copy(), expressions=[
+                exp.Ordered(this=n.this.expressions[0].copy(), nulls_first=False)]))
         if isinstance(n, exp.Anonymous) and n.name.upper() == "PYCOUNTDISTINCT":   # (tests/fuzz/udfs.py)
             return exp.Count(this=exp.Distinct(expressions=[n.expressions[0].copy()]))
         if isinstance(n, exp.GroupConcat):   # in the keys' order, then the text's

@@ -272,8 +272,8 @@ def test_duckdb_select_list_syntax_is_bound():
     ("SELECT COUNT(*) AS n FROM t GROUP BY TUMBLE(ts, INTERVAL '1' HOUR)", "TUMBLE is a table function: write it "
      "in FROM, e.g. SELECT window_start, COUNT(*) FROM TUMBLE(bid, date_time, INTERVAL '10' SECOND)", "TUMBLE"),
     ("SELECT k FROM t FETCH FIRST 3 ROWS ONLY", "FETCH FIRST without ORDER BY", "FETCH"),
-    ("SELECT k, ARRAY_AGG(DISTINCT v) AS z FROM t GROUP BY k", "ARRAY_AGG with these arguments (it takes one value, "
-     "and an ORDER BY) is not supported", "ARRAY_AGG"),
+    ("SELECT k, ARRAY_AGG(DISTINCT v ORDER BY k) AS z FROM t GROUP BY k", "ORDER BY in ARRAY_AGG(DISTINCT x ...) "
+     "other than by x itself is not supported", "k) AS"),
     ("SELECT k, approx_count_distinct(k) AS z FROM t GROUP BY k", "aggregate function approx_count_distinct is not "
      "supported", "approx_count_distinct"),
     ("SELECT k, SUM(x ORDER BY k) AS z FROM t GROUP BY k", "ORDER BY inside an aggregate call", "x ORDER"),
@@ -336,3 +336,40 @@ def test_a_negated_cast_of_a_constant_that_cannot_succeed_is_rejected():
                   "cannot CAST 'abc' to INTEGER", 3, "'abc'")
     compile_program(T + "CREATE VIEW w AS SELECT -CAST('nan' AS DOUBLE) AS a, -CAST('5' AS INT) AS b, "
                         "CAST('abc' AS INT) AS c FROM t")
+
+
+# ------------------------------------------------------------------ MAP_AGG and ARRAY_AGG (planner.aggregate_functions)
+M = T + "CREATE TABLE n (k INT, m MAP(VARCHAR, INT), l INT[], s ROW(a INT));\n"
+
+
+@pytest.mark.parametrize("view, error, fragment, at", [
+    ("SELECT MAP_AGG(x, k) AS z FROM t", BindError, "MAP_AGG takes a key of an exact scalar type (an integer, "
+     "DECIMAL, VARCHAR, DATE, TIMESTAMP or BOOLEAN), not DOUBLE", "x, k"),
+    ("SELECT k, MAP_AGG(l, k) AS z FROM n GROUP BY k", BindError, "MAP_AGG takes a key of an exact scalar type", "l, k"),
+    ("SELECT map_agg(s, k) AS z FROM n", BindError, "not STRUCT(a INT)", "s, k"),
+    ("SELECT MAP_AGG(NULL, k) AS z FROM t", BindError, "not an untyped NULL (CAST it)", "MAP_AGG"),
+    ("SELECT MAP_AGG(k, m) AS z FROM n", BindError, "MAP_AGG takes values that can be ordered (not a MAP), not "
+     "MAP(VARCHAR, INT)", "m)"),
+    ("SELECT ARRAY_AGG(NULL) AS z FROM t", BindError, "ARRAY_AGG takes values that can be ordered (not a MAP), not an "
+     "untyped NULL (CAST it)", "ARRAY_AGG"),
+    ("SELECT MAP_AGG(k) AS z FROM t", UnsupportedError, "MAP_AGG with these arguments (it takes a key and a value, "
+     "and an ORDER BY) is not supported", "MAP_AGG"),
+    ("SELECT MAP_AGG(k, v, x) AS z FROM t", UnsupportedError, "MAP_AGG with these arguments", "MAP_AGG"),
+    ("SELECT MAP_AGG(DISTINCT k, v) AS z FROM t", UnsupportedError, "MAP_AGG with these arguments", "MAP_AGG"),
+    ("SELECT MAP_AGG(k, v ORDER BY x NULLS FIRST) AS z FROM t", UnsupportedError, "NULLS FIRST in MAP_AGG's ORDER BY",
+     "MAP_AGG"),
+    ("SELECT k, MAP_AGG(MAP_AGG(k, v), 1) AS z FROM t GROUP BY k", BindError, "aggregate functions are not allowed "
+     "in an aggregate argument", "MAP_AGG(k, v)"),
+    ("SELECT k, LIST(DISTINCT v ORDER BY v, k DESC) AS z FROM t GROUP BY k", UnsupportedError, "ORDER BY in "
+     "LIST(DISTINCT x ...) other than by x itself", "k DESC"),
+])
+def test_map_agg_and_array_agg_arguments_are_checked(view, error, fragment, at):
+    compile_error(M + "CREATE VIEW w AS " + view, error, fragment, 4, at)
+
+
+def test_map_agg_and_distinct_array_agg_compile():
+    prog = compile_program(M + "CREATE VIEW w AS SELECT MAP_AGG(t.k, v ORDER BY x DESC) FILTER (WHERE b) AS a, "
+                           "map_agg(ts, l) AS c, MAP_AGG(price, m['a']) AS e, ARRAY_AGG(DISTINCT v ORDER BY v DESC) "
+                           "AS f, LIST(DISTINCT x) FILTER (WHERE b) AS g FROM t, n")
+    assert [f.type.sql for f in prog.views["w"].plan.fields] == [
+        "MAP(INT, VARCHAR)", "MAP(TIMESTAMP, INT[])", "MAP(DECIMAL(10, 2), INT)", "VARCHAR[]", "DOUBLE[]"]

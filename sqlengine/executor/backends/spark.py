@@ -104,24 +104,46 @@ def _ieee_div(a: exp.Expression, b: exp.Expression) -> exp.Expression:
     return exp.Coalesce(this=exp.Anonymous(this="TRY_DIVIDE", expressions=[a, b]), expressions=[by_zero])
 
 
-def _array_agg(n: exp.Filter) -> exp.Expression:
-    """DuckDB's ``ARRAY_AGG(x ORDER BY k d NULLS LAST, ...) FILTER (WHERE c)`` (planner.aggregate_functions) on
-    Spark: the rows' (keys, value) as structs, sorted by a comparator of the keys (NULLs last), then their values
-    (Spark's ``collect_list`` drops NULLs and keeps no order); NULL over no rows, as in DuckDB."""
+def _is_ordered_list(n: exp.Expression) -> bool:
+    """Is ``n`` the ordered LIST of ``planner.aggregate_functions.ordered_list``?"""
+    return isinstance(n, exp.Filter) and isinstance(n.this, exp.ArrayAgg) and isinstance(n.this.this, exp.Order)
+
+
+def _array_agg(n: exp.Filter) -> str:
+    """DuckDB's ``ARRAY_AGG([DISTINCT] x ORDER BY k d NULLS LAST|FIRST, ...) FILTER (WHERE c)``
+    (``planner.aggregate_functions.ordered_list``) on Spark, as Spark SQL text: the rows' (keys, value) as
+    structs (each distinct one once), sorted by a comparator of the keys, then their values (Spark's
+    ``collect_list`` drops NULLs and keeps no order); NULL over no rows, as in DuckDB."""
     order = n.this.this
-    value = order.this.transform(_to_spark_semantics).sql(dialect="spark")
-    keys = [(o.this.transform(_to_spark_semantics).sql(dialect="spark"), bool(o.args.get("desc")))
-            for o in order.expressions]
+    value = order.this
+    distinct = isinstance(value, exp.Distinct)
+    if distinct:
+        value = value.expressions[0]
+    value = value.transform(_to_spark_semantics).sql(dialect="spark")
+    keys = [(o.this.transform(_to_spark_semantics).sql(dialect="spark"), bool(o.args.get("desc")),
+             bool(o.args.get("nulls_first"))) for o in order.expressions]
     cond = n.expression.this.transform(_to_spark_semantics).sql(dialect="spark")
-    fields = ", ".join(f"'k{i}', {k}" for i, (k, _) in enumerate(keys))
+    fields = ", ".join(f"'k{i}', {k}" for i, (k, _, _) in enumerate(keys))
     rows = f"COLLECT_LIST(NAMED_STRUCT({fields}, 'v', {value})) FILTER (WHERE {cond})"
+    if distinct:   # (-0.0 is 0.0 and NaN is NaN to ARRAY_DISTINCT, as to DuckDB's DISTINCT)
+        rows = f"ARRAY_DISTINCT({rows})"
     compare = "0"
-    for i, (_, desc) in reversed(list(enumerate(keys))):
+    for i, (_, desc, nulls_first) in reversed(list(enumerate(keys))):
         lo, hi = ("1", "-1") if desc else ("-1", "1")
+        first, last = ("-1", "1") if nulls_first else ("1", "-1")
         a, b = f"l.k{i}", f"r.k{i}"
-        compare = (f"CASE WHEN {a} IS NULL AND {b} IS NULL THEN {compare} WHEN {a} IS NULL THEN 1 WHEN {b} IS NULL "
-                   f"THEN -1 WHEN {a} < {b} THEN {lo} WHEN {a} > {b} THEN {hi} ELSE {compare} END")
-    text = (f"CASE WHEN SIZE({rows}) > 0 THEN TRANSFORM(ARRAY_SORT({rows}, (l, r) -> {compare}), s -> s.v) END")
+        compare = (f"CASE WHEN {a} IS NULL AND {b} IS NULL THEN {compare} WHEN {a} IS NULL THEN {first} WHEN {b} IS "
+                   f"NULL THEN {last} WHEN {a} < {b} THEN {lo} WHEN {a} > {b} THEN {hi} ELSE {compare} END")
+    return f"(CASE WHEN SIZE({rows}) > 0 THEN TRANSFORM(ARRAY_SORT({rows}, (l, r) -> {compare}), s -> s.v) END)"
+
+
+def _map_agg(n: exp.MapFromEntries) -> exp.Expression:
+    """``planner.aggregate_functions.last_per_key`` of an ordered LIST of (key, value) entries on Spark: of each
+    key's run of entries, the last (Spark's index is 0-based; an index past the end fails under ANSI: the CASE
+    reads the next entry only before the last)."""
+    entries = _array_agg(n.this.this)
+    text = (f"MAP_FROM_ENTRIES(FILTER({entries}, (e, i) -> CASE WHEN i = SIZE({entries}) - 1 THEN TRUE "
+            f"ELSE {entries}[i + 1].key <> e.key END))")
     return sqlglot.parse_one(text, read="spark")
 
 
@@ -133,8 +155,10 @@ def _to_spark_semantics(n: exp.Expression) -> exp.Expression:
     """DuckDB meanings that sqlglot's transpiler does not carry over (type-dependent ones are fixed by the
     planner, see ``planner.semantics``): division by zero (:func:`_ieee_div`), day-of-week numbering, EPOCH,
     WEEK, ROUND_EVEN."""
-    if isinstance(n, exp.Filter) and isinstance(n.this, exp.ArrayAgg) and isinstance(n.this.this, exp.Order):
-        return _array_agg(n)
+    if _is_ordered_list(n):
+        return sqlglot.parse_one(_array_agg(n), read="spark")
+    if isinstance(n, exp.MapFromEntries) and isinstance(n.this, exp.ArrayFilter) and _is_ordered_list(n.this.this):
+        return _map_agg(n)
     if isinstance(n, exp.ArrayAgg) and isinstance(n.this, exp.Order):   # a Python aggregate's rows, in one order
         return exp.Anonymous(this="ARRAY_SORT", expressions=[
             exp.ArrayAgg(this=n.this.this.transform(_to_spark_semantics))])
