@@ -676,12 +676,23 @@ class Binder(SubqueryBinder, WindowBinder, AsofBinder, StarBinder, RecursiveBind
             raise self.bind_error(f"the separator of {name.upper()} must be a constant string", sep)
         if any(k.args.get("nulls_first") for k in keys):
             raise self.unsupported(f"NULLS FIRST in {name.upper()}'s ORDER BY", n)
+        self.check_order_literals(keys, name.upper(), n)
         args = [arg] + [k.this for k in keys]
         if filt is not None:
             args = [exp.Case(ifs=[exp.If(this=filt.copy(), true=args[0].copy())])] + args[1:]
         sep_sql = (sep if sep is not None else exp.Literal.string(",")).sql(dialect=DIALECT)
         return "STRING_AGG", tuple(args), False, (sep_sql,) + tuple("DESC" if k.args.get("desc") else "ASC"
                                                                     for k in keys)
+
+    def check_order_literals(self, keys: List[exp.Ordered], spelled: str, call: exp.Expression) -> None:
+        """An aggregate's ORDER BY a constant that is not an integer (``'5'``, ``FALSE``, ``NULL``, ``1.5``) is an
+        error, as in DuckDB ("has no effect"); an integer is a constant key, as there."""
+        for k in keys:
+            v = k.this.this if isinstance(k.this, exp.Neg) else k.this
+            if isinstance(v, (exp.Boolean, exp.Null)) or (isinstance(v, exp.Literal) and (
+                    v.is_string or not re.fullmatch(r"\d+", v.this))):
+                raise self.bind_error(f"ORDER BY a constant that is not an integer in {spelled} has no effect "
+                                      "(DuckDB rejects it)", k if position_of(k) is not None else call)
 
     def array_agg_call(self, n: exp.Expression, filt) -> Tuple[str, Tuple[exp.Expression, ...], bool, Tuple[str, ...]]:
         """``ARRAY_AGG([DISTINCT] x [ORDER BY k [DESC], ...]) [FILTER (WHERE p)]`` / ``LIST`` and ``MAP_AGG(k, v
@@ -713,6 +724,7 @@ class Binder(SubqueryBinder, WindowBinder, AsofBinder, StarBinder, RecursiveBind
             raise self.unsupported(f"{spelled} with these arguments (it takes one value, and an ORDER BY)", n)
         if any(k.args.get("nulls_first") for k in keys):
             raise self.unsupported(f"NULLS FIRST in {spelled}'s ORDER BY", n)
+        self.check_order_literals(keys, spelled, n)
         cond = filt.copy() if filt is not None else exp.true()
         return aggregate_functions.lookup(n).name, (cond, *lead, arg, *[k.this for k in keys]), distinct, \
             tuple("DESC" if k.args.get("desc") else "ASC" for k in keys)

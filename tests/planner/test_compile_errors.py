@@ -73,6 +73,11 @@ def test_nondeterministic_function_deep_in_a_query_is_located():
     ("SELECT k, d + CAST(k AS BIGINT) AS z FROM t", "DuckDB adds an INTEGER number of days to a DATE, not a BIGINT",
      "d +"),
     ("SELECT -'nan' AS z FROM t", "cannot negate 'nan'", "'nan'"),
+    # found by the fuzzer (seeds 71170, 71289): DuckDB rejects an aggregate's ORDER BY a non-integer constant
+    ("SELECT STRING_AGG(v, ',' ORDER BY '5') AS z FROM t", "ORDER BY a constant that is not an integer in "
+     "STRING_AGG has no effect", "'5')"),
+    ("SELECT ARRAY_AGG(k ORDER BY NULL) AS z FROM t", "ORDER BY a constant that is not an integer in ARRAY_AGG",
+     "ARRAY_AGG"),
     ("SELECT k, -v AS z FROM t", "cannot negate VARCHAR", "v AS"),
     ("SELECT k, COUNT(*) AS n FROM t GROUP BY -1", "GROUP BY position -1 is out of range",   # at the digit
      len("CREATE VIEW w AS SELECT k, COUNT(*) AS n FROM t GROUP BY -1")),
