@@ -129,7 +129,7 @@ class ExprGen:
             options += [lambda: f"{pick('map')}['{r.choice('xyz')}']", lambda: f"cardinality(map_keys({pick('map')}))"] \
                 if cols["map"] else []
             options += [lambda: f"{pick('struct')}.a"] if cols["struct"] else []
-            options += [lambda: f"CAST(json_extract({pick('json')}, '$.n') AS INT)",
+            options += [lambda: f"TRY_CAST(json_extract({pick('json')}, '$.n') AS INT)",   # (Feldera's CAST of a VARIANT)
                         lambda: f"json_array_length({pick('json')})"] if cols["json"] else []
         elif cat == "varchar":
             options += [lambda: f"{pick('list_varchar')}[1]", lambda: f"array_to_string({pick('list_varchar')}, '|')",
