@@ -123,13 +123,14 @@ class ExprGen:
         pick = lambda c: r.choice(cols[c])  # noqa: E731
         options = []
         if cat == "int":
-            options += [lambda: f"cardinality({pick('list_int')})", lambda: f"{pick('list_int')}[{r.choice([1, 2, -1])}]",
+            options += [lambda: f"cardinality({pick('list_int')})",
+                        lambda: f"{pick('list_int')}[{r.choice([1, 2, -1])}]",
                         lambda: f"list_sum({pick('list_int')})"] if cols["list_int"] else []
             options += [lambda: f"len({pick('list_varchar')})"] if cols["list_varchar"] else []
-            options += [lambda: f"{pick('map')}['{r.choice('xyz')}']", lambda: f"cardinality(map_keys({pick('map')}))"] \
-                if cols["map"] else []
+            options += [lambda: f"{pick('map')}['{r.choice('xyz')}']",
+                        lambda: f"cardinality(map_keys({pick('map')}))"] if cols["map"] else []
             options += [lambda: f"{pick('struct')}.a"] if cols["struct"] else []
-            options += [lambda: f"TRY_CAST(json_extract({pick('json')}, '$.n') AS INT)",   # (Feldera's CAST of a VARIANT)
+            options += [lambda: f"TRY_CAST(json_extract({pick('json')}, '$.n') AS INT)",   # (a VARIANT's CAST)
                         lambda: f"json_array_length({pick('json')})"] if cols["json"] else []
         elif cat == "varchar":
             options += [lambda: f"{pick('list_varchar')}[1]", lambda: f"array_to_string({pick('list_varchar')}, '|')",
