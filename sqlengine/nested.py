@@ -61,12 +61,18 @@ class Pairs(dict):
 
 
 def _object(pairs):
-    return Pairs(pairs) if len({k for k, _ in pairs}) != len(pairs) else dict(pairs)
+    d = dict(pairs)
+    return d if len(d) == len(pairs) else Pairs(pairs)
+
+
+_DECODER = json.JSONDecoder(object_pairs_hook=_object)   # (one decoder: json.loads(..., hook) makes one a call)
 
 
 def loads(text):
     """``json.loads`` that keeps track of objects with a key given twice (:class:`Pairs`)."""
-    return json.loads(text, object_pairs_hook=_object)
+    if isinstance(text, (bytes, bytearray)):
+        text = text.decode(json.detect_encoding(text), "surrogatepass")
+    return _DECODER.decode(text)
 
 
 def is_nested_arrow(t: pa.DataType) -> bool:
