@@ -51,7 +51,7 @@ from __future__ import annotations
 
 import difflib
 import os
-from typing import Any, List, Optional
+from typing import Any, List
 
 import numpy as np
 import pyarrow as pa

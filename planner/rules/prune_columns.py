@@ -30,7 +30,7 @@ from dataclasses import replace
 from typing import Dict, FrozenSet, List, Sequence, Tuple
 
 from ..circuit import aggregate_mode
-from ..logical import (AggCall, Aggregate, Distinct, Expr, Filter, Join, Node, OneRow, Project, Recursive, Scan,
+from ..logical import (Aggregate, Distinct, Expr, Filter, Join, Node, OneRow, Project, Recursive, Scan,
                        SetOp, UnionAll, Unnest, Window, col)
 from .exprs import cannot_fail, column_index, refs, remap
 from .tree import width
