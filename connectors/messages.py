@@ -169,7 +169,10 @@ class JsonDecoder:
         self.update_format = update_format
         self.unknown_fields = unknown_fields
         self.lower = {f.name.lower() for f in t.fields}
-        self.fast = all(_kind(arrow_type(f.type)) in _FAST_KINDS for f in t.fields)
+        # (a VARIANT or UUID is text on the data plane, but its JSON value is not its text: "abc" is '"abc"', a
+        # UUID is made lower case; sqlengine.nested converts them, on the exact path)
+        self.fast = all(_kind(arrow_type(f.type)) in _FAST_KINDS and f.type.base not in nested.CONVERTED
+                        for f in t.fields)
         row = pa.struct([pa.field(f.name, self._read_type(f)) for f in t.fields])
         if update_format == "raw":
             self.schema = pa.schema(list(row))
