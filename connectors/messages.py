@@ -50,6 +50,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from planner.errors import InputError
+from planner.types import element_type, struct_fields
 from sqlengine import nested
 from sqlengine.ingest import Chunk, Errors, convert_strings, finish, json_chunks
 from sqlengine.types import arrow_type
@@ -163,16 +164,26 @@ def records_chunks(t, batch: Batch, records: List[Any], update_format: str, errs
     batch.annotate(errs)
 
 
+def _fast_type(t, top: bool = False) -> bool:
+    """Whether pyarrow's JSON reader gives a column of type ``t`` as the exact path would: the scalar kinds
+    (dates and timestamps at the top level, read as text and parsed), and ARRAYs and ROWs of numbers, booleans
+    and text.  Not a VARIANT or a UUID (text on the data plane, but a VARIANT's JSON string "abc" is '"abc"' and a
+    UUID is made lower case: sqlengine.nested converts them), nor a MAP (a JSON object is no Arrow map)."""
+    if t.base == "ARRAY":
+        return _fast_type(element_type(t))
+    if t.base == "STRUCT":
+        return all(_fast_type(ft) for _, ft in struct_fields(t))
+    kinds = _FAST_KINDS if top else ("bool", "int", "float", "string", "decimal")
+    return _kind(arrow_type(t)) in kinds and t.base not in nested.CONVERTED
+
+
 class JsonDecoder:
     def __init__(self, t, update_format: str, unknown_fields: str = "reject"):
         self.t = t
         self.update_format = update_format
         self.unknown_fields = unknown_fields
         self.lower = {f.name.lower() for f in t.fields}
-        # (a VARIANT or UUID is text on the data plane, but its JSON value is not its text: "abc" is '"abc"', a
-        # UUID is made lower case; sqlengine.nested converts them, on the exact path)
-        self.fast = all(_kind(arrow_type(f.type)) in _FAST_KINDS and f.type.base not in nested.CONVERTED
-                        for f in t.fields)
+        self.fast = all(_fast_type(f.type, top=True) for f in t.fields)
         row = pa.struct([pa.field(f.name, self._read_type(f)) for f in t.fields])
         if update_format == "raw":
             self.schema = pa.schema(list(row))
