@@ -54,4 +54,8 @@ def test_saved_regression(request, name):
     if meta["executor"] == "spark":
         spark = request.getfixturevalue("spark")   # every step on Spark
     o = run(program, spark=spark)
+    for _ in range(meta.get("retries", 0)):   # (a finding whose reproduction depends on timing: see its "why")
+        if o.failure is None:
+            break
+        o = run(program, spark=spark)
     assert o.failure is None, f"{name}: {o.failure} (view {o.view}, step {o.step}): {o.detail}"

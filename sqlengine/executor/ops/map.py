@@ -6,6 +6,8 @@ fails is recorded as a row error and left out (:mod:`sqlengine.executor.row_erro
 """
 from __future__ import annotations
 
+import re
+
 from typing import List, Optional
 
 import numpy as np
@@ -83,6 +85,12 @@ def local(lw, op, ins, reads=(), initial: bool = False) -> pa.Table:
                         if isinstance(node, Unnest) else "SELECT")
 
 
+def _calls(sql: str, names) -> bool:
+    """Whether ``sql`` calls a function of ``names`` (a name as a whole word before a parenthesis: a function
+    ``f`` is not called by ``NULLIF(...)``)."""
+    return any(re.search(rf"(?<![\w.]){re.escape(n)}\s*\(", sql, re.IGNORECASE) for n in names)
+
+
 def _rule(lw, node, d: pa.Table) -> pa.Table:
     """The map's rule over ``d``.  A chunk of one row is a constant vector to DuckDB, over which it skips what a
     NULL operand makes moot (``NULLIF(d, d) + CAST(big AS INT)`` is NULL there, and fails beside other rows, as in
@@ -91,7 +99,7 @@ def _rule(lw, node, d: pa.Table) -> pa.Table:
     sql = rules.map_sql(node)
     if d.num_rows > 1 and d.num_columns and any(len(c) == 1 for c in d.column(0).chunks):
         d = d.combine_chunks()
-    if d.num_rows != 1 or (lw.python_names and any(n in sql.lower() for n in lw.python_names)):
+    if d.num_rows != 1 or (lw.python_names and _calls(sql, lw.python_names)):
         return lw.rule(sql, D=d)
     out = lw.rule(sql, D=beside_nulls(d))
     return out.filter(pc.is_valid(out.column(W)))
