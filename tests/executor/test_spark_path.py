@@ -13,6 +13,7 @@ exercised.  Tests whose steps are all that small (``EVERY_STEP_ON_SPARK``) run e
 must have run at least one step there.
 """
 import pytest
+from hypothesis import given, settings
 
 # A cross-section of the differential tests (the whole set takes ~14 min on Spark on 2 cores), re-collected
 # here with the fixture below: every operator kind and both paths of joins, aggregates and windows.
@@ -30,13 +31,29 @@ from .test_exact_retractions import test_float_aggregates_retract_what_they_emit
 from .test_append_only import test_a_table_a_join_reads_is_stored, test_a_table_nothing_reads_is_a_stream  # noqa: F401
 from .test_negative_zero import test_a_table_keeps_both_zeros, test_a_window_over_both_zeros_emits_each  # noqa: F401
 from .test_more_aggregates import test_more_aggregates  # noqa: F401
-from .test_query_forms import test_query_forms  # noqa: F401
-from .test_udf import test_python_aggregates_against_duckdb, test_user_functions_against_duckdb  # noqa: F401
+from .test_udf import test_user_functions_against_duckdb  # noqa: F401
 from .test_recursive import test_recursive_views_against_duckdb  # noqa: F401
+from . import test_query_forms as query_forms
+from . import test_udf as udf_tests
+from ..support.differential import run_program, steps_strategy
 # every input path's values (big integers, NaN, infinities, rounded decimals) kept exactly through Spark state
 from ..connectors.test_input_strictness import test_every_path_rejects_and_keeps_values_as_duckdb_does  # noqa: F401
 
 pytestmark = pytest.mark.slow   # a long real-system or Spark test: ./run.sh test -m "not slow" skips it
+
+
+# The two longest of the imported tests, with half the examples on Spark (CI's time; the driver runs all of them)
+@settings(max_examples=2)
+@given(steps_strategy(query_forms.ROWS, max_steps=4))
+def test_query_forms(make_pipeline, steps):
+    run_program(make_pipeline, query_forms.SCHEMA, query_forms.COLUMNS, query_forms.VIEWS, steps)
+
+
+@settings(max_examples=2)
+@given(steps_strategy({"t": udf_tests.AGG_ROW}, max_steps=4))
+def test_python_aggregates_against_duckdb(make_pipeline, steps):
+    run_program(make_pipeline, udf_tests.AGG_SCHEMA, udf_tests.AGG_COLUMNS, udf_tests.AGG_VIEWS, steps,
+                udfs=[udf_tests.WeightedMean, udf_tests.Joined, udf_tests.Tally])
 
 
 # tests whose steps have at most 4 input rows: every step of theirs runs on Spark
