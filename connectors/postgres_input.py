@@ -359,10 +359,9 @@ class PostgresInput(Source):
         arrays = []
         for j, f in enumerate(self.fields):
             target = arrow_type(f.type)
-            decode = self._decoders[j] if j < len(self._decoders) else None
             values = [r[j] for r in rows]
-            if decode is not None:
-                values = self._decoded(values, decode, f.name, errs)
+            if self._decoders[j] is not None:
+                values = self._decoded(values, self._decoders[j], f.name, errs)
             arrays.append(convert_values([_py(v, target) for v in values], f.type, f.name, errs))
         return finish(self.ctx.table, arrays, weights, errs, seen)
 

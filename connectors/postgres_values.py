@@ -130,6 +130,11 @@ def _bytes(text: str) -> bytes:
     return bytes.fromhex(text[2:] if text.startswith("\\x") else text)
 
 
+def _is_time(pg: str) -> bool:
+    """``time`` or ``time with time zone`` (a time of day), not a ``timestamp``."""
+    return pg.startswith("time") and not pg.startswith("timestamp")
+
+
 def _deep(f: Callable[[Any], Any]) -> Callable[[Any], Any]:
     def each(v):
         if v is None:
@@ -170,7 +175,7 @@ def fits(pg: str, ftype: SqlType, reading: bool) -> Optional[bool]:
     if ftype.base == "BLOB":
         return pg == "bytea"
     if ftype.base == "TIME":
-        return pg.startswith("time") and not pg.startswith("timestamp") and "with time zone" not in pg
+        return _is_time(pg) and "with time zone" not in pg
     return False
 
 
@@ -199,7 +204,7 @@ def decoder(pg: str, ftype: SqlType) -> Optional[Callable[[Any], Any]]:
         if ftype.base == "JSON":  # list or object it spells
             return lambda v: nested.JsonText(v) if isinstance(v, str) else v
         return _scalar(pg)
-    if pg in ("bytea", "uuid") or (pg.startswith("time") and not pg.startswith("timestamp")):
+    if pg in ("bytea", "uuid") or _is_time(pg):
         return _scalar(pg)
     return None
 
@@ -218,8 +223,7 @@ def text_column(pg: str, quoted_name: str) -> str:
 
 def needs_text(pg: str) -> bool:
     pg = pg.lower()
-    return pg.endswith("[]") or pg in ("json", "jsonb", "uuid") or \
-        (pg.startswith("time") and not pg.startswith("timestamp"))
+    return pg.endswith("[]") or pg in ("json", "jsonb", "uuid") or _is_time(pg)
 
 
 # ------------------------------------------------------------------ out
@@ -289,16 +293,15 @@ def _literal(v: Any) -> str:
 def as_text(column: pa.Array, t: SqlType) -> pa.Array:
     """A column of the view as the text PostgreSQL's COPY reads for a column of type :func:`pg_type` (NULL kept)."""
     kind = pg_type(t)
-    values = column.to_pylist()
     if kind == "jsonb":
         if t.base == "JSON":
-            return pa.array(values, pa.string())   # (the canonical JSON text already)
+            return column.cast(pa.string())   # (the canonical JSON text already)
         return pa.array([None if v is None else json.dumps(v, default=_json_default, separators=(",", ":"))
                          for v in nested.python_values(column)], pa.string())
     if kind is not None and kind.endswith("[]"):
-        return pa.array([None if v is None else _literal(v) for v in values], pa.string())
+        return pa.array([None if v is None else _literal(v) for v in column.to_pylist()], pa.string())
     if kind == "bytea":
-        return pa.array([None if v is None else "\\x" + v.hex() for v in values], pa.string())
+        return pa.array([None if v is None else "\\x" + v.hex() for v in column.to_pylist()], pa.string())
     return column
 
 
@@ -320,5 +323,5 @@ def needs_text_out(t: SqlType) -> bool:
     return kind == "jsonb" or kind.endswith("[]") or kind == "bytea"
 
 
-__all__: List[str] = ["parse_array", "fits", "decoder", "snapshot_column", "text_column", "needs_text", "pg_type", "as_text",
-                      "needs_text_out"]
+__all__: List[str] = ["parse_array", "fits", "decoder", "snapshot_column", "text_column", "needs_text", "pg_type",
+                      "as_text", "needs_text_out"]

@@ -251,8 +251,7 @@ class Binder(SubqueryBinder, WindowBinder, AsofBinder, StarBinder, RecursiveBind
         """A nested column beside a scalar one in a UNION, INTERSECT or EXCEPT (DuckDB binds it, then fails on
         every row) is an error at the right branch."""
         for i, (a, b) in enumerate(zip(left.fields, right.fields)):
-            if NESTED in (type_class(a.type), type_class(b.type)) and None not in (type_class(a.type), type_class(b.type)) \
-                    and not types_meet(a.type, b.type):
+            if NESTED in (type_class(a.type), type_class(b.type)) and not types_meet(a.type, b.type):
                 right_q = q.expression
                 at = right_q.expressions[i] if isinstance(right_q, exp.Select) and i < len(right_q.expressions) \
                     else right_q

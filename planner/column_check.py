@@ -94,8 +94,8 @@ def check_column_types(view: str, plan: Node, output: Tuple[str, ...], origins: 
             for a, b in zip(node.left_keys, node.right_keys):
                 if not types_meet(a.type, b.type):
                     origin = _origin(a, origins) or _origin(b, origins)
-                    raise BindError(f"view {view}: cannot compare {type_name(a.type)} with {type_name(b.type)}", sql=sql,
-                                    offset=(offset_of(origin) if origin is not None else None) or default)
+                    raise BindError(f"view {view}: cannot compare {type_name(a.type)} with {type_name(b.type)}",
+                                    sql=sql, offset=(offset_of(origin) if origin is not None else None) or default)
         for name, e in _stored(node):
             if storable(e.type) or _PASS_THROUGH.fullmatch(e.sql):
                 continue

@@ -59,42 +59,33 @@ def from_duckdb_name(text: str) -> SqlType:
 
 
 @lru_cache(maxsize=4096)
-def _describe(sql: str, types: Tuple[str, ...]) -> Optional[str]:
+def _describe(sql: str, types: Tuple[str, ...]) -> Tuple[Optional[str], Optional[str]]:
+    """(the type DuckDB gives ``sql`` over columns ``c<i>`` of ``types``, or None; DuckDB's error, or None)."""
     import duckdb
     cols = ", ".join(f"CAST(NULL AS {t}) AS c{i}" for i, t in enumerate(types)) or "1 AS __none"
     with _LOCK:
         try:
             rows = _connection().execute(f"DESCRIBE SELECT {sql} AS r FROM (SELECT {cols}) AS t").fetchall()
-        except duckdb.Error:
-            return None
-    return rows[0][1] if rows else None
-
-
-@lru_cache(maxsize=1024)
-def _bind_error(sql: str, types: Tuple[str, ...]) -> Optional[str]:
-    import duckdb
-    cols = ", ".join(f"CAST(NULL AS {t}) AS c{i}" for i, t in enumerate(types)) or "1 AS __none"
-    with _LOCK:
-        try:
-            _connection().execute(f"DESCRIBE SELECT {sql} AS r FROM (SELECT {cols}) AS t").fetchall()
         except duckdb.Error as e:
-            return str(e).splitlines()[0]
-    return None
+            return None, str(e).splitlines()[0]
+    return (rows[0][1] if rows else None), None
+
+
+def _described(e: exp.Expression, types: Sequence[SqlType]) -> Tuple[Optional[str], Optional[str]]:
+    return _describe(e.sql(dialect="duckdb"), tuple("VARCHAR" if t.sql == "UNKNOWN" else t.sql for t in types))
 
 
 def duckdb_bind_error(e: exp.Expression, types: Sequence[SqlType]) -> Optional[str]:
     """DuckDB's error binding ``e`` over columns of ``types`` when it is a type error (no function or operator
     takes these arguments), else None (it binds, or it calls a Python function DuckDB does not know)."""
-    duck = tuple("VARCHAR" if t.sql == "UNKNOWN" else t.sql for t in types)
-    found = _bind_error(e.sql(dialect="duckdb"), duck)
+    found = _described(e, types)[1]
     return found[len("Binder Error: "):] if found and found.startswith("Binder Error") else None
 
 
 def duckdb_type(e: exp.Expression, types: Sequence[SqlType]) -> Optional[SqlType]:
     """The type DuckDB gives ``e`` over columns ``c<i>`` of ``types``, or None if DuckDB cannot bind it (a
     Python function, which the planner types by its declaration)."""
-    duck = tuple("VARCHAR" if t.sql == "UNKNOWN" else t.sql for t in types)
-    found = _describe(e.sql(dialect="duckdb"), duck)
+    found = _described(e, types)[0]
     return None if found is None else from_duckdb_name(found)
 
 

@@ -71,6 +71,12 @@ def change_schema(op, ins: List[pa.Schema], typer) -> pa.Schema:
     return with_weight([arrow_type(f.type) for f in op.node.fields])
 
 
+def _per_row(schema: pa.Schema, data: List[str]) -> str:
+    """GROUP BY the ``data`` columns of a Z-set of ``schema`` row by row: a float zero's sign kept (a Z-set row
+    keeps it, GROUP BY makes -0.0 and 0.0 one value)."""
+    return ", ".join(data + [zero_sign(c) for c in data if pa.types.is_floating(schema.field(c).type)])
+
+
 class _Run:
     """One evaluation on connection ``con``: the temporary relations it makes carry the prefix ``p``."""
 
@@ -119,7 +125,7 @@ class _Run:
             same = " AND ".join(f"y.{c} IS NOT DISTINCT FROM x.{c}" for c in data)
             hit = f"EXISTS (SELECT 1 FROM {touched} AS y WHERE {same})"
             listed = ", ".join(data)
-            by = ", ".join(data + [zero_sign(c) for c in data if pa.types.is_floating(raw.schema.field(c).type)])
+            by = _per_row(raw.schema, data)
             src = self.table(name + "_sum", f"SELECT {listed}, {W} FROM {src} AS x WHERE NOT {hit} UNION ALL "
                                            f"SELECT {listed}, SUM({W})::BIGINT AS {W} FROM {src} AS x WHERE {hit} "
                                            f"GROUP BY {by} HAVING SUM({W}) > 0")
@@ -227,8 +233,7 @@ class _Run:
                 d = self.arrow(f"chg{j}", self.ins[j])
                 data = [f.name for f in self.ins[j].schema if f.name != W]
                 cols = ", ".join(f"{c} AS {quoted(nm)}" for c, nm in zip(data, node.relation_columns[j]))
-                by = ", ".join(data + [zero_sign(c) for c in data
-                                       if pa.types.is_floating(self.ins[j].schema.field(c).type)])
+                by = _per_row(self.ins[j].schema, data)
                 summed = self.table(f"dsum{j}", f"SELECT {', '.join(data)}, SUM({W})::BIGINT AS {W} FROM {d} "
                                                 f"GROUP BY {by} HAVING SUM({W}) <> 0")
                 plus[j] = self.table(f"plus{j}", f"SELECT {cols} FROM {summed} WHERE {W} > 0")
