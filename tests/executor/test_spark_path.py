@@ -32,7 +32,7 @@ from .test_append_only import test_a_table_a_join_reads_is_stored, test_a_table_
 from .test_negative_zero import test_a_table_keeps_both_zeros, test_a_window_over_both_zeros_emits_each  # noqa: F401
 from .test_more_aggregates import test_more_aggregates  # noqa: F401
 from .test_udf import test_user_functions_against_duckdb  # noqa: F401
-from .test_recursive import test_recursive_views_against_duckdb  # noqa: F401
+from .test_recursive import test_recursions_over_floats_against_duckdb, test_recursive_views_against_duckdb  # noqa: F401,E501
 from . import test_query_forms as query_forms
 from . import test_udf as udf_tests
 from ..support.differential import run_program, steps_strategy
