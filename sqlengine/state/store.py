@@ -72,6 +72,19 @@ class Manifest:
                         {k: [Run(**r) for r in v] for k, v in d["runs"].items()}, d.get("meta", {}))
 
 
+_SYNC_POOL: List[ThreadPoolExecutor] = []
+_SYNC_POOL_LOCK = threading.Lock()
+
+
+def _sync_pool() -> ThreadPoolExecutor:
+    """The threads that fsync a commit's files in parallel, one pool per process (starting threads at each
+    commit cost a step milliseconds)."""
+    with _SYNC_POOL_LOCK:
+        if not _SYNC_POOL:
+            _SYNC_POOL.append(ThreadPoolExecutor(max_workers=8, thread_name_prefix="sqlengine-fsync"))
+        return _SYNC_POOL[0]
+
+
 def fsync_dir(path: str) -> None:
     """fsync a directory (or a file) by path."""
     fd = os.open(path, os.O_RDONLY)
@@ -154,8 +167,7 @@ class StateStore:
             files = sorted(self._unsynced)
         if not files:
             return
-        with ThreadPoolExecutor(max_workers=min(8, len(files))) as pool:
-            list(pool.map(fsync_dir, files + sorted({os.path.dirname(f) for f in files})))
+        list(_sync_pool().map(fsync_dir, files + sorted({os.path.dirname(f) for f in files})))
         with self._unsynced_lock:
             self._unsynced.difference_update(files)
 

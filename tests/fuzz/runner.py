@@ -78,7 +78,8 @@ class Model:
 
     @staticmethod
     def key(row) -> tuple:
-        return tuple(repr(v) for v in row)
+        # a MAP's entries in key order: the engine's map equality does not depend on the order of its keys
+        return tuple(repr(sorted(v.items()) if isinstance(v, dict) else v) for v in row)
 
     def insert(self, table: str, rows) -> None:
         self.rows[table].extend(tuple(r) for r in rows)
@@ -103,8 +104,9 @@ class Model:
                 rows = [list(r) for r in self.rows[t.name]]
                 for r in rows:   # (DuckDB's Python MAP: its keys and values)
                     for j in maps:
-                        if r[j] is not None:
-                            r[j] = {"key": list(r[j]), "value": list(r[j].values())}
+                        if r[j] is not None:   # in key order (DuckDB's map equality depends on the order)
+                            keys = sorted(r[j])
+                            r[j] = {"key": keys, "value": [r[j][k] for k in keys]}
                 con.executemany(f"INSERT INTO {t.name} VALUES ({ph})", rows)
         udfs.register(con)
         for f in self.program.functions:
