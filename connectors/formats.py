@@ -150,10 +150,10 @@ class JsonFormat(Format):
                                                          self.config["unknown_fields"])
 
     def write_file(self, table: pa.Table, path: str) -> None:
-        import duckdb
+        from sqlengine import private_duckdb
 
         def write(tmp: str) -> None:
-            con = duckdb.connect(":memory:")
+            con = private_duckdb.cursor()
             con.register("t", table)
             con.execute(f"COPY (SELECT * FROM t) TO '{tmp}' (FORMAT json)")
             con.close()

@@ -13,13 +13,12 @@ engine and carry their SQL names only at the API boundary.
 """
 from __future__ import annotations
 
-import threading
 from collections import Counter
 from typing import List, Optional, Sequence
 
 import pyarrow as pa
 
-from sqlengine import nested
+from sqlengine import nested, private_duckdb
 
 W = "__w"            # weight column on the data plane
 WEIGHT = "__weight"  # weight column in user-facing chunks
@@ -155,20 +154,6 @@ def negate_spark(df):
     return df.withColumn(W, -F.col(W))
 
 
-_DATABASE: list = []
-_DATABASE_LOCK = threading.Lock()
-
-
-def _cursor():
-    """A connection of its own (its registered tables and temporary objects are its own) to one in-memory
-    database per process: opening a database costs about 10 ms, a cursor on it microseconds."""
-    import duckdb
-    with _DATABASE_LOCK:
-        if not _DATABASE:
-            _DATABASE.append(duckdb.connect(":memory:"))
-        return _DATABASE[0].cursor()
-
-
 _NAN = object()   # every NaN, as one key
 _SMALL_CLAMP = 20_000
 
@@ -238,7 +223,7 @@ def clamp_in_order(parts: Sequence[pa.Table], deleted: pa.Table, stored: pa.Tabl
 
     if _copies_cover_deletes(parts, stored, cols):
         return pa.concat_tables(given)
-    con = _cursor()
+    con = private_duckdb.cursor()
     try:
         con.register("a", pa.concat_tables(parts))
         con.register("deleted", deleted.select(cols))
