@@ -16,7 +16,7 @@ import pyarrow.compute as pc
 
 from planner.logical import Filter, Project, Unnest, col
 
-from sqlengine.executor import arrow_ops
+from sqlengine.executor import arrow_exprs, arrow_ops
 from sqlengine.executor import delta_rules as rules
 from sqlengine.executor.backends.duckdb import beside_nulls, duck
 from sqlengine.executor.op_schemas import data_types, normalize, with_weight
@@ -58,6 +58,17 @@ def project_columns(node: Project, d: pa.Table) -> Optional[pa.Table]:
     return pa.table([d.column(col(i)) for i in idx] + [d.column(W)], names=[col(j) for j in range(len(idx))] + [W])
 
 
+def project_simple(node: Project, d: pa.Table) -> Optional[pa.Table]:
+    """A projection of columns and DOUBLE arithmetic (:mod:`sqlengine.executor.arrow_exprs`), in Arrow."""
+    plain = [arrow_ops.column_index(e.sql) for e in node.exprs]
+    values = arrow_exprs.project_values([e.sql for e, i in zip(node.exprs, plain) if i is None], d)
+    if values is None:
+        return None
+    it = iter(values)
+    cols = [d.column(col(i)) if i is not None else next(it) for i in plain]
+    return pa.table(cols + [d.column(W)], names=[col(j) for j in range(len(cols))] + [W])
+
+
 def permutes_columns(node) -> bool:
     """Is ``node`` a projection that picks every column of its input (reordered, maybe repeated)?  It maps
     distinct rows to distinct rows."""
@@ -72,6 +83,12 @@ def local(lw, op, ins, reads=(), initial: bool = False) -> pa.Table:
     node = op.node
     if isinstance(node, Project):
         fast = project_columns(node, d)
+        if fast is None:
+            fast = project_simple(node, d)
+        if fast is not None:
+            return fast
+    if isinstance(node, Filter):
+        fast = arrow_exprs.filter_rows(node.predicate.sql, d)
         if fast is not None:
             return fast
     try:
