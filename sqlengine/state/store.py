@@ -136,7 +136,8 @@ class StateStore:
     def __init__(self, root: str, fence: Optional[Callable[[], None]] = None):
         self.root = root
         self.fence = fence   # raises if this process no longer owns the storage (see sqlengine.state.lock)
-        self._unsynced = set()   # run files written but not yet fsynced (done at the next commit)
+        self._unsynced = set()   # directories holding runs renamed since the last commit (fsynced at the next)
+        self._live: Dict[int, Set[str]] = {}   # the runs of the manifests this process committed, by step
         self._unsynced_lock = threading.Lock()   # a background merge writes runs while a step commits
         self.keep: Set[str] = set()   # runs a background merge reads or writes: garbage collection spares them
         os.makedirs(root, exist_ok=True)
@@ -160,16 +161,17 @@ class StateStore:
         return Manifest()
 
     def _sync_runs(self) -> None:
-        """fsync the run files written since the last commit, and their directories, in parallel (fsync
-        releases the GIL; a step writes a run per changed operator, and one fsync after another would add
-        a disk round trip per operator to every step)."""
+        """fsync the directories of the runs written since the last commit, in parallel (fsync releases the
+        GIL; one after another would add a disk round trip per operator to every step).  The run files
+        themselves were fsynced as they were written (:meth:`write_run`, on the thread that writes them while
+        the step goes on)."""
         with self._unsynced_lock:
-            files = sorted(self._unsynced)
-        if not files:
+            dirs = sorted(self._unsynced)
+        if not dirs:
             return
-        list(_sync_pool().map(fsync_dir, files + sorted({os.path.dirname(f) for f in files})))
+        list(_sync_pool().map(fsync_dir, dirs))
         with self._unsynced_lock:
-            self._unsynced.difference_update(files)
+            self._unsynced.difference_update(dirs)
 
     def commit(self, m: Manifest) -> None:
         """Make ``m`` the current manifest (the step's commit point), then drop garbage."""
@@ -184,6 +186,9 @@ class StateStore:
         except OSError as e:
             raise StorageError(f"step {m.step} did not commit: cannot write {e.filename or path}: {describe(e)}") from e
         self.current = m
+        self._live[m.step] = {r.path for runs in m.runs.values() for r in runs}
+        for s in sorted(self._live)[:-3]:
+            del self._live[s]
         try:
             self.collect_garbage()
         except OSError:
@@ -195,6 +200,9 @@ class StateStore:
         keep = set(steps[-2:])
         live = set(self.keep)
         for s in keep:
+            if s in self._live:   # (a manifest this process committed: its runs, without reading it back)
+                live |= self._live[s]
+                continue
             try:
                 with open(os.path.join(self.root, f"manifest-{s}.json")) as f:
                     live |= {r.path for runs in Manifest.from_json(f.read()).runs.values() for r in runs}
@@ -239,18 +247,22 @@ class StateStore:
         full = os.path.join(d, name)
         tmp = full + ".tmp"
         try:
+            created = not os.path.isdir(d)
             os.makedirs(d, exist_ok=True)
             pq.write_table(table, tmp, compression="zstd",
                            **(dict(row_group_size=ROW_GROUP_ROWS, write_page_index=True, data_page_size=PAGE_BYTES)
                               if small_groups else {}))
             io_point("state_write", tmp)
+            fsync_dir(tmp)   # (the file's data: its name is made durable with its directory at the commit)
             if os.path.exists(full):   # a failed attempt of this step wrote it: drop that attempt's cache sidecars
                 for side in glob.glob(glob.escape(full) + ".*"):
                     if not side.endswith(".tmp"):
                         os.remove(side)
             os.replace(tmp, full)
             with self._unsynced_lock:
-                self._unsynced.add(full)
+                self._unsynced.add(d)
+                if created:
+                    self._unsynced.add(self.root)
         except OSError as e:
             try:
                 os.remove(tmp)
