@@ -172,10 +172,12 @@ def expand_ranges(lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
     return starts + np.arange(total, dtype=starts.dtype)
 
 
-def take_sorted(t: pa.Table, idx: np.ndarray, window: int = 1 << 16) -> pa.Table:
+def take_sorted(t: pa.Table, idx: np.ndarray, window: int = 1 << 16, mapped: bool = True) -> pa.Table:
     """Rows ``idx`` (ascending) of ``t``, taken from zero-copy slices of ``window`` rows: ``Table.take`` over
-    the whole of a memory-mapped run reads all of its pages (and over many chunks concatenates them first)."""
-    if t.num_rows <= window:
+    the whole of a memory-mapped run reads all of its pages (and over many chunks concatenates them first).  A
+    run in memory (not ``mapped``) of one chunk is taken from at once (a take per window cost a step
+    milliseconds per run of millions of rows)."""
+    if t.num_rows <= window or (not mapped and all(c.num_chunks == 1 for c in t.columns)):
         return t.take(pa.array(idx))
     starts = np.arange(0, t.num_rows, window)
     cuts = np.searchsorted(idx, np.append(starts, t.num_rows))
@@ -388,5 +390,5 @@ class StateCache:
             if not found:
                 continue
             idx = np.concatenate(found) if len(found) > 1 else np.asarray(found[0])
-            parts.append(take_sorted(t, np.sort(idx)))
+            parts.append(take_sorted(t, np.sort(idx), mapped=p not in self.tables))
         return pa.concat_tables(parts) if parts else schema.empty_table()
