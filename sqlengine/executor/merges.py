@@ -76,6 +76,7 @@ class Merger:
             t = self.merge_on_spark(op, part)
         run, t = self.driver.write_state_run(op.id, t, step, tag=merge_tag(part))
         self.driver.cache.put(run.path, t)
+        self.driver.cache.index_like(run.path, old)
         if run.rows >= ctx.placement.bulk_rows:
             del t
             release_memory()

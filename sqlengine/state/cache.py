@@ -358,6 +358,21 @@ class StateCache:
                 self.index[key] = ix
         return ix
 
+    def index_like(self, path: str, others: Sequence[str]) -> None:
+        """Build the indexes of run ``path`` by every key runs ``others`` are indexed by: a merge's new run, on
+        the merge's thread, so that the first step that looks it up does not wait for its indexes (hashing
+        and sorting millions of rows)."""
+        with self.lock:
+            specs = {spec for (p, spec) in self.index if p in set(others)}
+        if specs and self.load_cached(path) is not None:
+            for spec in specs:
+                self._run_index(path, spec)
+
+    def load_cached(self, path: str) -> Optional[pa.Table]:
+        with self.lock:
+            t = self.tables.get(path)
+            return t if t is not None else self.mapped.get(path)
+
     def _build_index(self, tmp: str, table: pa.Table, spec: Spec) -> None:
         """Write the (2, n) index of ``table`` to ``tmp``: hashes, then positions, sorted per segment; one
         segment's hashes are in memory at a time."""
