@@ -118,6 +118,16 @@ def _column_of(t: pa.Table, i: int) -> pa.Array:
     return c.combine_chunks() if isinstance(c, pa.ChunkedArray) else c
 
 
+def _typed_column(i: int, test: Callable[[pa.DataType], bool], what: str) -> Evaluator:
+    """Column ``c<i>``, which must be of the type ``test`` accepts (``what``)."""
+    def column(t: pa.Table) -> pa.Array:
+        c = _column_of(t, i)
+        if not test(c.type):
+            raise _NotSimple(f"not a {what} column")
+        return c
+    return column
+
+
 def _boolean(e: exp.Expression) -> Evaluator:
     e = _unparen(e)
     if isinstance(e, (exp.And, exp.Or)):
@@ -135,12 +145,7 @@ def _boolean(e: exp.Expression) -> Evaluator:
         return _is_null(e)
     i = _column(e)
     if i is not None:
-        def column(t: pa.Table) -> pa.Array:
-            c = _column_of(t, i)
-            if not pa.types.is_boolean(c.type):
-                raise _NotSimple("not a BOOLEAN column")
-            return c
-        return column
+        return _typed_column(i, pa.types.is_boolean, "BOOLEAN")
     for cls, name in _COMPARE.items():
         if type(e) is cls:
             return _comparison(e, name)
@@ -219,12 +224,7 @@ def _double(e: exp.Expression) -> Evaluator:
     e = _unparen(e)
     i = _column(e)
     if i is not None:
-        def column(t: pa.Table) -> pa.Array:
-            c = _column_of(t, i)
-            if not pa.types.is_float64(c.type):
-                raise _NotSimple("not a DOUBLE column")
-            return c
-        return column
+        return _typed_column(i, pa.types.is_float64, "DOUBLE")
     for cls, name in _ARITH.items():
         if type(e) is cls:
             a, b = _double_operand(e.this), _double_operand(e.expression)
