@@ -150,10 +150,10 @@ class JsonFormat(Format):
                                                          self.config["unknown_fields"])
 
     def write_file(self, table: pa.Table, path: str) -> None:
-        from sqlengine import private_duckdb
+        import duckdb
 
         def write(tmp: str) -> None:
-            con = private_duckdb.cursor()
+            con = duckdb.connect(":memory:")
             con.register("t", table)
             con.execute(f"COPY (SELECT * FROM t) TO '{tmp}' (FORMAT json)")
             con.close()
