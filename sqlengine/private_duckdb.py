@@ -21,15 +21,22 @@ def connect() -> duckdb.DuckDBPyConnection:
     return con
 
 
-_SHARED: list = []
+_SHARED: dict = {}
 _SHARED_LOCK = threading.Lock()
 
 
-def cursor() -> duckdb.DuckDBPyConnection:
+def cursor(sandboxed: bool = False) -> duckdb.DuckDBPyConnection:
     """A connection of its own (the tables it registers and its temporary objects are its own) to one in-memory
     database per process, for short queries on a step's path: opening a database costs about 10 ms, a cursor
-    on an open one microseconds.  Close it after use."""
+    on an open one microseconds.  Session settings are the cursor's own, so it gets UTC again.  ``sandboxed``:
+    a database that reads no file (``enable_external_access`` off: statements a user wrote run there).  Close
+    it after use."""
     with _SHARED_LOCK:
-        if not _SHARED:
-            _SHARED.append(connect())
-        return _SHARED[0].cursor()
+        db = _SHARED.get(sandboxed)
+        if db is None:
+            db = _SHARED[sandboxed] = connect()
+            if sandboxed:
+                db.execute("SET enable_external_access = false")
+        con = db.cursor()
+    con.execute("SET TimeZone = 'UTC'")
+    return con

@@ -51,9 +51,8 @@ class _Target:
         self.table = t
         self.names: List[str] = [by_given[g] for g in names]
         self.types = [types[n] for n in self.names]
-        self.con = private_duckdb.connect()
-        self.con.execute("SET enable_external_access = false")
-        self.con.execute(f"CREATE TABLE {TARGET} (" + ", ".join(
+        self.con = private_duckdb.cursor(sandboxed=True)
+        self.con.execute(f"CREATE TEMP TABLE {TARGET} (" + ", ".join(
             f"{_quoted(n)} {ty.sql}" for n, ty in zip(self.names, self.types)) + ")")
 
     def fails(self, sql: str) -> Optional[duckdb.Error]:

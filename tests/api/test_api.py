@@ -74,6 +74,16 @@ def test_execute_insert_and_delete(p):
         p.execute("UPDATE bid SET price = 1")
 
 
+def test_execute_values_read_no_file_and_take_utc(p):
+    """INSERT ... VALUES runs in a DuckDB that reads no file, in UTC (a cursor of a shared database: its own
+    session settings)."""
+    with pytest.raises(InputError, match="file system operations are disabled"):
+        p.execute("INSERT INTO auction VALUES ((SELECT count(*) FROM read_csv('/etc/passwd')), 1, 1)")
+    p.execute("INSERT INTO auction VALUES (epoch(CAST(TIMESTAMPTZ '1970-01-01 02:00:00+02' AS TIMESTAMP)), 77, 7)")
+    p.wait_for_idle()
+    assert [r["id"] for r in p.query("SELECT id FROM auction WHERE seller = 77")] == [0]
+
+
 @pytest.mark.parametrize("sql, error, message", [
     ("SELECT * FROM hot", BindError, "view 'hot' is not materialized"),
     ("SELECT * FROM nope", BindError, "unknown table or view 'nope'"),
