@@ -29,7 +29,7 @@ from .semantics import NotTypable, typed
 from .typecheck import NESTED, check_types, keep_position, type_class, type_name, types_meet
 from .logical import (AggCall, Aggregate, Distinct, Expr, Field, Filter, Join, Node, OneRow, Project, Scan,
                       SetOp, UnionAll, col)
-from .scope import (DIALECT, LATERAL_PREFIX, Rel, Scope, is_subquery_predicate, name_of,  # noqa: F401 (re-exported)
+from .scope import (DIALECT, LATERAL_PREFIX, Rel, Scope, is_comma, is_subquery_predicate, name_of,  # noqa: F401 (re-exported)
                     position_of, split_and)
 from .types import BIGINT, SqlType, from_sql_type
 from .user_functions import UserAggregate
@@ -393,9 +393,24 @@ class Binder(SubqueryBinder, WindowBinder, AsofBinder, StarBinder, RecursiveBind
 
     def bind_outer_joins(self, select, plans, scope: Scope, sides, on_clauses, where) -> Node:
         """FROM with outer joins: joined strictly left to right, each join with its own ON condition,
-        WHERE on top (conditions cannot move across the NULL-padding side of an outer join)."""
+        WHERE on top (conditions cannot move across the NULL-padding side of an outer join).  A comma binds
+        more loosely than JOIN: in ``a, b RIGHT JOIN c ON ...`` the RIGHT JOIN pads the rows of c unmatched in
+        b, each then paired with every row of a (``comma_group``).  (An inner or LEFT JOIN after a comma gives
+        the same rows either way.)"""
         for c in where + [c for on in on_clauses for c in on]:
             self.check_scalar(c, allow_agg=False, clause="WHERE or ON")
+        joins = select.args.get("joins") or []
+        commas = [i for i in range(1, len(plans)) if is_comma(joins[i - 1])]
+        starts = [0] + commas
+        groups = [(s, (starts + [len(plans)])[k + 1]) for k, s in enumerate(starts)]
+        if any(s and any(sides[i] in ("right", "full") for i in range(s + 1, e)) for s, e in groups):
+            plan = None
+            for s, e in groups:
+                g = self.comma_group(select, plans, scope, sides, on_clauses, s, e)
+                plan = g if plan is None else Join(plan, g, (), (), None, "inner")
+            if where:
+                plan = Filter(plan, self.bind_scalar(exp.and_(*where), scope))
+            return plan
         plan = plans[0]
         for i in range(1, len(plans)):
             for c in on_clauses[i]:
@@ -410,24 +425,41 @@ class Binder(SubqueryBinder, WindowBinder, AsofBinder, StarBinder, RecursiveBind
             plan = Filter(plan, self.bind_scalar(exp.and_(*where), scope))
         return plan
 
-    def join_condition(self, conds, scope: Scope, i: int):
-        """(left keys, right keys, residual) of the conditions joining relation ``i`` to those before it."""
+    def comma_group(self, select, plans, scope: Scope, sides, on_clauses, s: int, e: int) -> Node:
+        """The relations ``s`` to ``e - 1`` of FROM, between two commas, joined left to right by their ON
+        conditions, which may use only these relations; columns from relation ``s``'s on."""
+        base = scope.rels[s].offset
+        plan = plans[s]
+        for i in range(s + 1, e):
+            for c in on_clauses[i]:
+                if not self.rels_of(c, scope) <= set(range(s, i + 1)):
+                    raise self.unsupported("a JOIN condition that uses a relation before a comma, in a FROM with "
+                                           "a RIGHT or FULL JOIN after the comma (write CROSS JOIN for the comma)", c)
+            if sides[i].startswith("asof"):
+                raise self.unsupported("ASOF JOIN after a comma, in a FROM with a RIGHT or FULL JOIN after it",
+                                       select.args["joins"][i - 1])
+            plan = Join(plan, plans[i], *self.join_condition(on_clauses[i], scope, i, base), sides[i] or "inner")
+        return plan
+
+    def join_condition(self, conds, scope: Scope, i: int, base: int = 0):
+        """(left keys, right keys, residual) of the conditions joining relation ``i`` to those before it (in a
+        join whose rows start at column ``base`` of the FROM's)."""
         lkeys, rkeys, residual = [], [], []
         for c in conds:
-            pair = self.equi_pair(c, scope, i)
+            pair = self.equi_pair(c, scope, i, base)
             if pair is not None:
                 lkeys.append(pair[0])
                 rkeys.append(pair[1])
             else:
                 residual.append(c)
-        res = self.bind_scalar(exp.and_(*residual), scope) if residual else None
+        res = self.bind_scalar(exp.and_(*residual), scope, base) if residual else None
         return tuple(lkeys), tuple(rkeys), res
 
     @staticmethod
     def qualified(rel: Rel, name: str) -> exp.Column:
         return exp.column(name, table=rel.alias) if rel.alias else exp.column(name)
 
-    def equi_pair(self, c: exp.Expression, scope: Scope, i: int):
+    def equi_pair(self, c: exp.Expression, scope: Scope, i: int, base: int = 0):
         """If ``c`` is ``left_expr = right_expr`` with the right side only over relation i, bind both sides."""
         if not isinstance(c, exp.EQ):
             return None
@@ -440,11 +472,11 @@ class Binder(SubqueryBinder, WindowBinder, AsofBinder, StarBinder, RecursiveBind
         else:
             return None
         check_types(self.substituted(c, scope), scope.types(), self.sql)   # its sides are bound apart
-        return comparable_key(self.bind_scalar(a, scope)), comparable_key(self.bind_scalar(b, scope))
+        return comparable_key(self.bind_scalar(a, scope, base)), comparable_key(self.bind_scalar(b, scope, base))
 
     def rels_of(self, e: exp.Expression, scope: Scope) -> set:
         out = set()
-        for c in e.find_all(exp.Column):
+        for c in self.field_access(e, scope).find_all(exp.Column):
             pos = self.resolve(c, scope)
             for ri, r in enumerate(scope.rels):
                 if r.offset <= pos < r.offset + len(r.names):

@@ -4,18 +4,21 @@ i(sku, qty, n)``, ``LEFT JOIN UNNEST(o.tags) AS t(tag) ON TRUE`` and ``FROM UNNE
 Each UNNEST is an :class:`~planner.logical.Unnest` over the rows of the FROM items before it (it may read their
 columns: it is lateral, as in PostgreSQL, DuckDB, Flink and Feldera).  The element of an ARRAY is one column;
 an element ROW is its fields, one column each, when the alias names as many columns as it has fields (two or
-more); a MAP is unnested into its entries' key and value.  UNNESTs come after the tables they read, with no
-other JOIN after them (join the unnested rows in an enclosing query or another view).
+more); a MAP is unnested into its entries' key and value.  An UNNEST comes after the tables it reads; tables,
+views and subqueries joined after it are joined to the unnested rows (``FROM o, UNNEST(o.items) AS i(sku, qty)
+JOIN product p ON p.sku = i.sku``).
 """
 from __future__ import annotations
 
+import dataclasses
 from typing import Tuple
 
 from sqlglot import exp
 
 from .errors import UnsupportedError
-from .logical import Expr, Filter, Node, OneRow, Unnest
-from .scope import Rel, Scope, name_of
+from .logical import Expr, Filter, Join, Node, OneRow, Unnest
+from .bind_subquery import scalar_subqueries
+from .scope import Rel, Scope, is_comma, is_subquery_predicate, name_of, split_and
 from .types import BIGINT, SqlType, element_type, map_types, struct_fields
 
 
@@ -29,38 +32,104 @@ class UnnestBinder:
     """Mixin of :class:`planner.bind.Binder`: FROM clauses with UNNEST."""
 
     def bind_unnests(self, select: exp.Select, ctes) -> Tuple[Node, Scope, list]:
+        """The FROM items before the first UNNEST are joined as any FROM clause; each item after it, in order:
+        an UNNEST over the rows so far, or a JOIN of the rows so far with a table, view or subquery (its ON
+        condition, and WHERE's conjuncts over the relations joined so far when no RIGHT or FULL JOIN follows,
+        are its keys).  WHERE's other conjuncts filter the result."""
         from_ = select.args.get("from") or select.args.get("from_")
         joins = list(select.args.get("joins") or [])
         first = -1 if isinstance(from_.this, exp.Unnest) else \
             next(i for i, j in enumerate(joins) if isinstance(j.this, exp.Unnest))
-        for j in joins[first + 1:]:
-            if not isinstance(j.this, exp.Unnest):
-                raise UnsupportedError("a JOIN after UNNEST is not supported: write the UNNESTs last in FROM, and "
-                                       "join the unnested rows in an enclosing query or another view", sql=self.sql,
-                                       offset=self.keyword_offset("JOIN", j) or self.position(j))
         if first == -1:   # FROM UNNEST(...): over one row
             plan: Node = OneRow()
             scope = Scope([Rel("__one", [], [], 0)])
-            unnests = [(from_.this, False)]
+            items = [(from_.this, None)]
         else:
             prefix = select.copy()
             prefix.set("joins", [j.copy() for j in joins[:first]])
             prefix.set("where", None)
             plan, scope, _ = self.bind_from(prefix, ctes)
-            unnests = []
-        for j in joins[max(first, 0):]:
-            unnests.append((j.this, self.unnest_outer(j)))
-        for u, outer in unnests:
-            plan, rel = self.bind_unnest(u, plan, scope, outer)
-            wider = Scope(scope.rels + [rel], scope.parent)
-            wider.hidden, wider.coalesced = scope.hidden, scope.coalesced
-            scope = wider
+            items = []
+        items += [(j.this, j) for j in joins[max(first, 0):]]
+        later = [j for _, j in items if j is not None and not isinstance(j.this, exp.Unnest)]
+        widen = not any((j.args.get("side") or "").upper() in ("RIGHT", "FULL") for j in later)
+        comma = next((k for k, j in enumerate(joins) if is_comma(j)), None)
+        for j in later:
+            if (j.args.get("side") or "").upper() in ("RIGHT", "FULL") and comma is not None and \
+                    comma < joins.index(j):
+                raise UnsupportedError(
+                    f"a {j.args['side'].upper()} JOIN after a comma and an UNNEST is not supported (a comma binds more "
+                    "loosely than JOIN, so the join would pad rows for each row before the comma): write CROSS "
+                    "JOIN instead of the comma, or join in a subquery", sql=self.sql, offset=self.position(j))
+        steps = []   # (the Unnest node, over a placeholder input) or (rel index, side, right plan, ON conjuncts)
+        for item, j in items:
+            if isinstance(item, exp.Unnest):
+                node, rel = self.bind_unnest(item, plan, scope, j is not None and self.unnest_outer(j))
+                steps.append(node)
+                scope = self.wider(scope, rel)
+                continue
+            side = self.join_after_unnest(j)
+            right, alias, names = self.bind_from_item(item, ctes)
+            scope = self.wider(scope, Rel(alias, names, [f.type for f in right.fields],
+                                          sum(len(r.names) for r in scope.rels)))
+            i = len(scope.rels) - 1
+            on = split_and(j.args.get("on"))
+            for c in on:
+                self.check_scalar(c, allow_agg=False, clause="ON")
+                if not self.rels_of(c, scope) <= set(range(i + 1)):
+                    raise self.bind_error("a JOIN condition can only use the relations joined so far", c)
+            steps.append((i, side, right, on))
+        # WHERE's conjuncts over the relations joined so far join an inner JOIN after the UNNEST (its keys), as
+        # in any FROM clause; resolved in the whole FROM's scope, so that an ambiguous name stays an error
+        where = split_and(select.args["where"].this) if select.args.get("where") and later else []
+        moved = set()
+        for step in steps:
+            if isinstance(step, Unnest) or step[1] != "inner" or not widen:
+                continue
+            i, on = step[0], step[3]
+            for ci, c in enumerate(where):
+                if ci in moved or is_subquery_predicate(c) or scalar_subqueries(c):
+                    continue
+                rs = self.rels_of(c, scope)
+                if i in rs and rs <= set(range(i + 1)):
+                    self.check_scalar(c, allow_agg=False, clause="WHERE")
+                    on.append(c)
+                    moved.add(ci)
+        for step in steps:
+            if isinstance(step, Unnest):
+                plan = dataclasses.replace(step, input=plan)
+            else:
+                i, side, right, on = step
+                plan = Join(plan, right, *self.join_condition(on, scope, i), side)
+        if moved:
+            select = select.copy()
+            rest = [c.copy() for ci, c in enumerate(where) if ci not in moved]
+            select.set("where", exp.Where(this=exp.and_(*rest)) if rest else None)
         sub_preds, scalar, where = self.split_where(select, scope)
         if where:
             for c in where:
                 self.check_scalar(c, allow_agg=False, clause="WHERE")
             plan = Filter(plan, self.bind_scalar(exp.and_(*where), scope))
         return self.finish_where(plan, scope, sub_preds, scalar, ctes), scope, []
+
+    @staticmethod
+    def wider(scope: Scope, rel: Rel) -> Scope:
+        out = Scope(scope.rels + [rel], scope.parent)
+        out.hidden, out.coalesced = scope.hidden, scope.coalesced
+        return out
+
+    def join_after_unnest(self, j: exp.Join) -> str:
+        """The kind of a JOIN after an UNNEST: inner (a comma, CROSS JOIN, JOIN ... ON), left, right or full."""
+        side, kind = (j.args.get("side") or "").upper(), (j.args.get("kind") or "").upper()
+        method = (j.args.get("method") or "").upper()
+        if j.args.get("using") or method or kind not in ("", "CROSS", "INNER", "OUTER") or \
+                isinstance(j.this, exp.Subquery) and j.this.meta.get("lateral"):
+            what = "USING" if j.args.get("using") else f"{method} {kind} JOIN".strip()
+            raise UnsupportedError(f"{what} after an UNNEST is not supported: write JOIN ... ON", sql=self.sql,
+                                   offset=self.position(j))
+        if side and not j.args.get("on"):
+            raise self.bind_error(f"{side} JOIN needs an ON condition", j)
+        return side.lower() or "inner"
 
     def unnest_outer(self, j: exp.Join) -> bool:
         """LEFT JOIN UNNEST ... ON TRUE keeps rows with nothing to unnest; CROSS JOIN, a comma and an inner

@@ -20,7 +20,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar, Optional, Tuple
 
-from .types import SqlType
+from .types import SqlType, set_operation_type
 
 
 def col(i: int) -> str:
@@ -156,6 +156,14 @@ class Project(Node):
         return "Project " + ", ".join(f"{e} AS {n}" for e, n in zip(self.exprs, self.names))
 
 
+def _set_operation_fields(branches) -> Tuple["Field", ...]:
+    """The first branch's names, with each column's type widened over the branches (``set_operation_type``)."""
+    fields = list(branches[0].fields)
+    for b in branches[1:]:
+        fields = [Field(f.name, set_operation_type(f.type, g.type)) for f, g in zip(fields, b.fields)]
+    return tuple(fields)
+
+
 @dataclass(frozen=True)
 class UnionAll(Node):
     """Bag union.  Linear: d(A + B) = dA + dB."""
@@ -169,7 +177,7 @@ class UnionAll(Node):
 
     @property
     def fields(self):
-        return self.branches[0].fields
+        return _set_operation_fields(self.branches)
 
     def describe(self):
         return f"UnionAll ({len(self.branches)} inputs)"
@@ -289,7 +297,7 @@ class SetOp(Node):
 
     @property
     def fields(self):
-        return self.left.fields
+        return _set_operation_fields((self.left, self.right))
 
     def describe(self):
         return f"{self.op.capitalize()}{'All' if self.all else ''}"
@@ -404,7 +412,7 @@ class Recursive(Node):
     def fields(self):
         if len(self.names) == 1:
             return self.columns[0]
-        from .types import SqlType
+        from .types import SqlType, set_operation_type
         out = [Field("__relation", SqlType("BIGINT"))]
         for name, cols in zip(self.names, self.columns):
             out += [Field(f"{name}.{f.name}", f.type) for f in cols]

@@ -87,3 +87,9 @@ def split_and(e: Optional[exp.Expression]) -> List[exp.Expression]:
     if isinstance(e, exp.Paren):
         return split_and(e.this)
     return [e]
+
+
+def is_comma(j: exp.Join) -> bool:
+    """Whether ``j`` is a comma in FROM (``FROM a, b``), which binds more loosely than any JOIN, rather than a
+    JOIN.  (sqlglot gives both one node; a comma's has no arguments at all.)"""
+    return not any(k != "this" for k in j.args)

@@ -185,3 +185,34 @@ def contains(t: SqlType, base: str) -> bool:
     if t.base == "STRUCT":
         return any(contains(p, base) for _, p in struct_fields(t))
     return False
+
+
+_INTEGER_WIDTH = ("TINYINT", "SMALLINT", "INT", "BIGINT")
+
+
+def set_operation_type(a: SqlType, b: SqlType) -> SqlType:
+    """The type of a UNION / INTERSECT / EXCEPT column whose branches have types ``a`` and ``b``, as DuckDB's
+    binder widens them: the wider integer, REAL or DOUBLE beside a number, VARCHAR beside any scalar, TIMESTAMP
+    beside a DATE.  Pairs DuckDB widens in other ways (an integer beside a DECIMAL) keep ``a``, and the
+    executor types them by DuckDB's own binder.
+
+    >>> [set_operation_type(SqlType(x), SqlType(y)).sql for x, y in
+    ...  (("INT", "BIGINT"), ("BIGINT", "DOUBLE"), ("INT", "REAL"), ("DATE", "VARCHAR"), ("DATE", "TIMESTAMP"))]
+    ['BIGINT', 'DOUBLE', 'REAL', 'VARCHAR', 'TIMESTAMP']
+    """
+    nullable = a.nullable or b.nullable
+    if a.sql == b.sql or b.sql == "UNKNOWN":
+        return a.with_nullable(nullable)
+    if a.sql == "UNKNOWN":
+        return b.with_nullable(nullable)
+    pair = {a.base, b.base}
+    numbers = set(_INTEGER_WIDTH) | {"DECIMAL", "REAL", "DOUBLE"}
+    if pair <= set(_INTEGER_WIDTH):
+        return max(a, b, key=lambda t: _INTEGER_WIDTH.index(t.base)).with_nullable(nullable)
+    if pair <= numbers and pair & {"REAL", "DOUBLE"}:
+        return SqlType("DOUBLE" if "DOUBLE" in pair else "REAL", nullable)
+    if "VARCHAR" in pair and not (pair & set(NESTED) or "JSON" in pair):
+        return SqlType("VARCHAR", nullable)
+    if pair == {"DATE", "TIMESTAMP"}:
+        return SqlType("TIMESTAMP", nullable)
+    return a.with_nullable(nullable)

@@ -29,9 +29,11 @@ import pyarrow.parquet as pq
 
 from planner.logical import Aggregate, Project
 
+
 from sqlengine.executor import arrow_ops
 from sqlengine.executor import keyed_reads
 from sqlengine.executor import ops, step as step_loop
+from sqlengine.executor.casts import cast_to
 from sqlengine.executor.context import StepContext
 from sqlengine.executor.delta_rules import cols
 from sqlengine.executor.backends.python_calls import register_duckdb
@@ -72,28 +74,6 @@ def release_memory() -> None:
         pass
 
 
-def cast_to(t: pa.Table, schema: pa.Schema) -> pa.Table:
-    """``t`` (columns in ``schema``'s order) cast to ``schema``; floats and decimals of a larger scale cast to a
-    DECIMAL are rounded to its scale first, half away from zero as DuckDB rounds."""
-    t = t.rename_columns(schema.names)
-    if not any((pa.types.is_decimal(f.type) and pa.types.is_decimal(c.type) and c.type.scale > f.type.scale) or
-               (pa.types.is_string(f.type) and pa.types.is_timestamp(c.type)) for c, f in zip(t.columns, schema)):
-        try:
-            return t.cast(schema)
-        except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
-            pass
-    arrays = []
-    for c, f in zip(t.columns, schema):
-        if pa.types.is_string(f.type) and pa.types.is_timestamp(c.type):
-            c = timestamp_text(c)
-        if pa.types.is_decimal(f.type) and (pa.types.is_floating(c.type) or
-                                            (pa.types.is_decimal(c.type) and c.type.scale > f.type.scale)):
-            # rounded half away from zero, as DuckDB casts (Arrow's cast would truncate the digits it drops)
-            c = pc.round(c, ndigits=f.type.scale, round_mode="half_towards_infinity")
-        arrays.append(c.cast(f.type, safe=False))
-    return pa.Table.from_arrays(arrays, schema=schema)
-
-
 FIRST_DAY, LAST_DAY = -719162, 2932896   # 0001-01-01 and 9999-12-31, in days since 1970-01-01
 
 
@@ -107,18 +87,6 @@ def _outside_years(c) -> Optional[pa.ChunkedArray]:
         lo, hi = FIRST_DAY * 86_400_000_000, (LAST_DAY + 1) * 86_400_000_000 - 1
     outside = pc.fill_null(pc.or_(pc.less(days, lo), pc.greater(days, hi)), False)
     return outside if pc.any(outside).as_py() else None
-
-
-def timestamp_text(c):
-    """TIMESTAMP values as DuckDB casts them to VARCHAR: ``2023-12-31 00:00:00``, with the fraction of a second
-    only where there is one, without trailing zeros (``00:00:00.5``); Arrow's cast always writes six digits."""
-    c = c.cast(pa.timestamp("us"))
-    seconds = pc.floor_temporal(c, unit="second")
-    whole = pc.strftime(seconds.cast(pa.timestamp("s")), format="%Y-%m-%d %H:%M:%S")
-    micros = pc.subtract(c.cast(pa.int64()), seconds.cast(pa.int64()))
-    digits = pc.utf8_rtrim(pc.utf8_lpad(micros.cast(pa.string()), 6, padding="0"), characters="0")
-    frac = pc.if_else(pc.greater(micros, 0), pc.binary_join_element_wise(".", digits, ""), "")
-    return pc.binary_join_element_wise(whole, frac, "")
 
 
 def field_labels(node) -> List[str]:

@@ -21,7 +21,8 @@ from sqlengine import nested
 from sqlengine.executor import delta_rules as rules, keyed_reads
 from sqlengine.executor.backends.spark import SparkBackend
 from sqlengine.executor.context import StepContext
-from sqlengine.executor.local_step import NeedsSpark, cast_to, scannable
+from sqlengine.executor.casts import cast_to
+from sqlengine.executor.local_step import NeedsSpark, scannable
 from sqlengine.executor.ops import join as join_op, map as map_op
 from sqlengine.executor.schema import spark_schema_of
 from sqlengine.executor.step import EMPTY
@@ -198,7 +199,7 @@ class SparkState:
 
     def collect(self, df: DataFrame, arrow_schema: pa.Schema, consolidate: bool = True) -> Optional[pa.Table]:
         """Run ``df`` (one Spark job) and bring its rows to the driver as Arrow."""
-        t = df.toArrow().cast(arrow_schema)
+        t = cast_to(df.toArrow(), arrow_schema)
         if consolidate and t.num_rows:
             t = consolidate_arrow(t)
         return t if t.num_rows else EMPTY

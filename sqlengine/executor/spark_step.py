@@ -23,7 +23,8 @@ from planner.circuit import Op
 
 from sqlengine.executor import arrow_ops, ops, step as step_loop
 from sqlengine.executor.context import StepContext
-from sqlengine.executor.local_step import LocalExecutor, NeedsSpark, cast_to
+from sqlengine.executor.casts import cast_to
+from sqlengine.executor.local_step import LocalExecutor, NeedsSpark
 from sqlengine.executor.ops import aggregate as agg_op, map as map_op, source
 from sqlengine.executor.row_errors import RowErrors
 from sqlengine.executor.spark_state import SparkState

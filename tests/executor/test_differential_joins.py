@@ -76,3 +76,20 @@ SUBQUERIES = [
 @given(steps_strategy(TABLES))
 def test_subqueries(make_pipeline, steps):
     run_program(make_pipeline, SCHEMA, COLUMNS, SUBQUERIES, steps)
+
+
+# A comma binds more loosely than JOIN: ``a, b RIGHT JOIN c ON ...`` pads the rows of c unmatched in b, each then
+# paired with every row of a (once joined left to right, as (a, b) RIGHT JOIN c).
+COMMA_OUTER = [
+    ("j_comma_right", "SELECT a.x, b.y, c.z FROM a, b RIGHT JOIN c ON b.k = c.k", True),
+    ("j_comma_full", "SELECT a.v, b.w, c.k FROM c, a FULL JOIN b ON a.k = b.k AND a.v = b.w WHERE c.z >= 0", False),
+    ("j_comma_groups", "SELECT a.x, b.y, c.z, c2.z AS z2 FROM a LEFT JOIN c ON a.k = c.k, b RIGHT JOIN c AS c2 "
+                       "ON b.k = c2.k",
+     False),
+    ("j_comma_left", "SELECT a.x, b.y, c.z FROM a, b LEFT JOIN c ON a.k = c.k", False),
+]
+
+
+@given(steps_strategy(TABLES))
+def test_a_comma_before_an_outer_join(make_pipeline, executor, steps):
+    run_program(make_pipeline, SCHEMA, COLUMNS, COMMA_OUTER, steps)

@@ -413,6 +413,10 @@ class Generator:
             return f"{lf} CROSS JOIN {rf}", ls + rs
         if self.rnd.random() < 0.3:
             on += f" AND {self.gen(ls + rs).expr('boolean', 1)}"
+        if self.rnd.random() < 0.15:   # a relation before a comma, which binds more loosely than the JOIN
+            pf, ps = self.from_one()
+            if not {s.split(".")[0] for s, _ in ps} & {s.split(".")[0] for s, _ in ls + rs}:
+                return f"{pf}, {lf} {kind} {rf} ON {on}", ps + ls + rs
         return f"{lf} {kind} {rf} ON {on}", ls + rs
 
     def shape_join(self) -> str:
@@ -667,8 +671,21 @@ class Generator:
         unnest = f"UNNEST({arr}){' WITH ORDINALITY' if ordinal else ''} AS {names}"
         frm = self.rnd.choice([f"{rel.name} {a} CROSS JOIN {unnest}", f"{rel.name} {a}, {unnest}",
                                f"{rel.name} {a} LEFT JOIN {unnest} ON TRUE"])
-        inner = self.gen(scope + [("u.x", "varchar" if "string_split" in arr else cat)] +
-                         ([("u.n", "int")] if ordinal else []))
+        unnested = [("u.x", "varchar" if "string_split" in arr else cat)] + ([("u.n", "int")] if ordinal else [])
+        if self.rnd.random() < 0.35:   # a JOIN after the UNNEST, on the element or the row's columns
+            rel2, b = self.source(), self.alias()
+            right = self.scoped(rel2, b)
+            key = self.join_key(unnested + scope if self.rnd.random() < 0.7 else scope, right)
+            if key is not None:
+                side = self.rnd.choice(["JOIN", "JOIN", "LEFT JOIN", "RIGHT JOIN", "FULL JOIN"])
+                if side in ("RIGHT JOIN", "FULL JOIN"):   # (after a comma: rejected, see the SQL reference)
+                    frm = frm.replace(", UNNEST", " CROSS JOIN UNNEST")
+                if side == "JOIN" and self.rnd.random() < 0.3:
+                    frm, scope = f"{frm}, {rel2.name} {b}", scope + right
+                    inner = self.gen(scope + unnested)
+                    return f"SELECT {', '.join(self.select_list(inner))}, u.x AS ux FROM {frm} WHERE {key}"
+                frm, scope = f"{frm} {side} {rel2.name} {b} ON {key}", scope + right
+        inner = self.gen(scope + unnested)
         if self.rnd.random() < 0.3:
             return f"SELECT u.x AS k, {self.aggregate(inner)} AS o1 FROM {frm}{self.where(inner)} GROUP BY u.x"
         return f"SELECT {', '.join(self.select_list(inner))}, u.x AS ux FROM {frm}{self.where(inner)}"

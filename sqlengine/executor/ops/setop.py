@@ -9,7 +9,7 @@ import pyarrow as pa
 
 from sqlengine.executor import delta_rules as rules
 from sqlengine.executor.delta_rules import cols
-from sqlengine.executor.ops import ProbeSpec
+from sqlengine.executor.ops import ProbeSpec, union
 
 SKIPS_UNCHANGED = True
 
@@ -20,7 +20,10 @@ def probes(op) -> List[ProbeSpec]:
 
 
 def change_schema(op, ins: List[pa.Schema], typer) -> pa.Schema:
-    return ins[0]
+    """The left input's columns, or, where the inputs' types differ, both widened as a UNION widens them:
+    DuckDB computes the rule over both integrals in the wider type (a BIGINT beside a DOUBLE is a DOUBLE),
+    and casting that back to the left's type would change values."""
+    return union.change_schema(op, ins, typer)
 
 
 def local(lw, op, ins, reads, initial: bool = False) -> pa.Table:

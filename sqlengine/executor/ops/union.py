@@ -30,14 +30,27 @@ def local(lw, op, ins, reads=(), initial: bool = False) -> List[pa.Table]:
 def spark(lw, op, ins, reads=(), initial: bool = False):
     """Spark's union is by position and widens types its own way (a branch whose column is an untyped NULL,
     typed INT, beside a VARCHAR made 'a' a BIGINT): branches of other types are cast to the union's column
-    types first."""
+    types first, also when only one branch changed.  A float cast to VARCHAR is written as DuckDB writes it
+    (``casts.spark_text``)."""
     from pyspark.sql import functions as F
+    from pyspark.sql.types import DecimalType, DoubleType, FloatType, StringType
 
     from sqlengine.executor.backends.spark import union_all
+    from sqlengine.executor.casts import spark_text
     from sqlengine.executor.schema import spark_type
     frames = [d for d in ins if d is not None]
-    if len({tuple(f.dataType for f in d.schema.fields) for d in frames}) > 1:
-        want = [spark_type(f.type) for f in op.node.fields]
-        frames = [d.select(*[F.col(c).cast(t).alias(c) if d.schema[c].dataType != t else F.col(c)
-                             for c, t in zip(d.columns, want)], *d.columns[len(want):]) for d in frames]
+    want = [spark_type(f.type) for f in op.node.fields]
+
+    def cast(d, c, t):
+        have = d.schema[c].dataType
+        if have == t or isinstance(t, DecimalType):   # Spark widens DECIMALs as DuckDB does; the planner may not
+            return F.col(c)
+        if isinstance(t, StringType) and isinstance(have, (DoubleType, FloatType)):
+            return spark_text(F.col(c), pa.float64() if isinstance(have, DoubleType) else pa.float32()).alias(c)
+        return F.col(c).cast(t).alias(c)
+
+    def differs(d):
+        return any(d.schema[c].dataType != t and not isinstance(t, DecimalType) for c, t in zip(d.columns, want))
+    frames = [d.select(*[cast(d, c, t) for c, t in zip(d.columns, want)], *d.columns[len(want):])
+              if differs(d) else d for d in frames]
     return union_all(frames)
