@@ -42,6 +42,7 @@ A query a peer cannot run is reported with the peer's own error.  The report rep
 from __future__ import annotations
 
 import argparse
+import contextlib
 import datetime as dt
 import json
 import os
@@ -219,7 +220,7 @@ def append_only(program: str) -> str:
 
 
 def run_engine(view: str, used: List[str], steps, spark, work: str, sampler: Sampler,
-               tables: str = "stored", ingest: str = "pandas") -> dict:
+               tables: str = "stored", ingest: str = "pandas", push: str = "calls") -> dict:
     from sqlengine import Pipeline
     storage = tempfile.mkdtemp(prefix=f"engine-{view}-", dir=work)
     program = workloads.program("nexmark", [view], materialized=False)
@@ -237,12 +238,13 @@ def run_engine(view: str, used: List[str], steps, spark, work: str, sampler: Sam
         phase = sampler.phase = f"engine {view}"
         t0 = time.perf_counter()
         for tables in steps:
-            for t in used:
-                if len(tables[t]):
-                    if ingest == "arrow":
-                        p.input_arrow(t, tables[t])
-                    else:
-                        p.input_pandas(t, tables[t])
+            with (p.transaction() if push == "transaction" else contextlib.nullcontext()):
+                for t in used:
+                    if len(tables[t]):
+                        if ingest == "arrow":
+                            p.input_arrow(t, tables[t])
+                        else:
+                            p.input_pandas(t, tables[t])
             p.wait_for_idle()
         wall = time.perf_counter() - t0
         sampler.phase = "between"
@@ -434,6 +436,8 @@ def render(results, args, cmdline, started, machine, vers, flink_version, load, 
         "materialized one also stores its contents), "
         f"`input_{args.ingest}` per table ({'steps converted to Arrow before timing, ' if args.ingest == 'arrow' else ''}"
         f"tables {'declared append-only: a table no view reads as state keeps no rows' if args.tables == 'append-only' else 'stored'}) "
+        + ("the step's input calls in one `Pipeline.transaction()` (one engine step per step of events) "
+           if args.push == "transaction" else "") +
         "and `wait_for_idle` per step, timed from the first input to the last "
         "`wait_for_idle`. *engine check*: the integrated change stream equals DuckDB's recomputation over the "
         "same events (row count and an order-independent hash of the rows, numbers rounded to 36 mantissa "
@@ -486,6 +490,9 @@ def parse_args(argv=None) -> argparse.Namespace:
     ap.add_argument("--tables", choices=("stored", "append-only"), default="stored",
                     help="the engine's tables: stored (queryable, take deletes; the default) or declared "
                          "'append_only' (a table no view reads as state keeps no rows)")
+    ap.add_argument("--push", choices=("calls", "transaction"), default="calls",
+                    help="how the engine takes a step's tables: one input call each (the default: a step per "
+                         "table read), or the calls in one Pipeline.transaction() (one step for all of them)")
     ap.add_argument("--spark-memory", default="4g", help="spark.driver.memory if this process starts Spark")
     ap.add_argument("--flink-heap", default=None, help="Flink JVM heap (default 2g up to 1M events, else 6g)")
     ap.add_argument("--flink-timeout", type=float, default=1800,
@@ -556,7 +563,8 @@ def main(argv=None, spark=None) -> int:
                               "input_rows": sum(len(tables[t]) for t in used), "check": "-"}
             log(f"{v}: engine")
             try:
-                r["engine"] = run_engine(v, used, engine_steps, spark, work, sampler, args.tables, args.ingest)
+                r["engine"] = run_engine(v, used, engine_steps, spark, work, sampler, args.tables, args.ingest,
+                                         args.push)
             except Exception as e:  # noqa: BLE001 - reported, the other queries still run
                 r["engine"] = {"error": _first_line(e)}
             log(f"{v}: engine {r['engine'].get('error') or _n(_eps(args.events, r['engine']['wall_s'])) + ' ev/s'}")

@@ -31,6 +31,9 @@ def parse_args(argv=None) -> argparse.Namespace:
     ap.add_argument("--no-warmup", dest="warmup", action="store_false",
                     help="skip the untimed process warm-up (every workload once at N=10,000) before measuring")
     ap.add_argument("--seed", type=int, default=42, help="seed of the generated data (default 42)")
+    ap.add_argument("--push", choices=("calls", "transaction"), default="calls",
+                    help="how a change is pushed: its inserts and its deletes as two input calls (default), or "
+                         "the two calls in one Pipeline.transaction() (one step)")
     args = ap.parse_args(argv)
     if args.quick:
         args.sizes = "10000"

@@ -452,8 +452,13 @@ def run_one(w: Workload, n: int, args, seed: int) -> Result:
             jobs0 = spark_jobs_so_far(spark)
             probe.reset()
             t0 = time.perf_counter()
-            p.input_pandas(w.changed, ins)
-            p.input_pandas(w.changed, dels, delete=True)
+            if getattr(args, "push", "calls") == "transaction":   # one step for the change
+                with p.transaction():
+                    p.input_pandas(w.changed, ins)
+                    p.input_pandas(w.changed, dels, delete=True)
+            else:
+                p.input_pandas(w.changed, ins)
+                p.input_pandas(w.changed, dels, delete=True)
             p.wait_for_idle()
             ms = (time.perf_counter() - t0) * 1000
             st = p.status()

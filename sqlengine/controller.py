@@ -328,13 +328,16 @@ class Controller:
 
     def take_batch(self):
         """Entries for the next step: everything pending, up to ``MAX_STEP_ROWS`` rows (a bigger batch is
-        split across steps).  Per table, the batches stay in order: deletes see earlier inserts."""
+        split across steps, but a transaction, ``Pipeline.transaction``, is taken whole).  Per table, the
+        batches stay in order: deletes see earlier inserts."""
         m = self.store.current
         seq, offset = m.log_position
         per_table: Dict[str, List[pa.Table]] = {}
         rows = 0
         positions = {}   # source -> the position its last consumed batch ends at
-        while seq < self.log.next_seq and rows < MAX_STEP_ROWS:
+        whole = -1       # the last entry of a transaction being taken
+        while seq < self.log.next_seq and (rows < MAX_STEP_ROWS or seq <= whole):
+            whole = max(whole, self.log.atomic_ends.get(seq, -1))
             e = self.log.read(seq)
             if e.meta is not None:
                 positions[e.meta["source"]] = e.meta["position"]
@@ -342,7 +345,7 @@ class Controller:
                 seq, offset = seq + 1, 0
                 continue
             data = e.data.slice(offset) if offset else e.data
-            take = min(data.num_rows, MAX_STEP_ROWS - rows)
+            take = data.num_rows if seq <= whole else min(data.num_rows, MAX_STEP_ROWS - rows)
             if take < data.num_rows:
                 per_table.setdefault(e.table, []).append(data.slice(0, take))
                 offset += take

@@ -1,6 +1,7 @@
 """The public Pipeline API (modelled on Feldera's Python SDK)."""
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import os
 import tempfile
@@ -523,6 +524,25 @@ class Pipeline:
         t = self._table(table)
         self._ingest.push(t, lambda errs, n: inputs.csv_chunks(t, data, delete, errs, n), on_error, dead_letter)
 
+    @contextlib.contextmanager
+    def transaction(self):
+        """Apply the input calls of the ``with`` block together, in one step: no view ever shows some of them
+        without the others (an order with its items, an update's delete with its insert)::
+
+            with p.transaction():
+                p.input_pandas("orders", new_orders)
+                p.input_pandas("items", new_items)
+                p.input_pandas("items", old_items, delete=True)
+
+        The calls are durable when the block ends (each is validated as it is made: a bad row raises
+        ``InputError`` and rejects that call, and the transaction goes on if the error is caught); if the block
+        raises, none of them is applied.  Only the calls made on this thread join the transaction; inputs of
+        other threads and connectors wait until it ends.  ``on_error="dead_letter"`` and ``execute()`` are
+        not available inside one."""
+        self._require_open()
+        with self._ingest.transaction():
+            yield self
+
     def execute(self, sql: str) -> int:
         """Run ``INSERT INTO t VALUES ...``, ``INSERT INTO t SELECT ...`` or ``DELETE FROM t WHERE ...``.
 
@@ -530,6 +550,9 @@ class Pipeline:
         Returns the number of rows inserted or deleted.
         """
         self._require_open()
+        if self._ingest.in_transaction():
+            raise InputError("execute() is not available inside a transaction (it reads the tables as of the "
+                             "input processed so far): use the input_* calls")
         try:
             stmts = [empty_map_literals(s) for s in sqlglot.parse(sql, read=DIALECT) if s is not None]
         except sqlglot.errors.ParseError as e:

@@ -17,8 +17,10 @@ in the dead letter exactly once.
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import threading
 import time
 from typing import Callable, Dict, Iterator, Optional
 
@@ -51,6 +53,7 @@ class Ingest:
         self.storage_dir = storage_dir
         self.notify = notify
         self.dead_lettered: Dict[str, int] = {t: 0 for t in tables}
+        self._local = threading.local()   # the transaction open on each thread, if any
         self._recover_dead_letters()
 
     def _recover_dead_letters(self) -> None:
@@ -87,27 +90,61 @@ class Ingest:
     def dead_letter_path(self, table: str, path: Optional[str]) -> str:
         return os.path.abspath(path) if path else os.path.join(self.storage_dir, "dead_letter", f"{table}.jsonl")
 
+    @contextlib.contextmanager
+    def transaction(self):
+        """Log the input calls of the ``with`` block (on this thread) as one atomic batch, which one step takes
+        whole; nothing of it if the block raises.  Other inputs wait until it ends (it holds the log's lock)."""
+        if getattr(self._local, "txn", None) is not None:
+            raise InputError("a transaction is already open on this thread (transactions do not nest)")
+        with self.log.batch(None, atomic=True) as batch:
+            self._local.txn = batch
+            try:
+                yield
+                batch.commit()
+            finally:
+                self._local.txn = None
+        self.notify()
+
+    def in_transaction(self) -> bool:
+        return getattr(self._local, "txn", None) is not None
+
+    @staticmethod
+    def _changes(t: TableDef, chunks: Callable[[Errors, int], Iterator[Chunk]], errs: Errors) -> Iterator[pa.Table]:
+        """The rows of an input call, chunk by chunk, with their weights."""
+        for rows, weights in chunks(errs, CHUNK_ROWS):
+            if not rows.num_rows:
+                continue
+            if t.append_only and (weights < 0 if isinstance(weights, int) else min(weights) < 0):
+                raise InputError(f"table {t.name} is append-only ('append_only' = 'true'): it takes no "
+                                 f"deletes, and this input deletes rows; nothing of it was accepted")
+            if isinstance(weights, int):
+                yield with_weight(rows, weights)
+            else:
+                yield rows.append_column(W, pa.array(weights, WEIGHT_TYPE))
+
     def push(self, t: TableDef, chunks: Callable[[Errors, int], Iterator[Chunk]], on_error: str = "reject",
              dead_letter: Optional[str] = None, source: Optional[dict] = None, errors: Optional[Errors] = None) -> int:
         """Convert and log one input call atomically; returns the number of rows accepted.  ``source``: the
-        connector and the position the batch ends at, logged with it (even if no row is accepted)."""
+        connector and the position the batch ends at, logged with it (even if no row is accepted).  In a
+        transaction (:meth:`transaction`), the call's rows join the transaction's batch once all of them
+        converted."""
         errs = errors or Errors(t.name, on_error)
         if dead_letter is not None and errs.reject:
             raise InputError(f"table {t.name}: dead_letter is only used with on_error='dead_letter'")
+        txn = getattr(self._local, "txn", None)
+        if txn is not None:
+            if source is not None or not errs.reject:
+                raise InputError(f"table {t.name}: an input in a transaction takes on_error='reject' (a bad row "
+                                 f"rejects the call; the transaction goes on if the error is caught)")
+            parts = list(self._changes(t, chunks, errs))   # all of the call, or none of it
+            for data in parts:
+                txn.append(data, t.name)
+            return sum(d.num_rows for d in parts)
         accepted = 0
         with self.log.batch(t.name, source, empty_batch(t) if source is not None else None) as batch:
-            for rows, weights in chunks(errs, CHUNK_ROWS):
-                if not rows.num_rows:
-                    continue
-                if t.append_only and (weights < 0 if isinstance(weights, int) else min(weights) < 0):
-                    raise InputError(f"table {t.name} is append-only ('append_only' = 'true'): it takes no "
-                                     f"deletes, and this input deletes rows; nothing of it was accepted")
-                if isinstance(weights, int):
-                    data = with_weight(rows, weights)
-                else:
-                    data = rows.append_column(W, pa.array(weights, WEIGHT_TYPE))
+            for data in self._changes(t, chunks, errs):
                 batch.append(data)
-                accepted += rows.num_rows
+                accepted += data.num_rows
             note = None
             if errs.bad:
                 note = self._write_dead_letters(t.name, errs, self.dead_letter_path(t.name, dead_letter), batch.id)

@@ -59,6 +59,7 @@ class InputLog:
         self.files_lock = threading.Lock()     # guards ``files``: the step thread trims while a batch is written
         self.cache: Dict[int, Entry] = {}
         self.files: Dict[int, str] = {}
+        self.atomic_ends: Dict[int, int] = {}   # an entry of a transaction -> its last entry: a step takes it whole
         self._recover()
         seqs = sorted(self.files)
         self.next_seq = max((seqs[-1] + 1) if seqs else 0, first_seq)
@@ -86,6 +87,14 @@ class InputLog:
         for b in committed - batches_alive:
             os.remove(os.path.join(self.root, f"batch-{b}.commit"))
             removed = True
+        for b in committed & batches_alive:   # a transaction's entries stay one step's
+            try:
+                with open(os.path.join(self.root, f"batch-{b}.commit")) as f:
+                    record = json.load(f)
+            except (OSError, ValueError):
+                continue
+            if record.get("atomic"):
+                self._mark_atomic(record["first"], record["chunks"])
         if removed:
             fsync_dir(self.root)
 
@@ -114,11 +123,13 @@ class InputLog:
             self.next_seq = seq + 1
             return seq
 
-    def batch(self, table: str, meta: Optional[dict] = None, empty: Optional[pa.Table] = None) -> "Batch":
+    def batch(self, table: Optional[str], meta: Optional[dict] = None, empty: Optional[pa.Table] = None,
+              atomic: bool = False) -> "Batch":
         """An atomic multi-chunk batch: ``with log.batch(t) as b: b.append(chunk) ...; b.commit()``.
         With ``meta`` (a connector's source and position) a batch without rows still logs ``empty`` (a
-        zero-row table), so that its position commits."""
-        return Batch(self, table, meta, empty)
+        zero-row table), so that its position commits.  ``atomic``: a transaction, whose chunks (of any
+        tables) one step takes whole (``atomic_ends``); a big input call's batch may be split."""
+        return Batch(self, table, meta, empty, atomic)
 
     def read(self, seq: int) -> Entry:
         e = self.cache.get(seq)
@@ -135,6 +146,10 @@ class InputLog:
         e = Entry(seq, table, t.replace_schema_metadata(None), _entry_meta(t.schema.metadata))
         self.cache[seq] = e
         return e
+
+    def _mark_atomic(self, first: int, n: int) -> None:
+        for i in range(n):
+            self.atomic_ends[first + i] = first + n - 1
 
     def pending(self, start: int) -> List[int]:
         return list(range(start, self.next_seq))
@@ -165,6 +180,8 @@ class InputLog:
         """Forget entries before ``seq`` (committed ones), and commit records of batches wholly before it."""
         for s in [s for s in list(self.cache) if s < seq]:
             self.cache.pop(s, None)
+        for s in [s for s in list(self.atomic_ends) if s < seq]:
+            self.atomic_ends.pop(s, None)
         with self.files_lock:
             gone = [self.files.pop(s) for s in sorted(s for s in self.files if s < seq)]
             alive = {n.partition("-b")[2][:-len(".arrow")] for n in self.files.values()}
@@ -188,10 +205,12 @@ class Batch:
     Leaving the ``with`` block without ``commit()`` (e.g. on a validation error) discards the chunks.
     """
 
-    def __init__(self, log: InputLog, table: str, meta: Optional[dict] = None, empty: Optional[pa.Table] = None):
-        self.log, self.table, self.meta, self.empty = log, table, meta, empty
+    def __init__(self, log: InputLog, table: Optional[str], meta: Optional[dict] = None,
+                 empty: Optional[pa.Table] = None, atomic: bool = False):
+        self.log, self.table, self.meta, self.empty, self.atomic = log, table, meta, empty, atomic
         self.id = uuid.uuid4().hex[:16]
         self.buffered: Optional[pa.Table] = None
+        self.buffered_table: Optional[str] = None
         self.names: List[str] = []
         self.rows = 0
         self.done = False
@@ -207,21 +226,24 @@ class Batch:
         finally:
             self.log.lock.release()
 
-    def append(self, data: pa.Table) -> None:
+    def append(self, data: pa.Table, table: Optional[str] = None) -> None:
+        """Add a chunk of ``table``'s changes (default: the batch's table; a transaction's chunks are of any
+        table)."""
         if data.num_rows == 0:
             return
+        table = table or self.table
         self.rows += data.num_rows
-        if self.buffered is None and not self.names:
-            self.buffered = data          # maybe the only chunk: then a plain entry
+        if self.buffered is None and not self.names and not self.atomic:
+            self.buffered, self.buffered_table = data, table   # maybe the only chunk: then a plain entry
             return
         if self.buffered is not None:
-            self._write_chunk(self.buffered)
+            self._write_chunk(self.buffered, self.buffered_table)
             self.buffered = None
-        self._write_chunk(data)
+        self._write_chunk(data, table)
 
-    def _write_chunk(self, data: pa.Table) -> None:
+    def _write_chunk(self, data: pa.Table, table: str) -> None:
         name = f"{self.log.next_seq + len(self.names):012d}-b{self.id}.arrow"
-        self.log._write(name, self.table, data, self.meta)
+        self.log._write(name, table, data, self.meta)
         self.names.append(name)
 
     def commit(self) -> int:
@@ -231,10 +253,11 @@ class Batch:
         if not self.names:
             if self.buffered is None and self.meta is not None and self.empty is not None:
                 return log.append(self.table, self.empty, self.meta)   # no rows, but the position moves on
-            return log.append(self.table, self.buffered, self.meta) if self.buffered is not None else -1
+            return log.append(self.buffered_table, self.buffered, self.meta) if self.buffered is not None else -1
         first = log.next_seq
         path = os.path.join(log.root, f"batch-{self.id}.commit")
-        record = json.dumps({"first": first, "chunks": len(self.names), "rows": self.rows}).encode()
+        record = json.dumps({"first": first, "chunks": len(self.names), "rows": self.rows,
+                             **({"atomic": True} if self.atomic else {})}).encode()
         try:
             atomic_write_bytes(path, record, fault="log_write")
         except OSError as e:
@@ -243,6 +266,8 @@ class Batch:
         with log.files_lock:
             for i, name in enumerate(self.names):
                 log.files[first + i] = name
+        if self.atomic:
+            log._mark_atomic(first, len(self.names))
         log.next_seq = first + len(self.names)
         return log.next_seq - 1
 

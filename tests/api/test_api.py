@@ -29,7 +29,7 @@ def test_public_api_is_pinned():
         "input_csv", "input_json", "execute", "listen", "foreach_chunk", "wait_for_idle", "wait_for_completion", "query",
         "query_tabular", "query_parquet", "query_arrow", "query_pandas", "explain", "output_parquet",
         "pause_connector", "resume_connector", "restart", "delete", "clear_storage", "storage_status",
-        "advance_clock", "set_clock"])
+        "advance_clock", "set_clock", "transaction"])
 
 
 def bids(rows):

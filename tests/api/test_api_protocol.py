@@ -11,7 +11,8 @@ from sqlengine.api.protocol import SHARED_METHODS, PipelineLike
 
 # what only the embedded Pipeline has (see sqlengine/api/protocol.py)
 EMBEDDED_ONLY = {"from_sql", "output_parquet", "set_clock", "advance_clock",
-                 "input_arrow"}   # (the server's ingress takes JSON and CSV, not Arrow IPC yet)
+                 "input_arrow",    # (the server's ingress takes JSON and CSV, not Arrow IPC yet)
+                 "transaction"}    # (the server's ingress takes one table per request)
 
 
 def public(cls):
