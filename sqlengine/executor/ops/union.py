@@ -30,8 +30,8 @@ def local(lw, op, ins, reads=(), initial: bool = False) -> List[pa.Table]:
 def spark(lw, op, ins, reads=(), initial: bool = False):
     """Spark's union is by position and widens types its own way (a branch whose column is an untyped NULL,
     typed INT, beside a VARCHAR made 'a' a BIGINT): branches of other types are cast to the union's column
-    types first, also when only one branch changed.  A float cast to VARCHAR is written as DuckDB writes it
-    (``casts.spark_text``)."""
+    types first, also when only one branch changed (the ops after it compute in the union's types: a BIGINT
+    beside a DOUBLE is a DOUBLE); a float cast to VARCHAR is written as DuckDB writes it (``casts.spark_text``)."""
     from pyspark.sql import functions as F
     from pyspark.sql.types import DecimalType, DoubleType, FloatType, StringType
 
