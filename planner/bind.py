@@ -93,6 +93,7 @@ AGGREGATES = {
     exp.Stddev: "STDDEV_SAMP", exp.StddevSamp: "STDDEV_SAMP", exp.StddevPop: "STDDEV_POP",
     exp.Variance: "VAR_SAMP", exp.VariancePop: "VAR_POP",
 }
+NUMERIC_AGGREGATES = {"SUM", "AVG", "STDDEV_SAMP", "STDDEV_POP", "VAR_SAMP", "VAR_POP"}
 # DuckDB's functions of nested values (ARRAY, MAP, STRUCT, JSON) and of BINARY, TIME and UUID values that sqlglot
 # keeps by name; on Spark they run
 # as DuckDB runs them (sqlengine.executor.backends.spark).
@@ -852,6 +853,9 @@ class Binder(SubqueryBinder, WindowBinder, AsofBinder, StarBinder, RecursiveBind
             for arg in args:
                 self.check_scalar(arg, allow_agg=False, clause="an aggregate argument")
             bargs = tuple(self.bind_scalar(arg, scope) for arg in args)
+            if func in NUMERIC_AGGREGATES and bargs:
+                self.check_numeric_argument(self.called(n.this if isinstance(n, exp.Filter) else n)[0].upper(),
+                                            bargs[0], args[0], n)
             spec = aggregate_functions.BY_NAME.get(func)
             if spec is not None:
                 for i, (arg, b) in enumerate(list(zip(args, bargs))[:spec.columns]):   # (order keys: any type)
@@ -934,6 +938,17 @@ class Binder(SubqueryBinder, WindowBinder, AsofBinder, StarBinder, RecursiveBind
         if len(calls) != n_calls:  # pragma: no cover - every call was registered above
             raise AssertionError("aggregate registered late")
         return agg_plan, exprs
+
+    def check_numeric_argument(self, spelled: str, b: Expr, arg: exp.Expression, call: exp.Expression) -> None:
+        """SUM, AVG, STDDEV_* and VAR_* take a number (DuckDB's AVG of a DATE or TIMESTAMP and SUM of a BOOLEAN
+        are not supported): anything else is an error at the argument."""
+        base = b.type.base
+        if base in aggregate_functions.NUMBERS or b.type.sql == "UNKNOWN" or base == "NULL":
+            return
+        hint = " (COUNT_IF(x) counts the TRUE values)" if base == "BOOLEAN" else \
+            " (take the epoch, e.g. AVG(epoch(x)), and convert back)" if base in ("DATE", "TIMESTAMP", "TIME") else ""
+        raise self.bind_error(f"{spelled} takes a number, not {b.type.sql}{hint}",
+                              arg if position_of(arg) is not None else call)
 
     def agg_type(self, func: str, args: Sequence[Expr], params: Sequence[str] = ()) -> SqlType:
         if func == "UDAF":   # a Python aggregate: its declared type

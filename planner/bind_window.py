@@ -208,6 +208,8 @@ class WindowBinder:
             c.replace(exp.column(col(self.resolve(c, scope))))
         arg = func.this if isinstance(func.this, exp.Expression) and not isinstance(func.this, exp.Star) else None
         arg_type = self.bind_scalar(arg, scope).type if arg is not None else None
+        if isinstance(func, (exp.Sum, exp.Avg)) and arg is not None:
+            self.check_numeric_argument(func.sql_name().upper(), self.bind_scalar(arg, scope), arg, func)
         if isinstance(func, RANKING) or isinstance(func, exp.Count):
             t = BIGINT.with_nullable(False)
         elif isinstance(func, DOUBLE_RESULT):

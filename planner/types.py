@@ -193,12 +193,14 @@ _INTEGER_WIDTH = ("TINYINT", "SMALLINT", "INT", "BIGINT")
 def set_operation_type(a: SqlType, b: SqlType) -> SqlType:
     """The type of a UNION / INTERSECT / EXCEPT column whose branches have types ``a`` and ``b``, as DuckDB's
     binder widens them: the wider integer, REAL or DOUBLE beside a number, VARCHAR beside any scalar, TIMESTAMP
-    beside a DATE.  Pairs DuckDB widens in other ways (an integer beside a DECIMAL) keep ``a``, and the
+    beside a DATE, and a DECIMAL beside a number as DuckDB's binder types it.  Other pairs keep ``a``, and the
     executor types them by DuckDB's own binder.
 
     >>> [set_operation_type(SqlType(x), SqlType(y)).sql for x, y in
     ...  (("INT", "BIGINT"), ("BIGINT", "DOUBLE"), ("INT", "REAL"), ("DATE", "VARCHAR"), ("DATE", "TIMESTAMP"))]
     ['BIGINT', 'DOUBLE', 'REAL', 'VARCHAR', 'TIMESTAMP']
+    >>> set_operation_type(SqlType("BIGINT"), SqlType("DECIMAL(18, 4)")).sql
+    'DECIMAL(23, 4)'
     """
     nullable = a.nullable or b.nullable
     if a.sql == b.sql or b.sql == "UNKNOWN":
@@ -211,8 +213,21 @@ def set_operation_type(a: SqlType, b: SqlType) -> SqlType:
         return max(a, b, key=lambda t: _INTEGER_WIDTH.index(t.base)).with_nullable(nullable)
     if pair <= numbers and pair & {"REAL", "DOUBLE"}:
         return SqlType("DOUBLE" if "DOUBLE" in pair else "REAL", nullable)
+    if pair <= numbers:   # a DECIMAL beside a DECIMAL or an integer: DuckDB's own rule (widths over 38 included)
+        return SqlType(_duckdb_union_type(a.sql, b.sql), nullable)
     if "VARCHAR" in pair and not (pair & set(NESTED) or "JSON" in pair):
         return SqlType("VARCHAR", nullable)
     if pair == {"DATE", "TIMESTAMP"}:
         return SqlType("TIMESTAMP", nullable)
     return a.with_nullable(nullable)
+
+
+@lru_cache(maxsize=None)
+def _duckdb_union_type(a: str, b: str) -> str:
+    import duckdb
+    con = duckdb.connect()
+    try:
+        got = con.execute(f"SELECT typeof(x) FROM (SELECT NULL::{a} AS x UNION ALL SELECT NULL::{b})").fetchone()[0]
+    finally:
+        con.close()
+    return from_sql_type(got).sql

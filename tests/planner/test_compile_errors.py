@@ -96,6 +96,14 @@ def test_nondeterministic_function_deep_in_a_query_is_located():
     ("SELECT k, year(NULL) AS z FROM t", "year of an untyped NULL", "year("),
     ("SELECT k, date_trunc('day', NULL) AS z FROM t", "date_trunc of an untyped NULL", "date_trunc("),
     ("SELECT k FROM t WHERE date_diff('day', NULL, NULL) > 1", "date_diff of an untyped NULL", "date_diff("),
+    # found by the fuzzer (seed 97207): these compiled, then failed the pipeline's first step in DuckDB
+    ("SELECT k, SUM(v) AS z FROM t GROUP BY k", "SUM takes a number, not VARCHAR", "v) AS"),
+    ("SELECT k, AVG(ts) AS z FROM t GROUP BY k", "AVG takes a number, not TIMESTAMP (take the epoch", "ts) AS"),
+    ("SELECT k, SUM(b) FILTER (WHERE k > 1) AS z FROM t GROUP BY k", "SUM takes a number, not BOOLEAN (COUNT_IF",
+     "b) FILTER"),
+    ("SELECT k, STDDEV_POP(CASE WHEN k > 0 THEN [x] END) AS z FROM t GROUP BY k", "STDDEV_POP takes a number, not",
+     "k > 0"),
+    ("SELECT k, SUM(v) OVER (PARTITION BY k) AS z FROM t", "SUM takes a number, not VARCHAR", "v) OVER"),
 ])
 def test_type_error_is_located(view, fragment, at):
     compile_error(T + "CREATE VIEW w AS " + view, BindError, fragment, 3, at)
