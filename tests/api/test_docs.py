@@ -137,7 +137,8 @@ SPECIFIC = ["class Countdown", "'emit_final' = 'window_end'", '"name": "file_inp
             "FROM SESSION(bid, ts, INTERVAL '10' SECOND, bidder)", "CREATE ROLE app"]
 # What the prose after a block says it prints.
 STATED = {'name="quickstart"':
-          "[{'auction': 1, 'n': 1, 'top': 20}, {'auction': 2, 'n': 1, 'top': 50}, {'auction': 3, 'n': 1, 'top': 99}]"}
+          "[{'auction': 1, 'n': 1, 'top': 20}, {'auction': 2, 'n': 1, 'top': 50}, {'auction': 3, 'n': 1, 'top': 99}]",
+          'name="transactions"': "0 []"}
 
 GENERIC_PYTHON = [b for b in BLOCKS if b.lang == "python" and not not_run(b)
                   and not any(s in b.text for s in SPECIFIC)]
