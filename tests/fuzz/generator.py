@@ -781,4 +781,4 @@ def generate(seed: int, **kw) -> Program:
     views = g.views()
     steps = g.steps(tables)
     g.duck.close()
-    return Program(tables, views, steps, seed, functions)
+    return Program(tables, views, steps, seed, functions, transactions=True)

@@ -164,6 +164,7 @@ class Program:
     steps: List[List[Op]]
     seed: Optional[int] = None
     functions: List[str] = field(default_factory=list)   # CREATE MACRO statements, one a line
+    transactions: bool = False   # the runner puts every third step of several input calls in a transaction
 
 
     def table(self, name: str) -> Table:
@@ -177,6 +178,7 @@ class Program:
     def to_json(self) -> str:
         return json.dumps({
             "seed": self.seed,
+            "transactions": self.transactions,
             "functions": self.functions,
             "tables": [{"name": t.name, "columns": t.columns, "append_only": t.append_only} for t in self.tables],
             "views": [vars(v) for v in self.views],
@@ -188,4 +190,4 @@ class Program:
         d = json.loads(text)
         return cls([Table(t["name"], [tuple(c) for c in t["columns"]], t.get("append_only", False)) for t in d["tables"]],
                    [View(**v) for v in d["views"]], [[Op(**o) for o in s] for s in d["steps"]], d.get("seed"),
-                   d.get("functions", []))
+                   d.get("functions", []), d.get("transactions", False))

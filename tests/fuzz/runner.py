@@ -6,7 +6,7 @@
    compiler raising something outside the error hierarchy -> failure ``compiler_crash``.
 2. The kept views run in one pipeline, every view listened to.  Each step's changes go through
    ``execute``, ``input_pandas`` (object or nullable dtypes), ``input_json`` or ``input_csv`` (every third step of
-   several input calls in one ``Pipeline.transaction()``), and into the model (Python lists of rows).  After each step: the pipeline must not have failed, each table's contents must equal
+   several input calls in one ``Pipeline.transaction()``, in programs generated since transactions exist), and into the model (Python lists of rows).  After each step: the pipeline must not have failed, each table's contents must equal
    the model's, and every view (its change stream integrated, and for a materialized view an ad-hoc query) must
    equal DuckDB's recomputation over the model as bags with exact multiplicities (:func:`tests.support.oracle.diff`).
    Where DuckDB's recomputation fails at run time, the engine must have recorded a row error instead (for the
@@ -396,7 +396,7 @@ def run(program: Program, spark=None, timeout_s: float = 60.0) -> Outcome:
     views = classify(program, out)
     if out.failure:
         return out
-    kept = Program(program.tables, views, program.steps, program.seed, program.functions)
+    kept = Program(program.tables, views, program.steps, program.seed, program.functions, program.transactions)
     storage = tempfile.mkdtemp(prefix="fuzz")
     p = None
     try:
@@ -413,7 +413,7 @@ def run(program: Program, spark=None, timeout_s: float = 60.0) -> Outcome:
         for si, step in enumerate(program.steps):
             out.step = si
             # every third step of several input calls (no execute()) in one Pipeline.transaction()
-            together = len(step) > 1 and ((program.seed or 0) + si) % 3 == 0 and \
+            together = program.transactions and len(step) > 1 and ((program.seed or 0) + si) % 3 == 0 and \
                 all(op.via != "execute" and op.kind != "delete_where" for op in step)
             with (p.transaction() if together else contextlib.nullcontext()):
                 for op in step:

@@ -47,7 +47,7 @@ def save(name: str, program: Program, kind: str, detail: str, executor: str, dir
     base = os.path.join(directory, name)
     with open(base + ".sql", "w") as f:
         f.write(program.sql() + "\n")
-    meta = {"seed": program.seed, "kind": kind, "executor": executor, "detail": detail[:2000],
+    meta = {"seed": program.seed, "transactions": program.transactions, "kind": kind, "executor": executor, "detail": detail[:2000],
             "xfail": f"{kind}: {detail[:300]}",
             "steps": json.loads(program.to_json())["steps"]}
     with open(base + ".json", "w") as f:
@@ -62,7 +62,7 @@ def load(name: str, directory: str = DIRECTORY) -> Tuple[Program, dict]:
     with open(base + ".json") as f:
         meta = json.load(f)
     steps = [[Op(**o) for o in s] for s in meta["steps"]]
-    return Program(tables, views, steps, meta.get("seed"), functions), meta
+    return Program(tables, views, steps, meta.get("seed"), functions, meta.get("transactions", False)), meta
 
 
 def names(directory: str = DIRECTORY) -> List[str]:
