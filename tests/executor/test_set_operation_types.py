@@ -4,7 +4,7 @@ computed in DOUBLE, as DuckDB does, and never cast back to BIGINT (9223372036854
 -9223372036854775808: fuzz seed 91356)."""
 import datetime as dt
 
-from hypothesis import given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 from ..support.differential import maybe, run_program, steps_strategy
@@ -33,7 +33,6 @@ VIEWS = [
 ]
 
 
-@settings(max_examples=15)
 @given(steps_strategy(TABLES))
 def test_set_operations_widen_types(make_pipeline, executor, steps):
     run_program(make_pipeline, SCHEMA, COLUMNS, VIEWS, steps)
