@@ -38,9 +38,8 @@ from typing import Callable, Dict, Optional, Sequence, Tuple, Type
 
 from sqlglot import exp
 
-from .types import SqlType
+from .types import INTEGERS, SqlType
 
-INTEGERS = ("TINYINT", "SMALLINT", "INT", "BIGINT")
 NUMBERS = INTEGERS + ("REAL", "DOUBLE", "DECIMAL")
 ORDERED = NUMBERS + ("VARCHAR", "DATE", "TIMESTAMP", "BOOLEAN")
 LISTED = ORDERED + ("ARRAY", "STRUCT", "JSON")   # what ARRAY_AGG and MAP_AGG take as values (they order them)

@@ -402,8 +402,7 @@ class Binder(SubqueryBinder, WindowBinder, AsofBinder, StarBinder, RecursiveBind
             self.check_scalar(c, allow_agg=False, clause="WHERE or ON")
         joins = select.args.get("joins") or []
         commas = [i for i in range(1, len(plans)) if is_comma(joins[i - 1])]
-        starts = [0] + commas
-        groups = [(s, (starts + [len(plans)])[k + 1]) for k, s in enumerate(starts)]
+        groups = list(zip([0] + commas, commas + [len(plans)]))   # (first, after last) relation between commas
         if any(s and any(sides[i] in ("right", "full") for i in range(s + 1, e)) for s, e in groups):
             plan = None
             for s, e in groups:

@@ -29,11 +29,10 @@ from typing import Callable, Dict, Optional, Sequence
 from sqlglot import exp
 
 from .typecheck import INTERVAL, TIME, value_class
-from .types import UNKNOWN, SqlType, from_annotation
+from .types import INTEGERS, UNKNOWN, SqlType, from_annotation
 
 T = exp.DataType.Type
 VARCHAR, BIGINT, DOUBLE, DATE = SqlType("VARCHAR"), SqlType("BIGINT"), SqlType("DOUBLE"), SqlType("DATE")
-INTEGERS = ("TINYINT", "SMALLINT", "INT", "BIGINT")
 
 # annotated types read as one of the engine's column types
 _READ_AS = {T.TIMESTAMPTZ: SqlType("TIMESTAMP"), T.TIMESTAMPLTZ: SqlType("TIMESTAMP")}

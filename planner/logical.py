@@ -412,7 +412,7 @@ class Recursive(Node):
     def fields(self):
         if len(self.names) == 1:
             return self.columns[0]
-        from .types import SqlType, set_operation_type
+        from .types import SqlType
         out = [Field("__relation", SqlType("BIGINT"))]
         for name, cols in zip(self.names, self.columns):
             out += [Field(f"{name}.{f.name}", f.type) for f in cols]

@@ -187,7 +187,7 @@ def contains(t: SqlType, base: str) -> bool:
     return False
 
 
-_INTEGER_WIDTH = ("TINYINT", "SMALLINT", "INT", "BIGINT")
+INTEGERS = ("TINYINT", "SMALLINT", "INT", "BIGINT")   # the SQL integer types, narrowest first
 
 
 def set_operation_type(a: SqlType, b: SqlType) -> SqlType:
@@ -208,9 +208,9 @@ def set_operation_type(a: SqlType, b: SqlType) -> SqlType:
     if a.sql == "UNKNOWN":
         return b.with_nullable(nullable)
     pair = {a.base, b.base}
-    numbers = set(_INTEGER_WIDTH) | {"DECIMAL", "REAL", "DOUBLE"}
-    if pair <= set(_INTEGER_WIDTH):
-        return max(a, b, key=lambda t: _INTEGER_WIDTH.index(t.base)).with_nullable(nullable)
+    numbers = set(INTEGERS) | {"DECIMAL", "REAL", "DOUBLE"}
+    if pair <= set(INTEGERS):
+        return max(a, b, key=lambda t: INTEGERS.index(t.base)).with_nullable(nullable)
     if pair <= numbers and pair & {"REAL", "DOUBLE"}:
         return SqlType("DOUBLE" if "DOUBLE" in pair else "REAL", nullable)
     if pair <= numbers:   # a DECIMAL beside a DECIMAL or an integer: DuckDB's own rule (widths over 38 included)

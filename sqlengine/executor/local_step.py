@@ -29,7 +29,6 @@ import pyarrow.parquet as pq
 
 from planner.logical import Aggregate, Project
 
-
 from sqlengine.executor import arrow_ops
 from sqlengine.executor import keyed_reads
 from sqlengine.executor import ops, step as step_loop
