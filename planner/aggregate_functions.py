@@ -38,6 +38,7 @@ from typing import Callable, Dict, Optional, Sequence, Tuple, Type
 
 from sqlglot import exp
 
+from .nested_types import sort_key
 from .types import INTEGERS, SqlType
 
 NUMBERS = INTEGERS + ("REAL", "DOUBLE", "DECIMAL")
@@ -163,11 +164,15 @@ def last_per_key(entries: str) -> str:
             f"ELSE ({entries})[__i + 1].key <> __e.key END))")
 
 
-def call_sql(func: str, args: Sequence[str], params: Sequence[str], distinct: bool = False) -> str:
+def call_sql(func: str, args: Sequence[str], params: Sequence[str], distinct: bool = False,
+             nested: Sequence[bool] = ()) -> str:
     """The call of aggregate ``func`` (``distinct``: over distinct values) over argument columns ``args`` and
     constants ``params`` as the delta rules write it (DuckDB's dialect; ``sqlengine.executor.backends.spark``
     lowers it to Spark's), with the order fixed where DuckDB's result depends on the order of the rows (see the
-    module's text)."""
+    module's text).  ``nested``: which arguments are of a type Spark orders otherwise than DuckDB
+    (``planner.nested_types.ORDERED_OTHERWISE``), ordered by their DuckDB sort keys."""
+    nested = list(nested) + [False] * (len(args) - len(nested))
+    by = [sort_key(a) if n else a for a, n in zip(args, nested)]   # what orders each argument
     if func in ("ARG_MIN", "ARG_MAX"):
         a, b = args
         return f"{func}({a}, CASE WHEN {b} IS NOT NULL AND {a} IS NOT NULL THEN ROW({b}, {a}) END)"
@@ -184,17 +189,17 @@ def call_sql(func: str, args: Sequence[str], params: Sequence[str], distinct: bo
         return f"{params[0][1:-1]}(LIST(CASE WHEN {cond} THEN {row} END ORDER BY {row}))"
     if func == "ARRAY_AGG":   # in the keys' order, then the values': one order whatever the rows' order
         cond, value, *keys = args
-        order = [f"{k} {d} NULLS LAST" for k, d in zip(keys, params)] + [f"{value} ASC NULLS LAST"]
+        order = [f"{k} {d} NULLS LAST" for k, d in zip(by[2:], params)] + [f"{by[1]} ASC NULLS LAST"]
         return ordered_list(value, cond, order, distinct)
     if func == "MAP_AGG":   # by key, then in the ORDER BY's order, then the values' (NULL first): each key's last
         cond, key, value, *keys = args
-        order = [f"{key} ASC"] + [f"{k} {d} NULLS LAST" for k, d in zip(keys, params)] + \
-            [f"{value} ASC NULLS FIRST"]
+        order = [f"{key} ASC"] + [f"{k} {d} NULLS LAST" for k, d in zip(by[3:], params)] + \
+            [f"{by[2]} ASC NULLS FIRST"]
         entries = ordered_list(f"STRUCT_PACK(key := {key}, value := {value})", f"({cond}) AND {key} IS NOT NULL",
                                order)
         return last_per_key(entries)
     if func == "STRING_AGG":   # in the keys' order, then the text's: one order whatever the rows' order
         sep, directions = params[0], params[1:]
-        keys = [f"{k} {d} NULLS LAST" for k, d in zip(args[1:], directions)] + [f"{args[0]} ASC NULLS LAST"]
+        keys = [f"{k} {d} NULLS LAST" for k, d in zip(by[1:], directions)] + [f"{args[0]} ASC NULLS LAST"]
         return f"STRING_AGG({args[0]}, {sep} ORDER BY {', '.join(keys)})"
     return f"{func}({', '.join(list(args) + list(params))})"

@@ -17,6 +17,7 @@ import functools
 import re
 from typing import Dict, List, Optional, Tuple
 
+import sqlglot
 from sqlglot import exp
 
 from .errors import UnsupportedError
@@ -73,6 +74,12 @@ def total_order(call: str, width: int) -> str:
     items += [exp.Ordered(this=exp.column(col(i))) for i in range(width) if col(i) not in present]
     w.set("order", exp.Order(expressions=items))
     return w.sql(dialect="duckdb")
+
+
+def window_keys(w: exp.Window) -> List[exp.Expression]:
+    """The PARTITION BY and ORDER BY expressions of ``w``."""
+    order = w.args.get("order")
+    return list(w.args.get("partition_by") or []) + ([o.this for o in order.expressions] if order else [])
 
 
 def order_by_all(items: List[exp.Ordered], width: int) -> List[exp.Ordered]:
@@ -203,9 +210,13 @@ class WindowBinder:
         for n in w.walk():
             if isinstance(n, (exp.Subquery, exp.Select, exp.Exists)):
                 raise self.unsupported("subquery in a window function", n)
-        out = w.copy()
+        out = self.field_access(w, scope).copy()
+        # PARTITION BY and ORDER BY keys as bound (typed; over nested values, marked for Spark as DuckDB's)
+        bound_keys = [self.bind_scalar(k, scope).sql for k in window_keys(out)]
         for c in list(out.find_all(exp.Column)):
             c.replace(exp.column(col(self.resolve(c, scope))))
+        for k, b in zip(window_keys(out), bound_keys):
+            k.replace(sqlglot.parse_one(b, read="duckdb"))
         arg = func.this if isinstance(func.this, exp.Expression) and not isinstance(func.this, exp.Star) else None
         arg_type = self.bind_scalar(arg, scope).type if arg is not None else None
         if isinstance(func, (exp.Sum, exp.Avg)) and arg is not None:

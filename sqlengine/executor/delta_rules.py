@@ -36,6 +36,7 @@ WITH g AS (SELECT c0, SUM(o) AS o, SUM(__w) AS n FROM (SELECT x.c0, x.__w, x.__w
 """
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Callable, List, Optional, Sequence, Tuple
@@ -49,6 +50,7 @@ from planner.bind_window import total_order
 from planner.circuit import FLOATS
 from planner.errors import UnsupportedError
 from planner.logical import Aggregate, Filter, Join, Project, Unnest, Window, col
+from planner.nested_types import ORDERED_OTHERWISE, marked, sort_key
 
 from sqlengine.executor.ops import accumulators as acc
 from sqlengine.zset import W
@@ -136,13 +138,17 @@ def prefix_columns(sql: str, names: Tuple[str, ...], prefix: str) -> str:
 def expanded(rows: str, columns: List[str], fields=()) -> str:
     """``columns`` of the rows of ``rows`` with positive consolidated weight, each repeated weight times.  A float
     column (``fields``: the columns' fields) is grouped by the sign of its zeros too: GROUP BY makes -0.0 and 0.0
-    one value, and a row keeps its own (``sqlengine.zset.with_zero_signs``)."""
+    one value, and a row keeps its own (``sqlengine.zset.with_zero_signs``).  A MAP column is grouped by its
+    entries: Spark 4's GROUP BY of a MAP read from a file turns its NULL values into other values."""
     if columns:
         sign = {c: (zero_sign(c), f.type.base) for c, f in zip(columns, fields) if f.type.base in FLOATS}
-        out = [f"CASE WHEN {sign[c][0]} THEN CAST('-0.0' AS {sign[c][1]}) ELSE {c} END AS {c}" if c in sign else c
+        maps = {c for c, f in zip(columns, fields) if f.type.base == "MAP"}
+        out = [f"CASE WHEN {sign[c][0]} THEN CAST('-0.0' AS {sign[c][1]}) ELSE {c} END AS {c}" if c in sign else
+               f"map_from_entries(map_entries({c})) AS {c}" if c in maps else c
                for c in columns]   # (Spark's GROUP BY makes a key's -0.0 0.0)
+        keys = [f"map_entries({c})" if c in maps else c for c in columns]
         pos = (f"SELECT {listed(out)}, SUM({W})::BIGINT AS __n FROM {rows} "
-               f"GROUP BY {listed(columns + [e for e, _ in sign.values()])} HAVING SUM({W}) > 0")
+               f"GROUP BY {listed(keys + [e for e, _ in sign.values()])} HAVING SUM({W}) > 0")
     else:
         pos = f"SELECT SUM({W})::BIGINT AS __n FROM {rows} HAVING SUM({W}) > 0"
     return f"SELECT {listed(columns) if columns else '1 AS __one'} FROM " \
@@ -315,10 +321,41 @@ def distinct_sql(node) -> str:
             f"SELECT {listed(one_zero(node.fields, len(cs)))}, {w} AS {W} FROM g WHERE {w} != 0")
 
 
-def window_sql(node: Window, emitted: bool = False) -> str:
+@lru_cache(maxsize=1024)   # lowered every step: parse each call once
+def ordered_as_duckdb(call: str, types: Tuple[str, ...]) -> str:
+    """A window call (DuckDB SQL over columns of the base ``types``) whose ORDER BY keys of nested types are
+    their DuckDB sort keys (``planner.nested_types.sort_key``), for Spark; a NULL value keeps a NULL key, so
+    NULLS FIRST|LAST still applies to it.
+
+    >>> print(ordered_as_duckdb("RANK() OVER (ORDER BY c1 DESC, c0)", ("INT", "ARRAY")))
+    ... # doctest: +NORMALIZE_WHITESPACE
+    RANK() OVER (ORDER BY __DUCKDB(CAST(CASE WHEN c1 IS NULL THEN NULL ELSE CREATE_SORT_KEY(c1, 'ASC NULLS LAST')
+      END AS BLOB)) DESC, c0)
+    """
+    w = sqlglot.parse_one(call, read=DIALECT)
+    order = w.args.get("order") if isinstance(w, exp.Window) else None
+    if order is None:
+        return call
+    changed = False
+    for o in order.expressions:
+        x = o.this
+        if marked(x):
+            nested = x.expressions[0].to.this.name in ORDERED_OTHERWISE
+            x = x.expressions[0]
+        else:
+            i = int(x.name[1:]) if isinstance(x, exp.Column) and re.fullmatch(r"c\d+", x.name) else len(types)
+            nested = i < len(types) and types[i] in ORDERED_OTHERWISE
+        if nested:
+            o.set("this", sqlglot.parse_one(sort_key(x.sql(dialect=DIALECT)), read=DIALECT))
+            changed = True
+    return w.sql(dialect=DIALECT) if changed else call
+
+
+def window_sql(node: Window, emitted: bool = False, spark: bool = False) -> str:
     """Recompute the window calls over the touched partitions: calls(old + d) - calls(old); with ``emitted``,
     calls(old + d) minus the touched partitions' rows in ``O``, what the op emitted before
-    (``planner.circuit.keeps_output``)."""
+    (``planner.circuit.keeps_output``).  ``spark``: nested ORDER BY keys ordered as DuckDB orders them
+    (:func:`ordered_as_duckdb`)."""
     n = len(node.input.fields)
     cs = cols(n)
     if node.partition:
@@ -327,7 +364,11 @@ def window_sql(node: Window, emitted: bool = False) -> str:
         old = semi(f"(SELECT *, {listed(pk)} FROM S)", keys, f"(SELECT {listed(pk)} FROM D)", cs + [W])
     else:
         old = f"SELECT {listed(cs + [W])} FROM S"
-    calls = [f"{total_order(c.sql, n)} AS {col(n + i)}" for i, c in enumerate(node.calls)]
+    calls = [total_order(c.sql, n) for c in node.calls]
+    if spark:
+        types = tuple(f.type.base for f in node.input.fields)
+        calls = [ordered_as_duckdb(c, types) for c in calls]
+    calls = [f"{c} AS {col(n + i)}" for i, c in enumerate(calls)]
 
     def compute(name, sign):
         return f"SELECT {listed(cs + calls)}, {sign}::BIGINT AS {W} FROM ({expanded(name, cs, node.input.fields)}) x"
@@ -354,10 +395,13 @@ def _agg_call(a, k: int, i: int) -> str:
             # an integer: the CAST to its own type tells the Spark lowering to pick the value exactly (Spark's
             # PERCENTILE_DISC goes through DOUBLE: 2^53 + 1 became 2^53)
             args[0] = f"CAST({args[0]} AS {a.args[0].type.sql})"
-        return f"{aggregate_functions.call_sql(a.func, args, a.params, a.distinct)} AS {col(k + i)}"
+        nested = [x.type.base in ORDERED_OTHERWISE for x in a.args]
+        return f"{aggregate_functions.call_sql(a.func, args, a.params, a.distinct, nested)} AS {col(k + i)}"
     if a.func not in AGG_FUNCS:
         raise UnsupportedError(f"aggregate {a.func} has no delta rule")
     call = f"{a.func}({'DISTINCT ' if a.distinct else ''}{a.args[0].sql})"
+    if a.func in ("MIN", "MAX") and a.args[0].type.base in ORDERED_OTHERWISE:   # as DuckDB orders it, on Spark too
+        call = f"ARG_{a.func}({a.args[0].sql}, {sort_key(a.args[0].sql)})"
     if a.func == "AVG" and a.args[0].type.base == "DECIMAL":   # an exact sum, divided in DOUBLE (as DuckDB does;
         d = "DISTINCT " if a.distinct else ""                     # Spark's AVG of a DECIMAL keeps 6 digits)
         call = f"CAST(SUM({d}{a.args[0].sql}) AS DOUBLE) / NULLIF(COUNT({d}{a.args[0].sql}), 0)"

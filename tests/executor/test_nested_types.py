@@ -64,6 +64,17 @@ VIEWS = {
     "deep_access": ("SELECT id, deep, deep[1]['k'].ys[2] AS y, cardinality(deep) AS n FROM o", ()),
     "by_deep": ("SELECT deep, COUNT(*) AS c FROM o GROUP BY deep", ()),
     "deep_rows": ("SELECT id, d, n FROM o CROSS JOIN UNNEST(deep) WITH ORDINALITY AS u(d, n)", ()),
+    # ordered by nested values: DuckDB puts a NULL element (or field) after every value, Spark before, and Spark
+    # orders no MAP (the engine orders by DuckDB's sort keys there; fuzz seed 68033)
+    "ranks": ("SELECT id, tags, RANK() OVER (PARTITION BY cust.tier ORDER BY tags DESC) AS r, COUNT(*) OVER (ORDER "
+              "BY cust NULLS FIRST) AS c, DENSE_RANK() OVER (ORDER BY attrs, deep DESC NULLS FIRST) AS d FROM o", ()),
+    "nested_order_aggs": ("SELECT cust.tier AS tier, ARRAY_AGG(cust) AS custs, MIN(tags) AS lo, MAX(items) AS hi, "
+                          "MAX(attrs) AS m, STRING_AGG(cust.name, ',' ORDER BY tags DESC) AS names FROM o "
+                          "GROUP BY cust.tier", (),
+                          "SELECT cust.tier AS tier, ARRAY_AGG(cust ORDER BY cust NULLS LAST) AS custs, MIN(tags) AS "
+                          "lo, MAX(items) AS hi, MAX(attrs) AS m, STRING_AGG(cust.name, ',' ORDER BY tags DESC NULLS "
+                          "LAST, cust.name NULLS LAST) AS names FROM o GROUP BY cust.tier"),
+    "top_tags": ("SELECT id, tags, items FROM o ORDER BY tags DESC, items, id LIMIT 3", ()),
     "per_tag": ("SELECT u.t, COUNT(*) AS c, SUM(o.id) AS s FROM o CROSS JOIN UNNEST(o.tags) AS u(t) GROUP BY u.t", ()),
 }
 

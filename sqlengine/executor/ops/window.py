@@ -38,5 +38,5 @@ def local(lw, op, ins, reads, initial: bool = False) -> pa.Table:
 
 def spark(lw, op, ins, reads, initial: bool = False):
     if len(reads) > 1:
-        return lw.rule(rules.window_sql(op.node, emitted=True), D=ins[0], S=reads[0], O=reads[1])
-    return lw.rule(rules.window_sql(op.node), D=ins[0], S=reads[0])
+        return lw.rule(rules.window_sql(op.node, emitted=True, spark=True), D=ins[0], S=reads[0], O=reads[1])
+    return lw.rule(rules.window_sql(op.node, spark=True), D=ins[0], S=reads[0])
