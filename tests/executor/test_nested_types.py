@@ -30,7 +30,7 @@ VIEWS = {
                "cust.name AS name, o.cust.tier AS tier, doc->>'$.k' AS k, doc['k'] AS k2, doc.n AS n2, items[1].qty "
                "AS q FROM o", (9, 10)),
     "by_tags": ("SELECT tags, COUNT(*) AS c, SUM(id) AS s FROM o GROUP BY tags", ()),
-    "by_map_row": ("SELECT attrs, cust, COUNT(*) AS c FROM o GROUP BY attrs, cust", ()),
+    "by_map_row": ("SELECT attrs, cust, COUNT(*) AS c, SUM(id) AS s FROM o GROUP BY attrs, cust", ()),
     "docs": ("SELECT DISTINCT doc FROM o", (0,)),
     "same_tags": ("SELECT a.id, b.id AS id2 FROM o a JOIN o b ON a.tags = b.tags AND a.id < b.id", ()),
     "same_attrs": ("SELECT a.id, b.id AS id2, a.attrs FROM o a JOIN o b ON a.attrs = b.attrs AND a.id <= b.id", ()),
