@@ -9,12 +9,27 @@ from __future__ import annotations
 
 import datetime as dt
 import decimal
+import os
+from collections import Counter
 from typing import Dict, List, Sequence, Tuple
 
 import pandas as pd
 from hypothesis import strategies as st
 
 from .oracle import Model, bag, bag_from_changes, diff
+
+
+SPARK_EXAMPLES = int(os.environ.get("SQLENGINE_SPARK_EXAMPLES", "2"))
+_spark_runs: Counter = Counter()
+
+
+def runs_on(executor: str, test: str) -> bool:
+    """Whether this Hypothesis example of ``test`` runs: every one on the driver, the first
+    ``SQLENGINE_SPARK_EXAMPLES`` (2) with every step on Spark, where each costs seconds (CI time)."""
+    if executor != "spark":
+        return True
+    _spark_runs[test] += 1
+    return _spark_runs[test] <= SPARK_EXAMPLES
 
 
 def maybe(values):
