@@ -183,10 +183,10 @@ def call_sql(func: str, args: Sequence[str], params: Sequence[str], distinct: bo
         return f"CAST(REGR_COUNT({', '.join(args)}) AS BIGINT)"
     if func == "MODE":   # the most frequent value, the least of those on a tie (Spark: MODE(x, TRUE))
         return f"MODE() WITHIN GROUP (ORDER BY {args[0]} ASC NULLS LAST)"
-    if func == "UDAF":   # a Python aggregate over the group's rows (those meeting its FILTER), in one order
-        cond, *cols = args
-        row = f"ROW({', '.join(cols)})"
-        return f"{params[0][1:-1]}(LIST(CASE WHEN {cond} THEN {row} END ORDER BY {row}))"
+    if func == "UDAF":   # a Python aggregate over the group's rows (those meeting its FILTER, the others NULL), in
+        cond, *cols = args   # DuckDB's order of the rows on both executors (Spark orders a NULL field first)
+        row = f"CASE WHEN {cond} THEN ROW({', '.join(cols)}) END"
+        return f"{params[0][1:-1]}({ordered_list(row, 'TRUE', [f'{sort_key(row)} ASC NULLS LAST'])})"
     if func == "ARRAY_AGG":   # in the keys' order, then the values': one order whatever the rows' order
         cond, value, *keys = args
         order = [f"{k} {d} NULLS LAST" for k, d in zip(by[2:], params)] + [f"{by[1]} ASC NULLS LAST"]

@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 import sqlengine
 from sqlengine import udf
 
-from ..support.differential import maybe, run_program, steps_strategy
+from ..support.differential import maybe, run_program, runs_on, steps_strategy
 
 
 @udf("DOUBLE", ["DOUBLE"])
@@ -245,6 +245,35 @@ def test_python_aggregates_against_duckdb(make_pipeline, steps):
     run_program(make_pipeline, AGG_SCHEMA, AGG_COLUMNS, AGG_VIEWS, steps, udfs=[WeightedMean, Joined, Tally])
 
 
+@sqlengine.udaf("VARCHAR", ["VARCHAR", "BIGINT"])
+class FirstRow:
+    """The first row given, as text: a result that depends on the order of the rows."""
+
+    def create(self):
+        return None
+
+    def accumulate(self, acc, s, k):
+        return acc if acc is not None else f"{s}:{k}"
+
+    def finish(self, acc):
+        return acc
+
+
+ORDER_VIEWS = [
+    ("a_first", "SELECT g, firstrow(s, k) AS f, firstrow(s, k) FILTER (WHERE x > 0) AS fx FROM t GROUP BY g", True,
+     "SELECT g, FIRST(COALESCE(s, 'None') || ':' || COALESCE(CAST(k AS VARCHAR), 'None') ORDER BY s NULLS LAST, "
+     "k NULLS LAST) AS f, FIRST(COALESCE(s, 'None') || ':' || COALESCE(CAST(k AS VARCHAR), 'None') ORDER BY s "
+     "NULLS LAST, k NULLS LAST) FILTER (WHERE x > 0) AS fx FROM t GROUP BY g"),
+]
+
+
+@given(steps_strategy({"t": AGG_ROW}, max_steps=4))
+def test_python_aggregates_take_the_rows_in_one_order_on_both_executors(make_pipeline, executor, steps):
+    """Rows in DuckDB's order of (s, k), NULL fields last, on Spark too (which orders a NULL field first)."""
+    if runs_on(executor, "udaf_order"):
+        run_program(make_pipeline, AGG_SCHEMA, AGG_COLUMNS, ORDER_VIEWS, steps, udfs=[FirstRow])
+
+
 def test_an_aggregate_needs_its_methods_and_arguments():
     with pytest.raises(sqlengine.EngineError, match="has no finish"):
         sqlengine.udaf("INT", ["INT"])(type("NoFinish", (), {"create": lambda s: 0, "accumulate": lambda s, a, x: a}))
@@ -298,3 +327,14 @@ def test_a_restart_with_other_code_for_a_function_recomputes_the_views_that_call
     assert sorted(tuple(r.values()) for r in q.query("SELECT * FROM v")) == [(2, 20.0)]
     assert sorted(tuple(r.values()) for r in q.query("SELECT * FROM w")) == [(2, 2.0)]
     q.stop()
+
+
+def test_a_python_aggregate_takes_null_fields_last_on_both_executors(make_pipeline, executor):
+    p = make_pipeline(AGG_SCHEMA + "CREATE MATERIALIZED VIEW f AS SELECT g, firstrow(s, k) AS f FROM t GROUP BY g;",
+                      udfs=[FirstRow])
+    p.execute("INSERT INTO t (g, s, k) VALUES (1, NULL, 1), (1, 'a', NULL), (1, 'a', 1), (2, NULL, 1), (2, NULL, NULL)")
+    p.wait_for_idle()
+    p.execute("INSERT INTO t (g, s, k) VALUES (1, 'a', 0)")
+    p.wait_for_idle()
+    assert sorted(tuple(r.values()) for r in p.query("SELECT * FROM f")) == [(1, "a:0"), (2, "None:1")]
+    assert p.engine.stats.spark_fallbacks == 0, p.engine.stats.last_spark_error
