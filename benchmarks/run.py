@@ -34,6 +34,9 @@ def parse_args(argv=None) -> argparse.Namespace:
     ap.add_argument("--push", choices=("calls", "transaction"), default="calls",
                     help="how a change is pushed: its inserts and its deletes as two input calls (default), or "
                          "the two calls in one Pipeline.transaction() (one step)")
+    ap.add_argument("--load", choices=("calls", "transaction"), default="calls",
+                    help="how the tables are loaded: input calls of 500,000 rows, stepped as they come (default), "
+                         "or all of them in one Pipeline.transaction() (one step)")
     args = ap.parse_args(argv)
     if args.quick:
         args.sizes = "10000"
