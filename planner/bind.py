@@ -29,8 +29,8 @@ from .semantics import NotTypable, typed
 from .typecheck import NESTED, check_types, keep_position, type_class, type_name, types_meet
 from .logical import (AggCall, Aggregate, Distinct, Expr, Field, Filter, Join, Node, OneRow, Project, Scan,
                       SetOp, UnionAll, col)
-from .scope import (DIALECT, LATERAL_PREFIX, Rel, Scope, is_comma, is_subquery_predicate, name_of,  # noqa: F401 (re-exported)
-                    position_of, split_and)
+from .scope import (DIALECT, LATERAL_PREFIX, Rel, Scope, is_comma, is_subquery_predicate, joining,  # noqa: F401
+                    name_of, position_of, split_and)   # (re-exported)
 from .types import BIGINT, SqlType, from_sql_type
 from .user_functions import UserAggregate
 
@@ -380,13 +380,7 @@ class Binder(SubqueryBinder, WindowBinder, AsofBinder, StarBinder, RecursiveBind
                 used[ci] = True
         plan = plans[0]
         for i in range(1, len(plans)):
-            conds = []
-            for ci, (c, rs) in enumerate(zip(conjuncts, touched)):
-                if used[ci] or i not in rs or not rs <= set(range(i + 1)):
-                    continue
-                used[ci] = True
-                conds.append(c)
-            plan = Join(plan, plans[i], *self.join_condition(conds, scope, i))
+            plan = Join(plan, plans[i], *self.join_condition(joining(i, conjuncts, touched, used), scope, i))
         rest = [c for c, u in zip(conjuncts, used) if not u]
         if rest:
             plan = Filter(plan, self.bind_scalar(exp.and_(*rest), scope))

@@ -18,7 +18,7 @@ from sqlglot import exp
 from .errors import UnsupportedError
 from .logical import Expr, Filter, Join, Node, OneRow, Unnest
 from .bind_subquery import scalar_subqueries
-from .scope import Rel, Scope, is_comma, is_subquery_predicate, name_of, split_and
+from .scope import Rel, Scope, is_comma, is_subquery_predicate, joining, name_of, split_and
 from .types import BIGINT, SqlType, element_type, map_types, struct_fields
 
 
@@ -82,19 +82,16 @@ class UnnestBinder:
         # WHERE's conjuncts over the relations joined so far join an inner JOIN after the UNNEST (its keys), as
         # in any FROM clause; resolved in the whole FROM's scope, so that an ambiguous name stays an error
         where = split_and(select.args["where"].this) if select.args.get("where") and later else []
-        moved = set()
+        touched = [set() if is_subquery_predicate(c) or scalar_subqueries(c) else self.rels_of(c, scope)
+                   for c in where] if widen else []
+        used = [False] * len(touched)
         for step in steps:
             if isinstance(step, Unnest) or step[1] != "inner" or not widen:
                 continue
-            i, on = step[0], step[3]
-            for ci, c in enumerate(where):
-                if ci in moved or is_subquery_predicate(c) or scalar_subqueries(c):
-                    continue
-                rs = self.rels_of(c, scope)
-                if i in rs and rs <= set(range(i + 1)):
-                    self.check_scalar(c, allow_agg=False, clause="WHERE")
-                    on.append(c)
-                    moved.add(ci)
+            for c in joining(step[0], where, touched, used):
+                self.check_scalar(c, allow_agg=False, clause="WHERE")
+                step[3].append(c)
+        moved = {ci for ci, u in enumerate(used) if u}
         for step in steps:
             if isinstance(step, Unnest):
                 plan = dataclasses.replace(step, input=plan)

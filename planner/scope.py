@@ -93,3 +93,14 @@ def is_comma(j: exp.Join) -> bool:
     """Whether ``j`` is a comma in FROM (``FROM a, b``), which binds more loosely than any JOIN, rather than a
     JOIN.  (sqlglot gives both one node; a comma's has no arguments at all.)"""
     return not any(k != "this" for k in j.args)
+
+
+def joining(i: int, conjuncts: List[exp.Expression], touched: List[set], used: List[bool]) -> List[exp.Expression]:
+    """The conjuncts not used yet that join relation ``i`` to the relations before it (``touched``: the relations
+    each reads; it reads ``i`` and none after it), marked used: the keys of the join that adds relation ``i``."""
+    out = []
+    for ci, (c, rs) in enumerate(zip(conjuncts, touched)):
+        if not used[ci] and i in rs and rs <= set(range(i + 1)):
+            used[ci] = True
+            out.append(c)
+    return out
