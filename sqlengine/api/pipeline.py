@@ -31,6 +31,7 @@ from sqlengine.api.output import Dispatcher, OutputHandler, check_format
 from sqlengine.controller import Controller
 from sqlengine.api.query import Snapshot, check_query, load_relation
 from sqlengine.executor.compaction import Compactor
+from sqlengine.executor.context import Stats
 from sqlengine.executor.row_errors import ERRORS_KEY, ERRORS_RELATION, read_errors
 from sqlengine.executor.session import (START_OPTION, check_storage_reachable, is_local, resolve_conf,
                                         spark_master, start_spark)
@@ -398,6 +399,7 @@ class Pipeline:
         pct = (lambda q: round(lat[min(len(lat) - 1, int(q * len(lat)))], 1)) if lat else (lambda q: None)
         m = self.store.current if self.store else None
         state_sizes = {}
+        st = self.engine.stats if self.engine is not None else Stats()
         if self.engine is not None:
             for op_id, key in self.engine.keys.items():
                 state_sizes[key] = self.store.size(key)
@@ -418,6 +420,11 @@ class Pipeline:
                                "declined": self.engine.stats.ops_declined if self.engine else 0},
             "spark_fallbacks": {"steps": self.engine.stats.spark_fallbacks if self.engine else 0,
                                 "last_error": self.engine.stats.last_spark_error if self.engine else None},
+            # what passed through this (the driver's) process on the Spark path: rows and Arrow bytes brought
+            # from Spark and shipped to it, and the bytes of state runs it wrote (issue 34)
+            "driver_traffic": {"rows_from_spark": st.rows_from_spark, "bytes_from_spark": st.bytes_from_spark,
+                               "rows_to_spark": st.rows_to_spark, "bytes_to_spark": st.bytes_to_spark,
+                               "state_bytes_written": self.store.bytes_written if self.store else 0},
             "state_cache_bytes": self.engine.local.cache.used if self.engine else 0,
             "backlog_batches": len(self.log.pending(m.log_position[0])) if m else len(self.log.pending(0)),
             "state_size": state_sizes,

@@ -13,6 +13,8 @@ import re
 from dataclasses import dataclass
 from typing import Dict, List, Optional, Set
 
+import pyarrow as pa
+
 from planner.circuit import Op
 from planner.program import Program
 
@@ -65,6 +67,24 @@ class Stats:
     rows_scanned: int = 0           # state rows DuckDB's scans of runs returned (LocalExecutor.scan_runs)
     state_rows_dropped: int = 0     # closed rows dropped from state (event time)
     spark_merges: int = 0           # merges of runs not cached, run as Spark jobs
+    # what passes through the driver on the Spark path (issue 34): Arrow rows and bytes brought from Spark to
+    # the driver (a step's change, scans of state, merged runs, a recursion's inputs) and shipped from it
+    rows_from_spark: int = 0
+    bytes_from_spark: int = 0
+    rows_to_spark: int = 0
+    bytes_to_spark: int = 0
+
+    def from_spark(self, t: pa.Table) -> pa.Table:
+        """``t``, collected from Spark to the driver, counted."""
+        self.rows_from_spark += t.num_rows
+        self.bytes_from_spark += t.nbytes
+        return t
+
+    def to_spark(self, t: pa.Table) -> pa.Table:
+        """``t``, shipped from the driver to Spark, counted."""
+        self.rows_to_spark += t.num_rows
+        self.bytes_to_spark += t.nbytes
+        return t
 
 
 class StepContext:

@@ -88,7 +88,7 @@ class Merger:
         df = self.spark.runs_frame(op.id, [f"{self.ctx.store.root}/{r.path}" for r in part])
         rule = ops.of(op.kind).merge_rule(op)
         merged = consolidate_spark(df) if rule is None else self.spark.backend.rule(rule, R=df)
-        return merged.toArrow().cast(self.ctx.state_arrow[op.id])
+        return self.ctx.stats.from_spark(merged.toArrow()).cast(self.ctx.state_arrow[op.id])
 
     @staticmethod
     def apply_merges(m: Manifest, merged: List[Merged]) -> Optional[Manifest]:

@@ -200,7 +200,8 @@ class Engine:
             log.warning("step %d failed on Spark and runs on the driver instead: %s", step, error,
                         exc_info=log.isEnabledFor(logging.DEBUG))
             arrow = {t: d if d is None or isinstance(d, pa.Table) else
-                     d.toArrow().cast(self.arrow_schemas[self.ctx.table_input(t)]) for t, d in table_deltas.items()}
+                     self.stats.from_spark(d.toArrow()).cast(self.arrow_schemas[self.ctx.table_input(t)])
+                     for t, d in table_deltas.items()}
             return self._run_local(arrow, *args)
 
     def _run_local(self, table_deltas, step, listened, out_ids, initial, need, reads_from, write_keys) -> StepResult:

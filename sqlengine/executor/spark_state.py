@@ -69,6 +69,7 @@ class SparkState:
     def backend(self) -> SparkBackend:
         if self._backend is None:
             self._backend = SparkBackend(self.spark, self.ctx.functions)
+            self._backend.stats = self.ctx.stats   # (what a rule brings to the driver: ops.recursive)
         return self._backend
 
     # ------------------------------------------------------------ schemas
@@ -175,7 +176,7 @@ class SparkState:
             if keys.nbytes <= self.ctx.placement.broadcast_bytes:
                 kdf = F.broadcast(kdf)
             df = self.backend.rule(rules.semi("S", list(spec), "K", list(schema.names)), S=df, K=kdf)
-        rows = (df if limit is None else df.limit(limit + 1)).toArrow()
+        rows = self.ctx.stats.from_spark((df if limit is None else df.limit(limit + 1)).toArrow())
         if limit is not None and rows.num_rows > limit:
             raise NeedsSpark(f"the state's rows of a change's keys are more than {limit}")
         self.ctx.stats.spark_scans += 1
@@ -193,13 +194,14 @@ class SparkState:
     def arrow_df(self, t: pa.Table, schema) -> DataFrame:
         """Arrow rows on the driver as a DataFrame: a big table through a scratch parquet file, which Spark reads
         much faster than the rows ``createDataFrame`` ships (see :mod:`sqlengine.state.scratch`)."""
+        self.ctx.stats.to_spark(t)
         if t.num_rows < self.ctx.placement.scratch_rows:
             return self.spark.createDataFrame(t, schema=schema)
         return self.spark.read.schema(schema).parquet(self.scratch.write(t))
 
     def collect(self, df: DataFrame, arrow_schema: pa.Schema, consolidate: bool = True) -> Optional[pa.Table]:
         """Run ``df`` (one Spark job) and bring its rows to the driver as Arrow."""
-        t = cast_to(df.toArrow(), arrow_schema)
+        t = cast_to(self.ctx.stats.from_spark(df.toArrow()), arrow_schema)
         if consolidate and t.num_rows:
             t = consolidate_arrow(t)
         return t if t.num_rows else EMPTY

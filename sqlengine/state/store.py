@@ -140,6 +140,7 @@ class StateStore:
         self._live: Dict[int, Set[str]] = {}   # the runs of the manifests this process committed, by step
         self._unsynced_lock = threading.Lock()   # a background merge writes runs while a step commits
         self.keep: Set[str] = set()   # runs a background merge reads or writes: garbage collection spares them
+        self.bytes_written = 0   # of the runs this process wrote (what a driver writes: issue 34)
         os.makedirs(root, exist_ok=True)
         self.current = self._load_latest()
 
@@ -270,7 +271,10 @@ class StateStore:
                 pass
             raise StorageError(f"step {step} did not commit: cannot write state {e.filename or tmp}: "
                                f"{describe(e)}") from e
-        return Run(f"{key}/{name}", table.num_rows, os.path.getsize(full))
+        size = os.path.getsize(full)
+        with self._unsynced_lock:
+            self.bytes_written += size
+        return Run(f"{key}/{name}", table.num_rows, size)
 
     def needs_merge(self, runs: List[Run]) -> bool:
         return len(runs) > self.MAX_RUNS

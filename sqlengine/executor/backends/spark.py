@@ -307,6 +307,7 @@ class SparkBackend:
         self._tag = f"__sq{id(self) & 0xFFFFFF:x}"
         duckdb_text.register(spark)
         self.functions = functions or {}
+        self.stats = None   # the engine's counters (sqlengine.executor.context.Stats), set by its owner
         register_spark(spark, functions or {})
 
     def rule(self, sql: str, **frames: DataFrame) -> DataFrame:

@@ -415,10 +415,12 @@ def spark(lw, op, ins, reads, initial: bool = False):
     from sqlengine.executor.backends.python_calls import register_duckdb
     be = DuckDBBackend()
     register_duckdb(be.con, getattr(lw, "functions", None) or {})
-    arrow_ins = [None if d is None else d.toArrow() for d in ins]
-    arrow_reads = [r.toArrow() for r in reads]
+    stats = getattr(lw, "stats", None)
+    count = stats.from_spark if stats is not None else (lambda t: t)
+    arrow_ins = [None if d is None else count(d.toArrow()) for d in ins]
+    arrow_reads = [count(r.toArrow()) for r in reads]
     try:
         out = evaluate(be.con, op, arrow_ins, arrow_reads)
     finally:
         be.con.close()
-    return lw.spark.createDataFrame(out)
+    return lw.spark.createDataFrame(out if stats is None else stats.to_spark(out))
