@@ -22,6 +22,7 @@ from sqlglot import exp
 
 from .errors import UnsupportedError
 from .logical import Expr, Filter, Node, Project, UnionAll, Window, col
+from .nested_types import DUCKDB_MARK
 from .scope import Rel, name_of
 from .typecheck import keep_position
 from .types import BIGINT, SqlType
@@ -211,12 +212,14 @@ class WindowBinder:
             if isinstance(n, (exp.Subquery, exp.Select, exp.Exists)):
                 raise self.unsupported("subquery in a window function", n)
         out = self.field_access(w, scope).copy()
-        # PARTITION BY and ORDER BY keys as bound (typed; over nested values, marked for Spark as DuckDB's)
+        # PARTITION BY and ORDER BY keys over nested values as bound: marked, so that Spark evaluates them as
+        # DuckDB does (planner.nested_types.mark_duckdb)
         bound_keys = [self.bind_scalar(k, scope).sql for k in window_keys(out)]
         for c in list(out.find_all(exp.Column)):
             c.replace(exp.column(col(self.resolve(c, scope))))
         for k, b in zip(window_keys(out), bound_keys):
-            k.replace(sqlglot.parse_one(b, read="duckdb"))
+            if DUCKDB_MARK in b.lower():
+                k.replace(sqlglot.parse_one(b, read="duckdb"))
         arg = func.this if isinstance(func.this, exp.Expression) and not isinstance(func.this, exp.Star) else None
         arg_type = self.bind_scalar(arg, scope).type if arg is not None else None
         if isinstance(func, (exp.Sum, exp.Avg)) and arg is not None:

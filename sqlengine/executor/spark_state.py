@@ -46,6 +46,11 @@ class SparkState:
         self._frames_lock = threading.Lock()
         self._schemas: Dict[int, object] = {}
         self._state_schemas: Dict[int, object] = {}
+        self._shipped: Dict[tuple, tuple] = {}   # this step's Arrow changes shipped to Spark: (id, schema) -> (t, df)
+
+    def new_step(self) -> None:
+        """Forget the last step's shipped changes (:meth:`to_df`)."""
+        self._shipped = {}
 
     @property
     def spark(self):
@@ -187,8 +192,12 @@ class SparkState:
         """An op's change (EMPTY, Arrow or a DataFrame) as a DataFrame."""
         if x is EMPTY:
             return self.empty(-op_id - 1, schema or self.schemas[op_id])
-        if isinstance(x, pa.Table):
-            return self.arrow_df(x, schema or self.schemas[op_id])
+        if isinstance(x, pa.Table):   # shipped once per step, however many ops read it
+            key = (id(x), op_id if schema is None else str(schema))
+            hit = self._shipped.get(key)
+            if hit is None or hit[0] is not x:
+                hit = self._shipped[key] = (x, self.arrow_df(x, schema or self.schemas[op_id]))
+            return hit[1]
         return x
 
     def arrow_df(self, t: pa.Table, schema) -> DataFrame:

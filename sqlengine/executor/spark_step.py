@@ -56,6 +56,7 @@ class SparkStep:
         new_runs: Dict[str, List[Run]] = {k: list(v) for k, v in ctx.store.current.runs.items()}
         self._consolidated = set()
         self._need = need
+        self.spark.new_step()
         errors = self.driver.lowerer.errors = RowErrors()
 
         def writes(op_id: int) -> bool:
