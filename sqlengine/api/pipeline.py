@@ -412,14 +412,11 @@ class Pipeline:
             "step_latency_ms": {"last": round(c.latencies[-1], 1) if c.latencies else None,
                                 "p50": pct(0.5), "p99": pct(0.99)},
             "spark_jobs_last_step": c.last_step_jobs,
-            "steps_run_on": {"driver": self.engine.stats.steps_local if self.engine else 0,
-                             "spark": self.engine.stats.steps_spark if self.engine else 0},
+            "steps_run_on": {"driver": st.steps_local, "spark": st.steps_spark},
             # ops of Spark steps run on the driver where their changes were, and those whose state reads were
             # too wide for it (sqlengine.executor.spark_step: Placement.driver_ops)
-            "spark_step_ops": {"on_driver": self.engine.stats.ops_on_driver if self.engine else 0,
-                               "declined": self.engine.stats.ops_declined if self.engine else 0},
-            "spark_fallbacks": {"steps": self.engine.stats.spark_fallbacks if self.engine else 0,
-                                "last_error": self.engine.stats.last_spark_error if self.engine else None},
+            "spark_step_ops": {"on_driver": st.ops_on_driver, "declined": st.ops_declined},
+            "spark_fallbacks": {"steps": st.spark_fallbacks, "last_error": st.last_spark_error},
             # what passed through this (the driver's) process on the Spark path: rows and Arrow bytes brought
             # from Spark and shipped to it, and the bytes of state runs it wrote (issue 34)
             "driver_traffic": {"rows_from_spark": st.rows_from_spark, "bytes_from_spark": st.bytes_from_spark,
@@ -432,7 +429,7 @@ class Pipeline:
             "dead_letter_rows": dict(self._ingest.dead_lettered),
             "watermarks": {t: str(pd.Timestamp(w, unit="us")) for t, w in (m.meta.get("watermarks", {}) if m else {}).items()},
             "late_rows": dict(m.meta.get("late_rows", {})) if m else {},
-            "closed_state_rows_dropped": self.engine.stats.state_rows_dropped if self.engine else 0,
+            "closed_state_rows_dropped": st.state_rows_dropped,
             "connectors": {k: r.status() for k, r in list(self._sources.items()) + list(self._sink_runners.items())},
             "errors": dict(m.meta.get("errors", {})) if m else {},
             "spark_started": self._spark is not None or (self._spark_future is not None and

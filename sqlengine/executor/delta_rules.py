@@ -36,7 +36,6 @@ WITH g AS (SELECT c0, SUM(o) AS o, SUM(__w) AS n FROM (SELECT x.c0, x.__w, x.__w
 """
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Callable, List, Optional, Sequence, Tuple
@@ -52,6 +51,7 @@ from planner.errors import UnsupportedError
 from planner.logical import Aggregate, Filter, Join, Project, Unnest, Window, col
 from planner.nested_types import ORDERED_OTHERWISE, marked, sort_key
 
+from sqlengine.executor.arrow_ops import column_index
 from sqlengine.executor.ops import accumulators as acc
 from sqlengine.zset import W
 
@@ -343,8 +343,8 @@ def ordered_as_duckdb(call: str, types: Tuple[str, ...]) -> str:
             nested = x.expressions[0].to.this.name in ORDERED_OTHERWISE
             x = x.expressions[0]
         else:
-            i = int(x.name[1:]) if isinstance(x, exp.Column) and re.fullmatch(r"c\d+", x.name) else len(types)
-            nested = i < len(types) and types[i] in ORDERED_OTHERWISE
+            i = column_index(x.sql(dialect=DIALECT)) if isinstance(x, exp.Column) else None
+            nested = i is not None and i < len(types) and types[i] in ORDERED_OTHERWISE
         if nested:
             o.set("this", sqlglot.parse_one(sort_key(x.sql(dialect=DIALECT)), read=DIALECT))
             changed = True
