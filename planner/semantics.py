@@ -35,6 +35,7 @@ from sqlglot.optimizer.annotate_types import annotate_types
 
 from .function_types import value_type
 from .column_check import storable
+from .decimal_types import decimal_type
 from .nested_types import (DUCKDB_BASES, canonical_value, duckdb_bind_error, duckdb_type, from_duckdb_name,
                            involves_nested, json_brackets, mark_duckdb, nested_syntax, parenthesized_arrows,
                            read_json_columns, variant_casts)
@@ -75,8 +76,22 @@ def _sub_type(annotator, e: exp.Sub) -> exp.Sub:
     return e
 
 
+def _with_decimals(annotate):
+    """``annotate``, then DuckDB's type where a DECIMAL operand makes it differ (:mod:`planner.decimal_types`)."""
+    def annotator(self, e):
+        e = annotate(self, e)
+        t = decimal_type(e)
+        if t is not None:
+            self._set_type(e, t)
+        return e
+    return annotator
+
+
 _DUCKDB_METADATA = Dialect.get_or_raise(DIALECT).EXPRESSION_METADATA
 _METADATA = {**_DUCKDB_METADATA, exp.Round: {"annotator": _round_type}, exp.Sub: {"annotator": _sub_type}}
+_METADATA.update({k: {**_METADATA[k], "annotator": _with_decimals(_METADATA[k]["annotator"])} for k in
+                  (exp.Add, exp.Sub, exp.Mul, exp.Mod, exp.Case, exp.If, exp.Coalesce, exp.Greatest, exp.Least,
+                   exp.Literal)})
 
 
 def _annotate(e: exp.Expression, types: Sequence[SqlType]) -> exp.Expression:

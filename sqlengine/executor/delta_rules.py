@@ -174,18 +174,22 @@ def map_sql(node, x: Render = as_is) -> str:
 
 
 def unnest_sql(node: Unnest, x: Render = as_is) -> str:
-    """Each row of D once per element of its array (DuckDB's UNNEST in a LATERAL subquery, beside
-    ``generate_subscripts`` for the positions), the element or its fields appended; outer: LEFT JOIN ... ON
-    TRUE keeps a row with nothing to unnest."""
+    """Each row of D once per element of its array, the element (or its fields) and its position appended;
+    outer: a row with a NULL or empty array once, with NULLs.  The array is computed once per row and unnested
+    in the select list beside ``range`` for the positions (two UNNESTs of one length zip), not in a LATERAL
+    join: DuckDB decorrelates a LATERAL by joining on the correlated values, and that join takes -0.0 for 0.0."""
     n = len(node.input.fields)
-    arr = f"({x(node.expr.sql)})"
     values = [f"struct_extract(u.__v, '{f}')" for f in node.fields_of] if node.fields_of else ["u.__v"]
     if node.ordinality:
         values.append("u.__i")
-    out = [f"D.{col(i)}" for i in range(n)] + [f"{v} AS {col(n + j)}" for j, v in enumerate(values)] + [f"D.{W}"]
-    lateral = f"LATERAL (SELECT UNNEST({arr}) AS __v, generate_subscripts({arr}, 1) AS __i) u"
-    join = f"LEFT JOIN {lateral} ON TRUE" if node.outer else f"CROSS JOIN {lateral}"
-    return f"SELECT {listed(out)} FROM D {join}"
+    out = [f"u.{col(i)}" for i in range(n)] + [f"{v} AS {col(n + j)}" for j, v in enumerate(values)] + [f"u.{W}"]
+    arr, pos = "a.__a", "range(1, len(a.__a) + 1)"
+    if node.outer:
+        arr = f"CASE WHEN len(a.__a) > 0 THEN a.__a ELSE [NULL] END"
+        pos = f"CASE WHEN len(a.__a) > 0 THEN {pos} ELSE [NULL::BIGINT] END"
+    arrays = f"(SELECT {listed(cols(n) + [W])}, ({x(node.expr.sql)}) AS __a FROM D) a"
+    return (f"SELECT {listed(out)} FROM (SELECT a.*, UNNEST({arr}) AS __v, UNNEST({pos}) AS __i "
+            f"FROM {arrays}) u")
 
 
 # ---------------------------------------------------------------- bilinear
