@@ -185,7 +185,7 @@ def unnest_sql(node: Unnest, x: Render = as_is) -> str:
     out = [f"u.{col(i)}" for i in range(n)] + [f"{v} AS {col(n + j)}" for j, v in enumerate(values)] + [f"u.{W}"]
     arr, pos = "a.__a", "range(1, len(a.__a) + 1)"
     if node.outer:
-        arr = f"CASE WHEN len(a.__a) > 0 THEN a.__a ELSE [NULL] END"
+        arr = "CASE WHEN len(a.__a) > 0 THEN a.__a ELSE [NULL] END"
         pos = f"CASE WHEN len(a.__a) > 0 THEN {pos} ELSE [NULL::BIGINT] END"
     arrays = f"(SELECT {listed(cols(n) + [W])}, ({x(node.expr.sql)}) AS __a FROM D) a"
     return (f"SELECT {listed(out)} FROM (SELECT a.*, UNNEST({arr}) AS __v, UNNEST({pos}) AS __i "
