@@ -152,6 +152,21 @@ def lookup(n: exp.Expression) -> Optional[AggregateFunction]:
     return FUNCTIONS.get(type(n))
 
 
+RETRACTS = "'retract'"   # the last parameter of a call of a Python aggregate that has ``retract``
+
+
+def retracts(a) -> bool:
+    """Is ``a`` (an ``AggCall``) a call of a Python aggregate with ``retract(acc, *args)``, whose accumulator is
+    kept per group and updated by each step's rows (``planner.circuit.aggregate_mode``: ``retract``)?"""
+    return a.func == "UDAF" and RETRACTS in a.params
+
+
+def step_function(name: str) -> str:
+    """The SQL name of the function that applies a step's rows of a group to its stored accumulator of the
+    Python aggregate ``name`` (``sqlengine.executor.backends.python_calls.step_call``)."""
+    return f"__step_{name.strip(chr(39))}"
+
+
 def ordered_list(value: str, cond: str, order: Sequence[str], distinct: bool = False) -> str:
     """DuckDB's LIST of ``value`` over the rows meeting ``cond``, sorted by ``order`` (``x ASC NULLS LAST``
     items; ``sqlengine.executor.backends.spark`` lowers this very form): ARRAY_AGG's, and MAP_AGG's entries."""

@@ -619,7 +619,8 @@ class Binder(SubqueryBinder, WindowBinder, AsofBinder, StarBinder, RecursiveBind
         if isinstance(n, UserAggregate):   # a Python aggregate: a condition (FILTER), then the arguments
             cond = filt.copy() if filt is not None else exp.true()
             return "UDAF", (cond, *n.expressions), False, (exp.Literal.string(n.this.name).sql(),
-                                                           n.args["returns"].sql())
+                                                           n.args["returns"].sql()) + \
+                (aggregate_functions.RETRACTS,) * bool(n.args.get("retracts"))
         if func is None:
             if isinstance(n, exp.CountIf):   # COUNT_IF(p): DuckDB's is a SUM of p as 1 and 0 (NULL for no p)
                 p = n.this

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Tuple
 
 from .logical import Aggregate, Node, Window
+from .aggregate_functions import retracts
 
 # aggregate functions that can be maintained by adding and subtracting sums
 INVERTIBLE = {"COUNT_STAR", "COUNT", "SUM", "AVG"}
@@ -28,7 +29,8 @@ class Op:
     node:      the logical node whose change this op computes (for integrate: the node it sums)
     inputs:    ids of the ops whose changes it consumes
     reads:     ids of integrate ops whose state (as of the previous step) it reads
-    mode:      aggregates: ``accumulate`` (own additive state) or ``recompute`` (touched groups);
+    mode:      aggregates: ``accumulate`` (own additive state), ``retract`` (Python accumulators kept in the
+               integral of its own change) or ``recompute`` (touched groups);
                integrals: ``derived`` (no state of its own: read through the integrals in ``reads``, a
                table's or a join's inputs', see :mod:`planner.rules.share_table_state`), ``stream`` (an
                append-only table's that nothing reads: no state at all, see :func:`stream_tables`), else ``""``
@@ -99,9 +101,14 @@ class Circuit:
 
 
 def aggregate_mode(node: Aggregate) -> str:
-    """``accumulate`` when every aggregate is invertible, else ``recompute``.  A SUM or AVG over floats is not:
-    a running float sum depends on the order of the steps' additions (1e20 + 1 - 1e20 is 0), so the group's
-    value would be a function of its history, not of its rows."""
+    """``accumulate`` when every aggregate is invertible, ``retract`` when each is a Python aggregate with
+    ``retract`` or a COUNT (each group's accumulators are kept beside its output, see
+    ``planner.incrementalize``), else ``recompute``.  A SUM or AVG over floats is not invertible: a running float
+    sum depends on the order of the steps' additions (1e20 + 1 - 1e20 is 0), so the group's value would be a
+    function of its history, not of its rows."""
+    if any(retracts(a) for a in node.aggs) and \
+            all(retracts(a) or (a.func in ("COUNT", "COUNT_STAR") and not a.distinct) for a in node.aggs):
+        return "retract"
     if all(a.func in INVERTIBLE and not a.distinct and not _float_argument(a) for a in node.aggs):
         return "accumulate"
     return "recompute"

@@ -6,7 +6,9 @@ Reads each node's declared ``algebra``:
 * constant -> a ``constant`` op (its rows in the first step, nothing after);
 * linear   -> the same node applied to its inputs' changes (``map`` / ``union``);
 * bilinear -> a ``join`` op reading the integrals of both inputs;
-* stateful -> ``aggregate`` (own accumulators, or the integral of its input),
+* stateful -> ``aggregate`` (own accumulators; the integral of its input; or, for Python aggregates with
+  ``retract``, the integral of its own change, which keeps each group's accumulators beside its output and
+  which a projection drops: :func:`kept_per_group`),
   ``distinct``, ``setop`` or ``window`` (the integrals of their inputs); a recomputing aggregate or a
   window with float outputs also reads the integral of its own change (``circuit.keeps_output``).
 
@@ -20,7 +22,22 @@ from typing import Dict
 
 from .circuit import Circuit, Op, Output, aggregate_mode, keeps_output
 from .errors import InternalError
-from .logical import Aggregate, Distinct, Join, Node, OneRow, Recursive, Scan, SetOp, UnionAll, Window
+from .logical import (AggCall, Aggregate, Distinct, Expr, Join, Node, OneRow, Project, Recursive, Scan, SetOp,
+                      UnionAll, Window, col)
+from .types import SqlType
+
+COUNT_NAME = "__count"    # a retracting aggregate's hidden count of its group's rows (the group exists while > 0)
+STATE_PREFIX = "__acc"    # and its Python aggregates' accumulators (pickled), after the visible columns
+
+
+def kept_per_group(node: Aggregate) -> Aggregate:
+    """``node`` with hidden calls after its own: COUNT(*) (which says whether the group exists) and the
+    accumulator of each Python aggregate (a BLOB), so that its output's integral holds each group's state."""
+    hidden = [AggCall("COUNT_STAR", (), False, None, SqlType("BIGINT").with_nullable(False))]
+    hidden += [AggCall("UDAF_STATE", a.args, False, None, SqlType("BLOB"), a.params) for a in node.aggs
+               if a.func == "UDAF"]
+    names = [COUNT_NAME] + [f"{STATE_PREFIX}{i}" for i in range(len(hidden) - 1)]
+    return Aggregate(node.input, node.keys, node.aggs + tuple(hidden), node.names + tuple(names))
 
 
 class _Builder:
@@ -53,6 +70,8 @@ class _Builder:
         elif isinstance(node, Aggregate):
             ins = (self.delta(node.input),)
             mode = aggregate_mode(node)
+            if mode == "retract":
+                return self.retracting(node, ins)
             reads = () if mode == "accumulate" else (self.integral(node.input),)
             op = self.add(kind="aggregate", node=node, inputs=ins, reads=reads, mode=mode)
         elif isinstance(node, SetOp):
@@ -82,6 +101,17 @@ class _Builder:
             own = self.integral(node)
             self.circuit.ops[op] = replace(self.circuit.ops[op], reads=self.circuit.ops[op].reads + (own,))
         return op
+
+    def retracting(self, node: Aggregate, ins) -> int:
+        """A retracting aggregate's op over :func:`kept_per_group`, reading its own change's integral, and the
+        projection of its visible columns."""
+        kept = kept_per_group(node)
+        op = self.add(kind="aggregate", node=kept, inputs=ins, mode="retract")
+        self.delta_ids[kept] = op
+        self.circuit.ops[op] = replace(self.circuit.ops[op], reads=(self.integral(kept),))
+        visible = Project(kept, tuple(Expr(col(i), f.type) for i, f in enumerate(node.fields)), node.names)
+        self.delta_ids[node] = self.delta(visible)
+        return self.delta_ids[node]
 
     def integral(self, node: Node) -> int:
         if node not in self.integral_ids:

@@ -43,7 +43,7 @@ class UserAggregate(exp.Expression, exp.AggFunc):
     """A call of a user's Python aggregate function: ``this`` its name, ``expressions`` its arguments (cast to
     the parameters' types), ``returns`` its declared type (a string).  The binder makes it an ``UDAF`` call
     (:func:`planner.aggregate_functions.call_sql`)."""
-    arg_types = {"this": True, "expressions": False, "returns": True}
+    arg_types = {"this": True, "expressions": False, "returns": True, "retracts": False}
 
 
 @dataclass(frozen=True, eq=False)
@@ -62,6 +62,7 @@ class UserFunction:
     source: str = ""
     deterministic: bool = True
     aggregate: bool = False          # a Python aggregate function (``sqlengine.udaf``)
+    retracts: bool = False           # an aggregate with ``retract(acc, *args)``: kept per group, not recomputed
     offset: Optional[int] = None
     impl: Optional[Callable] = field(default=None, compare=False, repr=False)
 
@@ -185,7 +186,8 @@ def _expanded(call: exp.Anonymous, args: Sequence[exp.Expression], f: UserFuncti
             keep_position(t, call)
     if f.aggregate:
         return keep_position(UserAggregate(this=exp.to_identifier(f.name), expressions=typed,
-                                           returns=exp.Literal.string(f.returns.sql)), call)
+                                           returns=exp.Literal.string(f.returns.sql),
+                                           retracts=exp.true() if f.retracts else None), call)
     if f.python:
         return _cast(keep_position(exp.Anonymous(this=f.name, expressions=typed), call), f.returns)
     by_name = dict(zip(f.params, typed))

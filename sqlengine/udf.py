@@ -99,6 +99,7 @@ class Udaf:
         if not self.params:
             raise BindError(f"aggregate function {self.name} needs at least one parameter")
         self.make = cls
+        self.retracts = callable(getattr(cls, "retract", None))
         self.__doc__ = cls.__doc__
 
     @property
@@ -115,7 +116,7 @@ class Udaf:
     def signature(self) -> UserFunction:
         return UserFunction(self.name, tuple(f"p{i}" for i in range(len(self.params))), self.params, self.returns,
                             language="PYTHON", source=f"{self.make.__module__}:{self.make.__qualname__}",
-                            aggregate=True, impl=self)
+                            aggregate=True, retracts=self.retracts, impl=self)
 
     def aggregate(self, *columns) -> object:
         """The aggregate over rows given as one Python list per argument (for tests and the docs)."""
@@ -149,7 +150,13 @@ def udaf(returns: str, params: Sequence[str], *, name: Optional[str] = None):
     """Declare a Python aggregate function over a class with ``create()`` (a new accumulator),
     ``accumulate(acc, *args)`` (add one row's arguments: return the new accumulator, or None having changed
     ``acc``) and ``finish(acc)`` (the result).  ``returns`` and ``params`` are SQL types.  The engine gives a
-    group's rows in one fixed order, and recomputes a group that changed from its stored rows."""
+    group's rows in one fixed order, and recomputes a group that changed from its stored rows.
+
+    With ``retract(acc, *args)`` (take one row's arguments out, as Flink's contract has it) the engine keeps
+    each group's accumulator instead (pickled, beside the group's output) and updates it with the step's rows
+    only: ``accumulate`` for each inserted row, then ``retract`` for each deleted one.  The result must then not
+    depend on the order of the rows (the rows of a group come in the order of the steps), and the
+    accumulator must pickle."""
     def wrap(cls) -> Udaf:
         return Udaf(cls, returns, params, name=name)
     return wrap

@@ -440,6 +440,57 @@ def aggregate_sql(node: Aggregate, initial: bool = False, emitted: bool = False)
     return f"{old_and_new('S', 'D', keys, cols(n_in) + [W])} {agg('s_new', 1)} UNION ALL {retract}"
 
 
+def retract_sql(node: Aggregate) -> str:
+    """A retracting aggregate (``planner.circuit.aggregate_mode``: Python aggregates with ``retract``, and COUNTs;
+    ``node`` is ``planner.incrementalize.kept_per_group``'s, whose hidden calls are a COUNT(*) and each Python
+    aggregate's accumulator).  Per group of the change ``D``: its stored row in ``O`` (what the op emitted:
+    keys, results, hidden count, pickled accumulators) retracted, and the row updated by ``D``'s rows (the
+    counts added up; each accumulator given the group's rows by its step function,
+    ``aggregate_functions.step_function``) inserted, unless the group's count falls to 0 (a global aggregate's
+    one row stays)."""
+    k = len(node.keys)
+    keys = cols(k)
+    n = len(node.aggs)
+    states = [i for i, a in enumerate(node.aggs) if a.func == "UDAF_STATE"]
+    count = n - len(states) - 1   # the hidden COUNT(*), after the visible calls
+    udafs = [i for i, a in enumerate(node.aggs) if a.func == "UDAF"]
+    d_cols = []
+    for i, a in enumerate(node.aggs):
+        if a.func == "COUNT_STAR":
+            d_cols.append(f"SUM({W}) AS __d{i}")
+        elif a.func == "COUNT":
+            d_cols.append(f"SUM(CASE WHEN ({a.args[0].sql}) IS NOT NULL THEN {W} ELSE 0 END) AS __d{i}")
+        elif a.func == "UDAF":
+            cond, *args = [x.sql for x in a.args]
+            row = f"ROW({listed([W] + args)})"
+            d_cols.append(f"{aggregate_functions.ordered_list(row, cond, [f'{W} DESC'])} AS __d{i}")
+        elif a.func != "UDAF_STATE":
+            raise UnsupportedError(f"aggregate {a.func} is not kept per group")
+    group = f" GROUP BY {listed(keys)}" if k else ""
+    d = f"SELECT {listed(one_zero(node.input.fields, k) + d_cols)} FROM D{group}"
+    outs = cols(k + n)
+    on = _matching("d", "o", keys) if k else "TRUE"
+    steps = [f"{aggregate_functions.step_function(node.aggs[i].params[0])}(o.{col(k + s)}, d.__d{i}) AS __r{i}"
+             for i, s in zip(udafs, states)]
+    picked = [f"d.{c}" for c in keys] + [f"d.__d{i}" for i, a in enumerate(node.aggs) if a.func != "UDAF_STATE"]
+    stored = f"(SELECT *, 1 AS __ow FROM ({expanded('O', outs, node.fields)}) x)"   # one row a group (O: runs)
+    joined = (f"SELECT {listed(picked + [f'o.{c} AS __o{j}' for j, c in enumerate(outs)] + ['o.__ow'] + steps)} "
+              f"FROM d LEFT JOIN {stored} o ON {on}")
+    new = list(keys)
+    for i, a in enumerate(node.aggs):
+        if a.func in ("COUNT", "COUNT_STAR"):
+            new.append(f"COALESCE(__o{k + i}, 0) + COALESCE(__d{i}, 0)")
+        elif a.func == "UDAF":
+            new.append(f"s.__r{i}.out")
+        else:
+            new.append(f"s.__r{udafs[states.index(i)]}.acc")
+    exists = f" WHERE {new[k + count]} > 0" if k else ""
+    return (f"WITH d AS ({d}), s AS ({joined}) "
+            f"SELECT {listed([f'{e} AS {c}' for e, c in zip(new, outs)])}, CAST(1 AS BIGINT) AS {W} FROM s{exists} "
+            f"UNION ALL SELECT {listed([f'__o{j} AS {c}' for j, c in enumerate(outs)])}, -__ow AS {W} FROM s "
+            f"WHERE __ow IS NOT NULL")
+
+
 # accumulate mode: state rows are (keys, accumulators), added up on read (the layout: ops.accumulators)
 def partial_sql(node: Aggregate) -> str:
     """Per-group additive summary of a change ``D``: its accumulators (``accumulators.partial_sql``)."""

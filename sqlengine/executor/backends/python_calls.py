@@ -109,11 +109,62 @@ def aggregate_call(make: Callable, name: str, returns: str, want: pa.DataType) -
     return batch_call(groups, True, name, returns, want)
 
 
+def step_call(make: Callable, name: str, returns: str, want: pa.DataType) -> Callable:
+    """A user's aggregate with ``retract``, one group per row: its stored accumulator (pickled; NULL for a new
+    group) and the step's rows of the group (a LIST of ROWs, the weight first), to the new accumulator and
+    result (a STRUCT ``acc``, ``out``).  Inserted rows are accumulated first, then deleted ones retracted, each
+    as many times as its weight says; the result is checked as :func:`batch_call` checks a function's."""
+    import pickle
+
+    def groups(accs: pa.Array, lists: pa.Array) -> list:
+        from pyspark import cloudpickle   # (pickles a class defined in the user's module by value, as Spark does)
+        agg = make()
+        accs, out_accs, out = plain(accs).to_pylist(), [], []
+        for blob, rows in zip(accs, _group_rows(lists)):
+            acc = agg.create() if blob is None else pickle.loads(blob)
+            for w, *args in sorted(rows, key=lambda r: -r[0]):
+                method = agg.accumulate if w > 0 else agg.retract
+                for _ in range(abs(w)):
+                    new = method(acc, *args)
+                    acc = acc if new is None else new
+            out_accs.append(cloudpickle.dumps(acc))
+            out.append(agg.finish(acc))
+        return [out_accs, out]
+
+    def call(accs, lists) -> pa.Array:
+        out_accs, out = groups(accs, lists)
+        values = _as_array(out, want, name, returns)
+        return pa.StructArray.from_arrays([pa.array(out_accs, pa.binary()), values], names=["acc", "out"])
+    return call
+
+
+def _as_array(values: list, want: pa.DataType, name: str, returns: str) -> pa.Array:
+    try:
+        return pa.array(values, type=want)
+    except (pa.ArrowException, TypeError, ValueError) as e:
+        raise TypeError(f"function {name} returned values that are not {returns}: {e}") from None
+
+
+def step_type(returns: str) -> str:
+    """The SQL type of :func:`step_call`'s result."""
+    return f"STRUCT(acc BLOB, out {returns})"
+
+
 def _call(f) -> Callable:
     u = f.impl
     if f.aggregate:
         return aggregate_call(u.make, u.name, u.returns.sql, u.arrow_returns)
     return batch_call(u.fn, u.vectorized, u.name, u.returns.sql, u.arrow_returns)
+
+
+def _steps(functions) -> dict:
+    """The step functions of the aggregates with ``retract``, by SQL name, with their result's SQL and Arrow
+    types."""
+    from planner.aggregate_functions import step_function
+    return {step_function(name): (step_call(f.impl.make, f.impl.name, f.returns.sql, f.impl.arrow_returns),
+                                  step_type(f.returns.sql),
+                                  pa.struct([("acc", pa.binary()), ("out", f.impl.arrow_returns)]))
+            for name, f in functions.items() if f.aggregate and f.retracts}
 
 
 def register_duckdb(con, functions) -> None:
@@ -125,6 +176,9 @@ def register_duckdb(con, functions) -> None:
     from duckdb.func import ARROW, SPECIAL
     for name, f in functions.items():
         con.create_function(name, _call(f), None, f.returns.sql, type=ARROW, null_handling=SPECIAL,
+                            exception_handling=duckdb.PythonExceptionHandling.DEFAULT, side_effects=False)
+    for name, (call, returns, _) in _steps(functions).items():
+        con.create_function(name, call, None, returns, type=ARROW, null_handling=SPECIAL,
                             exception_handling=duckdb.PythonExceptionHandling.DEFAULT, side_effects=False)
 
 
@@ -143,6 +197,11 @@ def register_spark(spark, functions) -> None:
         want = u.arrow_returns
         call = _call(f)
         with warnings.catch_warnings():   # "type hints are preferred": a function of any arity has none to give
+            warnings.simplefilter("ignore", UserWarning)
+            made = arrow_udf(call, from_arrow_type(want, prefer_timestamp_ntz=True), ArrowUDFType.SCALAR)
+        spark.udf.register(name, made)
+    for name, (call, _, want) in _steps(functions).items():
+        with warnings.catch_warnings():
             warnings.simplefilter("ignore", UserWarning)
             made = arrow_udf(call, from_arrow_type(want, prefer_timestamp_ntz=True), ArrowUDFType.SCALAR)
         spark.udf.register(name, made)

@@ -1,9 +1,12 @@
-"""GROUP BY aggregates, in two modes (``op.mode``).
+"""GROUP BY aggregates, in three modes (``op.mode``).
 
 * recompute: the touched groups are recomputed from the input's integral (``S``, read by the group keys):
   -agg(old) + agg(old + d) (``delta_rules.aggregate_sql``); with ``planner.circuit.keeps_output`` the old
   rows are read from the op's own output (``O``) instead of recomputed.  Fast path: MIN, MAX and the counting
   aggregates in Arrow (:func:`aggregate_recompute`).
+* retract (Python aggregates with ``retract``, and COUNTs): each group's accumulators are kept beside its
+  output, in the integral of the op's own change (``O``); a step updates the touched groups from the change's
+  rows alone (``delta_rules.retract_sql``).
 * accumulate (COUNT, SUM, AVG): the op owns its state, per-group sums (:mod:`.accumulators`).  A step adds
   the change's partial sums (:func:`partial_local`, :func:`partial_spark`) as a run of the state, then emits
   -final(old) + final(old + partial) for their groups, reading the old sums by group key
@@ -252,9 +255,16 @@ def aggregate_recompute(node: Aggregate, d: pa.Table, state: Optional[pa.Table],
 
 
 # ---------------------------------------------------------------- on the driver
+def retracts(op) -> bool:
+    """Does ``op`` keep Python aggregates' accumulators in its own output's integral (retract mode)?"""
+    return op.kind == "aggregate" and op.mode == "retract"
+
+
 def local(lw, op, ins, reads, initial: bool = False) -> pa.Table:
     if accumulates(op):
         raise UnsupportedError("accumulating aggregates are lowered in two phases (partial, output)")
+    if retracts(op):
+        return lw.rule(rules.retract_sql(op.node), D=ins[0], O=reads[0])
     if initial:
         fast = aggregate_recompute(op.node, ins[0], None)
         return fast if fast is not None else lw.rule(rules.aggregate_sql(op.node, initial=True), D=ins[0])
@@ -290,6 +300,8 @@ def output_local(lw, op, partial: pa.Table, state: pa.Table, initial: bool = Fal
 def spark(lw, op, ins, reads, initial: bool = False):
     if accumulates(op):
         raise UnsupportedError("accumulating aggregates are lowered in two phases (partial, output)")
+    if retracts(op):
+        return lw.rule(rules.retract_sql(op.node), D=ins[0], O=reads[0])
     if initial:
         return lw.rule(rules.aggregate_sql(op.node, initial=True), D=ins[0])
     if len(reads) > 1:
