@@ -137,6 +137,15 @@ def keeps_output(node: Node) -> bool:
     return False
 
 
+def streamable(table) -> bool:
+    """Is ``table`` (a ``TableDef``) one that keeps no rows unless an op reads its own integral: append-only,
+    not ``'materialized' = 'true'``, no event time (see :func:`stream_tables`)?  The rules do not make a copy
+    of such a table's rows state that other ops read (``planner.rules.prune_columns`` narrows it below a join,
+    ``share_table_state`` does not read the narrowed state through it)."""
+    return bool(getattr(table, "append_only", False)) and not getattr(table, "materialized", False) and \
+        getattr(table, "lateness", None) is None
+
+
 def stream_tables(circuit: Circuit, tables) -> Circuit:
     """``circuit`` with the integral of every append-only table (``'append_only' = 'true'``, not
     ``'materialized' = 'true'``, no event time) that no op reads marked ``mode="stream"``: such a table is a stream,
@@ -156,7 +165,6 @@ def stream_tables(circuit: Circuit, tables) -> Circuit:
     read = {r for op in circuit.ops for r in op.reads}
     ops = list(circuit.ops)
     for name, (_, integral) in circuit.tables.items():
-        t = tables[name]
-        if t.append_only and not t.materialized and t.lateness is None and integral not in read:
+        if streamable(tables[name]) and integral not in read:
             ops[integral] = dataclasses.replace(ops[integral], mode="stream")
     return dataclasses.replace(circuit, ops=ops)

@@ -21,7 +21,7 @@ from .event_time import EventTimeClause, strip_event_time
 from .incrementalize import incrementalize
 from .rules.aggregate_contents import aggregate_contents
 from .rules.share_table_state import share_table_state
-from .circuit import stream_tables
+from .circuit import stream_tables, streamable
 from .logical import Expr, Field, Filter, Node, Project, col, format_plan
 from .parsed_nodes import check_parsed
 from .rules import Context, format_trace, optimize
@@ -528,9 +528,12 @@ def compile_program(sql: str, disabled_rules: Optional[frozenset] = None,
                         offset=None)
     check_foreign_keys(prog.tables, sql)
     prog.circuit = incrementalize(prog.tables, prog.views)
-    for rule in (share_table_state, aggregate_contents):   # the rules on the circuit
-        if prog.rules_context().enabled(rule):
-            prog.circuit = rule(prog.circuit, frozenset(event_columns(prog.tables)))
+    events = frozenset(event_columns(prog.tables))
+    if prog.rules_context().enabled(share_table_state):   # the rules on the circuit
+        streams = frozenset(n for n, t in prog.tables.items() if streamable(t))
+        prog.circuit = share_table_state(prog.circuit, events, streams)
+    if prog.rules_context().enabled(aggregate_contents):
+        prog.circuit = aggregate_contents(prog.circuit, events)
     prog.circuit = stream_tables(prog.circuit, prog.tables)
     prog.gc, prog.final = closing_bounds(prog.circuit, prog.tables, prog.views)
     return prog

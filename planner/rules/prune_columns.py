@@ -11,7 +11,9 @@ needed and renumbers its expressions:
   operator's own keys, conditions and calls;
 * a table (Scan) is stored whole anyway (tables are queryable), so a join or window reads it as it is and
   no narrowed copy is made; a Project that only picks columns of a table, below such an operator, is
-  removed for the same reason (the operator reads the table's own state);
+  removed for the same reason (the operator reads the table's own state).  An append-only table that is not
+  materialized (``planner.circuit.streamable``) is the exception: it keeps no rows unless an operator reads
+  it whole, so it is narrowed like any input (Nexmark's bids: a join keeps 3 of their 7 columns);
 * DISTINCT, INTERSECT/EXCEPT and the view's own output need all their columns; UNION ALL branches are
   pruned alike; a relation keeps at least one column (``EXISTS (SELECT 1 ...)`` reads none).
 
@@ -29,7 +31,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Dict, FrozenSet, List, Sequence, Tuple
 
-from ..circuit import aggregate_mode
+from ..circuit import aggregate_mode, streamable
 from ..logical import (Aggregate, Distinct, Expr, Filter, Join, Node, OneRow, Project, Recursive, Scan,
                        SetOp, UnionAll, Unnest, Window, col)
 from .exprs import cannot_fail, column_index, refs, remap
@@ -71,6 +73,7 @@ class _Pruner:
     def __init__(self, plan: Node, ctx):
         barrier_ids = ctx.view_plan_ids() if ctx is not None else frozenset()
         stored_ids = ctx.materialized_view_plan_ids() if ctx is not None else frozenset()
+        self.streams = {n for n, t in (ctx.tables if ctx is not None else {}).items() if streamable(t)}
         self.canon: Dict[int, Node] = {}         # id of a node -> the first equal node seen
         self.barriers = set()                     # ids of canonical nodes that are other views' plans
         self.stored_views = set()
@@ -140,7 +143,9 @@ class _Pruner:
 
     def stored(self, node: Node) -> bool:
         """Whether ``node``'s contents are kept anyway (a table, a materialized view's plan)."""
-        return isinstance(node, Scan) or id(self.canon.get(id(node), node)) in self.stored_views
+        if isinstance(node, Scan):
+            return node.table not in self.streams
+        return id(self.canon.get(id(node), node)) in self.stored_views
 
     def state_input(self, original: Node) -> Tuple[Node, Mapping]:
         """The pruned input ``original`` of an operator that keeps its input as state: a stored relation is

@@ -146,8 +146,10 @@ class _Sharing:
             self.accepts(bottom.reads[1 - side], other)
 
 
-def share_table_state(circuit: Circuit, event_tables=frozenset()) -> Circuit:
-    """The circuit with every eligible integral marked ``mode="derived"`` (see the module docstring)."""
+def share_table_state(circuit: Circuit, event_tables=frozenset(), streams=frozenset()) -> Circuit:
+    """The circuit with every eligible integral marked ``mode="derived"`` (see the module docstring);
+    ``streams``: tables that keep no rows unless an op reads them whole (``planner.circuit.streamable``), whose
+    narrowed copies are stored instead of read through them."""
     contents = {o.integral for o in circuit.outputs.values() if o.integral is not None}
     table_integrals = {i for _, i in circuit.tables.values()}
     readers: Dict[int, List[Op]] = {}
@@ -162,6 +164,8 @@ def share_table_state(circuit: Circuit, event_tables=frozenset()) -> Circuit:
         chain_ops, bottom = maps_below(circuit, op)
         chain, below = [m.node for m in chain_ops], bottom.node
         if not safe_maps(chain) or tables_under(below) & set(event_tables):
+            continue
+        if bottom.kind == "input" and chain and below.table in streams:
             continue
         if bottom.kind == "input" and chain:
             reads = (circuit.tables[below.table][1],)

@@ -62,8 +62,8 @@ def check_query(sql: str, relations: Dict[str, bool]) -> exp.Expression:
                                 f"{', '.join(sorted(k for k, m in relations.items() if m)) or '(none)'}",
                                 sql=sql, offset=position_of(n))
             if relations[name] is None:
-                raise BindError(f"table '{name}' is append-only and not stored (nothing reads it); declare it WITH "
-                                "('materialized' = 'true') to query it", sql=sql, offset=position_of(n))
+                raise BindError(f"table '{name}' is append-only and not stored (no view keeps its rows); declare "
+                                "it WITH ('materialized' = 'true') to query it", sql=sql, offset=position_of(n))
             if not relations[name]:
                 raise BindError(f"view '{name}' is not materialized; declare it CREATE MATERIALIZED VIEW "
                                 "to query it", sql=sql, offset=position_of(n))

@@ -28,7 +28,8 @@ from .test_event_time import test_watermarks_late_rows_and_emit_final, test_wind
 from .test_primary_key import test_primary_key_differential  # noqa: F401
 from .test_window_ties import test_lag_and_row_number_over_ties  # noqa: F401
 from .test_exact_retractions import test_float_aggregates_retract_what_they_emitted  # noqa: F401
-from .test_append_only import test_a_table_a_join_reads_is_stored, test_a_table_nothing_reads_is_a_stream  # noqa: F401
+from .test_append_only import test_a_join_keeps_only_the_columns_it_reads_of_an_append_only_table  # noqa: F401
+from .test_append_only import test_a_table_nothing_reads_is_a_stream  # noqa: F401
 from .test_negative_zero import test_a_table_keeps_both_zeros, test_a_window_over_both_zeros_emits_each  # noqa: F401
 from .test_more_aggregates import test_more_aggregates  # noqa: F401
 from .test_udf import test_user_functions_against_duckdb  # noqa: F401
@@ -59,7 +60,8 @@ def test_python_aggregates_against_duckdb(make_pipeline, steps):
 # tests whose steps have at most 4 input rows: every step of theirs runs on Spark
 EVERY_STEP_ON_SPARK = {"test_primary_key_differential", "test_lag_and_row_number_over_ties",
                        "test_every_path_rejects_and_keeps_values_as_duckdb_does",
-                       "test_a_table_nothing_reads_is_a_stream", "test_a_table_a_join_reads_is_stored",
+                       "test_a_table_nothing_reads_is_a_stream",
+                       "test_a_join_keeps_only_the_columns_it_reads_of_an_append_only_table",
                        "test_a_table_keeps_both_zeros", "test_more_aggregates",
                        "test_a_window_over_both_zeros_emits_each", "test_user_functions_against_duckdb",
                        "test_python_aggregates_against_duckdb"}
