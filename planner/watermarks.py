@@ -390,7 +390,7 @@ def _reader_allows(reader: Op, integral: int, bounds: Mapping[int, Dict[int, Ter
     """Columns of ``integral``'s rows by which ``reader`` reads them only for keys a future change touches,
     each with the bound of those changes' keys (merged with the integral's own bound by the caller)."""
     node = reader.node
-    if reader.kind == "aggregate" and reader.mode == "recompute":
+    if reader.kind == "aggregate" and reader.mode in ("recompute", "retract"):   # (retract: its own output, by key)
         assert isinstance(node, Aggregate)
         return {k: () for k in _keys(node.keys) if k is not None}
     if reader.kind == "distinct":

@@ -176,3 +176,31 @@ def test_steps_run_where_placed(make_pipeline, executor):
     stats = p.engine.stats
     assert stats.spark_fallbacks == 0, stats.last_spark_error
     assert (stats.steps_spark > 0) == (executor == "spark")
+
+
+def test_closed_windows_leave_the_accumulators(make_pipeline):
+    """Over event time, the groups of closed windows leave the state that keeps their accumulators."""
+    p = make_pipeline("CREATE TABLE bid (auction BIGINT, price BIGINT, "
+                      "date_time TIMESTAMP LATENESS INTERVAL 4 SECONDS);"
+                      "CREATE VIEW w AS SELECT window_start, total(price) AS s, COUNT(*) AS n "
+                      "FROM TUMBLE(bid, date_time, INTERVAL '10' SECOND) GROUP BY window_start;",
+                      udfs=UDAFS, start=False)
+    changes = p.listen("w")
+    p.start()
+    op = next(o for o in p.program.circuit.ops if o.mode == "retract")
+    assert op.reads[0] in p.program.gc
+    t0, want = pd.Timestamp("2026-01-01"), Counter()
+    for step in range(40):   # 5 seconds of bids a step, in order: 20 windows close
+        rows = [(step % 3, step * 10 + i, t0 + pd.Timedelta(seconds=step * 5 + i / 2)) for i in range(10)]
+        p.input_pandas("bid", pd.DataFrame(rows, columns=["auction", "price", "date_time"]))
+        p.wait_for_idle()
+        for _, price, ts in rows:
+            want[ts.floor("10s")] += price
+    got = Counter()
+    df = changes.to_pandas()
+    for start, total, weight in zip(df["window_start"], df["s"], df["__weight"]):
+        got[start] += total * weight
+    assert +got == +want
+    assert p.status()["closed_state_rows_dropped"] > 0
+    rows = p.status()["state_size"].get(p.engine.keys[op.reads[0]], {"rows": 0})["rows"]
+    assert rows < 10, rows   # the open windows' groups (their retractions and inserts, before a merge)

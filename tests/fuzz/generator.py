@@ -78,7 +78,7 @@ OTHER_AGGREGATES = [
     ("REGR_SLOPE", ("numeric", "numeric")), ("REGR_INTERCEPT", ("numeric", "numeric")),
     ("REGR_R2", ("numeric", "numeric")), ("REGR_COUNT", ("numeric", "numeric")), ("REGR_SXY", ("numeric", "numeric")),
     ("REGR_AVGX", ("numeric", "numeric")), ("STRING_AGG", ("varchar",)), ("MODE", ("any",)),
-    ("PYCOUNTDISTINCT", ("varchar",)),   # a Python aggregate (tests/fuzz/udfs.py)
+    ("PYCOUNTDISTINCT", ("varchar",)), ("PYRETRACTCOUNT", ("varchar",)),   # Python aggregates (tests/fuzz/udfs.py)
     ("ARRAY_AGG", ("any",)), ("ARRAY_AGG_DISTINCT", ("any",)), ("MAP_AGG", ("key", "any")),
 ]
 KEYS = ("int", "decimal", "varchar", "boolean", "date", "timestamp")   # what MAP_AGG takes as a key (not a float)
@@ -386,12 +386,22 @@ class Generator:
             return f"SUM({x}) FILTER (WHERE {g.expr('boolean', 1)})"
         return f"{kind}({x})"
 
+    def retracting_aggregate(self, g: ExprGen) -> str:
+        """A call that a group keeps the accumulator of (a Python aggregate with ``retract``) or a COUNT: a query
+        of only these keeps its groups' accumulators (``mode=retract``)."""
+        kind = self.rnd.choice(["PY", "PY", "COUNT_STAR", "COUNT"])
+        if kind == "PY":
+            x = f"PYRETRACTCOUNT({g.expr('varchar', 1)})"
+            return x + (f" FILTER (WHERE {g.expr('boolean', 1)})" if self.rnd.random() < 0.3 else "")
+        return "COUNT(*)" if kind == "COUNT_STAR" else f"COUNT({g.expr(g.any_cat(), 1)})"
+
     def shape_aggregate(self) -> str:
         frm, scope = self.from_one() if self.rnd.random() < 0.7 else self.join_from()
         g = self.gen(scope)
         keys = [g.expr(g.any_cat(), self.rnd.choice([0, 0, 1])) for _ in range(self.rnd.randint(0, 2))]
         items = [f"{k} AS o{i}" for i, k in enumerate(keys)]
-        items += [f"{self.aggregate(g)} AS o{len(keys) + i}" for i in range(self.rnd.randint(1, 3))]
+        aggregate = self.aggregate if self.rnd.random() < 0.85 else self.retracting_aggregate
+        items += [f"{aggregate(g)} AS o{len(keys) + i}" for i in range(self.rnd.randint(1, 3))]
         if self.rnd.random() < 0.12:   # a window over the groups (the binder groups in a subquery first)
             items.append(f"{self.rnd.choice(['RANK() OVER (ORDER BY COUNT(*))', 'SUM(COUNT(*)) OVER ()'])} AS ow")
         group = f" GROUP BY {', '.join(keys)}" if keys else ""

@@ -297,7 +297,7 @@ def oracle_sql(sql: str) -> str:
     >>> oracle_sql("SELECT ARG_MAX(s, i), ANY_VALUE(s), EVERY(p) FROM t")
     'SELECT ARG_MAX(s, CASE WHEN NOT i IS NULL AND NOT s IS NULL THEN ROW(i, s) END), MIN(s), BOOL_AND(CAST(p AS BOOLEAN)) FROM t'
     """
-    if not re.search(r"ARG_M|_BY\(|ANY_VALUE|EVERY|STRING_AGG|LISTAGG|MODE|PYCOUNTDISTINCT|MAP_AGG|"
+    if not re.search(r"ARG_M|_BY\(|ANY_VALUE|EVERY|STRING_AGG|LISTAGG|MODE|PYCOUNTDISTINCT|PYRETRACTCOUNT|MAP_AGG|"
                      r"ARRAY_AGG\(DISTINCT", sql, re.IGNORECASE):
         return sql
 
@@ -322,7 +322,7 @@ def oracle_sql(sql: str) -> str:
         if isinstance(n, exp.ArrayAgg) and isinstance(n.this, exp.Distinct):   # in the values' order
             return exp.ArrayAgg(this=exp.Order(this=n.this.copy(), expressions=[
                 exp.Ordered(this=n.this.expressions[0].copy(), nulls_first=False)]))
-        if isinstance(n, exp.Anonymous) and n.name.upper() == "PYCOUNTDISTINCT":   # (tests/fuzz/udfs.py)
+        if isinstance(n, exp.Anonymous) and n.name.upper() in ("PYCOUNTDISTINCT", "PYRETRACTCOUNT"):   # (udfs.py)
             return exp.Count(this=exp.Distinct(expressions=[n.expressions[0].copy()]))
         if isinstance(n, exp.GroupConcat):   # in the keys' order, then the text's
             text, keys = (n.this.this, list(n.this.expressions)) if isinstance(n.this, exp.Order) else (n.this, [])

@@ -40,8 +40,30 @@ class PyCountDistinct:
         return len(acc)
 
 
+@udaf("BIGINT", ["VARCHAR"])
+class PyRetractCount:
+    """COUNT(DISTINCT s) with ``retract``: its accumulator (a multiset) is kept per group when the query's
+    other aggregates are COUNTs or such functions (``mode=retract``)."""
+
+    def create(self):
+        return {}
+
+    def accumulate(self, acc, s):
+        if s is not None:
+            acc[s] = acc.get(s, 0) + 1
+
+    def retract(self, acc, s):
+        if s is not None:
+            acc[s] -= 1
+            if not acc[s]:
+                del acc[s]
+
+    def finish(self, acc):
+        return len(acc)
+
+
 SCALARS = [py_half, py_strlen, py_tag]
-UDFS = SCALARS + [PyCountDistinct]
+UDFS = SCALARS + [PyCountDistinct, PyRetractCount]
 
 
 def register(con) -> None:
