@@ -129,21 +129,26 @@ class Udaf:
 
 
 def code_digest(obj, declared: str) -> str:
-    """A digest of ``obj``'s source (a function or a class), or of its compiled code where the source is not
-    at hand, of the values its closure holds, and of ``declared``."""
+    """A digest of ``obj``'s source (a function, or a class with the classes it inherits from), or of its
+    compiled code where the source is not at hand, of the values its closure holds, and of ``declared``."""
     import hashlib
-    try:
-        text = inspect.getsource(obj)
-    except (OSError, TypeError):
-        codes = [obj.__code__] if hasattr(obj, "__code__") else \
-            [v.__code__ for v in vars(obj).values() if hasattr(v, "__code__")]
-        text = "".join(repr((c.co_code, c.co_consts, c.co_names)) for c in codes)
+    parts = [c for c in obj.__mro__ if c is not object] if isinstance(obj, type) else [obj]
+    text = "".join(_code_text(p) for p in parts)
     for cell in getattr(obj, "__closure__", None) or ():
         try:
             text += "|" + repr(cell.cell_contents)
         except ValueError:   # an empty cell
             pass
     return hashlib.sha1(f"{declared}|{text}".encode()).hexdigest()[:16]
+
+
+def _code_text(obj) -> str:
+    try:
+        return inspect.getsource(obj)
+    except (OSError, TypeError):
+        codes = [obj.__code__] if hasattr(obj, "__code__") else \
+            [v.__code__ for v in vars(obj).values() if hasattr(v, "__code__")]
+        return "".join(repr((c.co_code, c.co_consts, c.co_names)) for c in codes)
 
 
 def udaf(returns: str, params: Sequence[str], *, name: Optional[str] = None):

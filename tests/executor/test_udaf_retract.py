@@ -14,22 +14,26 @@ import sqlengine
 from ..support.differential import maybe, run_program, runs_on, steps_strategy
 
 
-@sqlengine.udaf("VARCHAR", ["VARCHAR"])
-class Sorted:
-    """The non-NULL texts, sorted, joined by '+' (a multiset)."""
+class _Multiset:
+    """The non-NULL values as a multiset (a Counter)."""
 
     def create(self):
         return Counter()
 
-    def accumulate(self, acc, s):
-        if s is not None:
-            acc[s] += 1
+    def accumulate(self, acc, x):
+        if x is not None:
+            acc[x] += 1
 
-    def retract(self, acc, s):
-        if s is not None:
-            acc[s] -= 1
-            if not acc[s]:
-                del acc[s]
+    def retract(self, acc, x):
+        if x is not None:
+            acc[x] -= 1
+            if not acc[x]:
+                del acc[x]
+
+
+@sqlengine.udaf("VARCHAR", ["VARCHAR"])
+class Sorted(_Multiset):
+    """The non-NULL texts, sorted, joined by '+'."""
 
     def finish(self, acc):
         return "+".join(sorted(acc.elements())) if acc else None
@@ -53,21 +57,8 @@ class Total:
 
 
 @sqlengine.udaf("DOUBLE", ["BIGINT"])
-class Spread:
+class Spread(_Multiset):
     """MAX(k) - MIN(k) as a DOUBLE."""
-
-    def create(self):
-        return Counter()
-
-    def accumulate(self, acc, k):
-        if k is not None:
-            acc[k] += 1
-
-    def retract(self, acc, k):
-        if k is not None:
-            acc[k] -= 1
-            if not acc[k]:
-                del acc[k]
 
     def finish(self, acc):
         return float(max(acc) - min(acc)) if acc else None
