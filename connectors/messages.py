@@ -55,6 +55,7 @@ from sqlengine import nested
 from sqlengine.ingest import Chunk, Errors, convert_strings, finish, json_chunks
 from sqlengine.types import arrow_type
 
+from . import json_maps
 from .base import Format, opt, register_format
 
 UPDATE_FORMATS = ("raw", "insert_delete", "debezium")
@@ -168,7 +169,8 @@ def _fast_type(t, top: bool = False) -> bool:
     """Whether pyarrow's JSON reader gives a column of type ``t`` as the exact path would: the scalar kinds
     (dates and timestamps at the top level, read as text and parsed), and ARRAYs and ROWs of numbers, booleans
     and text.  Not a VARIANT or a UUID (text on the data plane, but a VARIANT's JSON string "abc" is '"abc"' and a
-    UUID is made lower case: sqlengine.nested converts them), nor a MAP (a JSON object is no Arrow map)."""
+    UUID is made lower case: sqlengine.nested converts them), nor a MAP (a JSON object is no Arrow map: the
+    reader takes the MAPs of ``connectors.json_maps.vectorised`` as structs, and that module makes them maps)."""
     if t.base == "ARRAY":
         return _fast_type(element_type(t))
     if t.base == "STRUCT":
@@ -183,8 +185,10 @@ class JsonDecoder:
         self.update_format = update_format
         self.unknown_fields = unknown_fields
         self.lower = {f.name.lower() for f in t.fields}
-        self.fast = all(_fast_type(f.type, top=True) for f in t.fields)
-        row = pa.struct([pa.field(f.name, self._read_type(f)) for f in t.fields])
+        self.maps = [f.name for f in t.fields if f.type.base == "MAP"]   # (read as structs: connectors.json_maps)
+        self.fast = all(_fast_type(f.type, top=True) or (json_maps.vectorised(f.type) and update_format == "raw")
+                        for f in t.fields)
+        row = json_maps.read_schema(t.fields, self._read_type)
         if update_format == "raw":
             self.schema = pa.schema(list(row))
         elif update_format == "insert_delete":
@@ -268,19 +272,27 @@ class JsonDecoder:
             table = pj.read_json(io.BytesIO(data), read_options=pj.ReadOptions(use_threads=True,
                                                                                  block_size=max(1 << 22, 1)),
                                  parse_options=pj.ParseOptions(explicit_schema=self.schema,
-                                                               unexpected_field_behavior="infer" if ignore
-                                                               else "error"))
+                                                               unexpected_field_behavior="infer"
+                                                               if ignore or self.maps else "error"))
             if table.num_rows != len(part):
                 raise _NotFast("a message holds no object or several")
+            if self.maps:   # (the fields the reader inferred: only inside the MAP columns, unless ignored)
+                why = None if ignore else json_maps.same_shape(table.schema, self.schema, self.maps)
+                if why is not None or json_maps.null_values(part, self.maps):
+                    raise _NotFast(why or "a MAP value that is JSON null")
             if ignore:
                 self._check_fields(table.column_names, True)
                 for name in table.column_names[:len(self.schema)]:
-                    if pa.types.is_struct(table.schema.field(name).type):
+                    if pa.types.is_struct(table.schema.field(name).type) and name not in self.maps:
                         self._check_fields([f.name for f in table.schema.field(name).type], False)
             raw = (lambda i, part=part: json.loads(part[i]))
             if self.update_format == "raw":
                 errs.start_chunk(start, raw=raw)
                 cols = [table.column(i).combine_chunks() for i in range(len(t.fields))]
+                try:
+                    cols = [json_maps.as_map(c, f.type) if f.name in self.maps else c for c, f in zip(cols, t.fields)]
+                except json_maps.NotVectorised as e:
+                    raise _NotFast(str(e)) from None
                 yield self._finish(cols, 1, errs, seen)
             elif self.update_format == "insert_delete":
                 ins = table.column("insert").combine_chunks()
