@@ -111,13 +111,19 @@ def _matching(x: str, t: str, names: Sequence[str]) -> str:
     return " AND ".join(null_safe_eq(f"{x}.{c}", f"{t}.{c}") for c in names)
 
 
-def semi(rows: str, keys: Sequence[str], probe: str, columns: Sequence[str]) -> str:
+def semi(rows: str, keys: Sequence[str], probe: str, columns: Sequence[str], maps: Sequence[str] = ()) -> str:
     """``columns`` of the rows of ``rows`` (a relation or a subquery) whose ``keys`` equal, NULL-safely, those
-    of a row of ``probe``; all of them without keys."""
+    of a row of ``probe``; all of them without keys.  A key of ``maps`` (a MAP) is compared by its entries
+    (canonical maps are sorted by key): Spark takes no DISTINCT of a MAP and compares none."""
     if not keys:
         return f"SELECT {listed(columns)} FROM {rows} x"
+    if not maps:
+        return (f"SELECT {listed('x.' + c for c in columns)} FROM {rows} x SEMI JOIN "
+                f"(SELECT DISTINCT {listed(keys)} FROM {probe} q) t ON {_matching('x', 't', keys)}")
+    distinct = [f"map_entries({k}) AS {k}" if k in maps else k for k in keys]
+    on = " AND ".join(null_safe_eq(f"map_entries(x.{k})" if k in maps else f"x.{k}", f"t.{k}") for k in keys)
     return (f"SELECT {listed('x.' + c for c in columns)} FROM {rows} x SEMI JOIN "
-            f"(SELECT DISTINCT {listed(keys)} FROM {probe} q) t ON {_matching('x', 't', keys)}")
+            f"(SELECT DISTINCT {listed(distinct)} FROM {probe} q) t ON {on}")
 
 
 def typed_null(t) -> str:
@@ -155,10 +161,10 @@ def expanded(rows: str, columns: List[str], fields=()) -> str:
            f"(SELECT *, UNNEST(range(__n)) AS __rep FROM ({pos}) p) e"
 
 
-def old_and_new(state: str, change: str, keys: List[str], every: List[str]) -> str:
-    """CTEs ``s_old`` (the rows of ``state`` whose ``keys`` a row of ``change`` has) and ``s_new``
-    (``s_old`` plus ``change``), over columns ``every``."""
-    return (f"WITH s_old AS ({semi(state, keys, change, every)}), "
+def old_and_new(state: str, change: str, keys: List[str], every: List[str], maps: Sequence[str] = ()) -> str:
+    """CTEs ``s_old`` (the rows of ``state`` whose ``keys`` a row of ``change`` has; ``maps``: the keys that are
+    MAPs) and ``s_new`` (``s_old`` plus ``change``), over columns ``every``."""
+    return (f"WITH s_old AS ({semi(state, keys, change, every, maps)}), "
             f"s_new AS (SELECT {listed(every)} FROM s_old UNION ALL SELECT {listed(every)} FROM {change})")
 
 
@@ -423,21 +429,26 @@ def aggregate_sql(node: Aggregate, initial: bool = False, emitted: bool = False)
     k = len(node.keys)
     keys = cols(k)
     aggs = [_agg_call(a, k, i) for i, a in enumerate(node.aggs)]
-    group = f" GROUP BY {listed(keys)}" if k else ""
+    maps = [col(i) for i, f in enumerate(node.input.fields[:k]) if f.type.base == "MAP"]
+    # a MAP key is grouped by its entries (as in ``expanded``: Spark 4's GROUP BY of a MAP read from a file turns
+    # its NULL values into other values)
+    group = f" GROUP BY {listed(f'map_entries({c})' if c in maps else c for c in keys)}" if k else ""
+    selected = [f"map_from_entries(map_entries({c})) AS {c}" if c in maps else e
+                for c, e in zip(keys, one_zero(node.input.fields, k))]
     n_in = len(node.input.fields)
 
     def agg(name, weight):
-        return (f"SELECT {listed(one_zero(node.input.fields, k) + aggs)}, {weight}::BIGINT AS {W} "
+        return (f"SELECT {listed(selected + aggs)}, {weight}::BIGINT AS {W} "
                 f"FROM ({expanded(name, cols(n_in), node.input.fields)}) x{group}")
 
     if initial:
         return agg("D", 1)
     if emitted:   # the touched groups' rows as emitted before, read from the op's own output ``O``
         outs = cols(k + len(node.aggs))
-        retract = f"SELECT {listed(outs)}, -{W} AS {W} FROM ({semi('O', keys, 'D', outs + [W])}) e"
+        retract = f"SELECT {listed(outs)}, -{W} AS {W} FROM ({semi('O', keys, 'D', outs + [W], maps)}) e"
     else:
         retract = agg("s_old", -1)
-    return f"{old_and_new('S', 'D', keys, cols(n_in) + [W])} {agg('s_new', 1)} UNION ALL {retract}"
+    return f"{old_and_new('S', 'D', keys, cols(n_in) + [W], maps)} {agg('s_new', 1)} UNION ALL {retract}"
 
 
 def retract_sql(node: Aggregate) -> str:

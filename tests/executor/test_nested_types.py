@@ -31,6 +31,8 @@ VIEWS = {
                "AS q FROM o", (9, 10)),
     "by_tags": ("SELECT tags, COUNT(*) AS c, SUM(id) AS s FROM o GROUP BY tags", ()),
     "by_map_row": ("SELECT attrs, cust, COUNT(*) AS c, SUM(id) AS s FROM o GROUP BY attrs, cust", ()),
+    # recomputed from the groups' rows, read by a MAP key (on Spark by its entries: Spark compares no MAP)
+    "by_map_min": ("SELECT attrs, MIN(id) AS lo, MAX(cust.name) AS hi FROM o GROUP BY attrs", ()),
     "docs": ("SELECT DISTINCT doc FROM o", (0,)),
     "same_tags": ("SELECT a.id, b.id AS id2 FROM o a JOIN o b ON a.tags = b.tags AND a.id < b.id", ()),
     "same_attrs": ("SELECT a.id, b.id AS id2, a.attrs FROM o a JOIN o b ON a.attrs = b.attrs AND a.id <= b.id", ()),
