@@ -67,6 +67,8 @@ class UnnestBinder:
                 node, rel = self.bind_unnest(item, plan, scope, j is not None and self.unnest_outer(j))
                 steps.append(node)
                 scope = self.wider(scope, rel)
+                if item.meta.get("select_list"):   # (planner.query_forms: hidden from *)
+                    scope.hidden.update((len(scope.rels) - 1, c.lower()) for c in rel.names)
                 continue
             side = self.join_after_unnest(j)
             right, alias, names = self.bind_from_item(item, ctes)

@@ -10,6 +10,10 @@
   LATERAL (...) s ON ...``): the subquery as a derived table with its correlation columns (and, with LIMIT, a
   ROW_NUMBER per correlation key) joined on them; correlated by equalities with outer columns qualified by
   their relation, no aggregates.
+* DuckDB's UNNEST in the SELECT list (``SELECT id, unnest(tags) AS tag FROM o``): a ``CROSS JOIN UNNEST`` after
+  the FROM, whose element the item reads (a row with a NULL or empty list gives no row, as in DuckDB); one
+  UNNEST per SELECT, which has no GROUP BY, aggregate or window function (DuckDB unnests after those).  Its
+  column is hidden from ``*``.
 * ``x op ANY (SELECT y ...)`` (also SOME) and ``x op ALL (SELECT y ...)`` in WHERE or HAVING, outside NOT (where
   NULL and FALSE both drop the row): ``EXISTS (SELECT 1 FROM (SELECT y ...) s(v) WHERE x op s.v)`` and
   ``NOT EXISTS (... WHERE NOT COALESCE(x op s.v, FALSE))``.
@@ -34,6 +38,7 @@ def rewrite(q: exp.Expression, sql: str) -> exp.Expression:
         _inline_named_windows(select)
         _semi_anti_as_exists(select, sql)
         _lateral_as_join(select, sql)
+        _select_list_unnest(select, sql)
     for values in list(q.find_all(exp.Values)):
         if isinstance(values.parent, (exp.From, exp.Join)):
             values.replace(_values_as_union(values))
@@ -302,6 +307,44 @@ def _quantified_as_exists(node: exp.Expression, i: int, sql: str) -> None:
         test = exp.Not(this=exp.Coalesce(this=test, expressions=[exp.false()]))
     out = exists(test)
     cmp.replace(exp.Paren(this=exp.Not(this=out)) if word == "ALL" else out)
+
+
+UNNESTED = f"{LATERAL_PREFIX}v"   # the column of a SELECT list's UNNEST (hidden from *, as a LATERAL's keys)
+
+
+def _select_list_unnest(select: exp.Select, sql: str) -> None:
+    def own(n: exp.Expression) -> bool:   # (not inside a subquery of the item)
+        return n.find_ancestor(exp.Select) is select
+    found = [(item, n) for item in select.expressions for n in item.walk()
+             if isinstance(n, (exp.Explode, exp.Unnest)) and own(n)]
+    if not found:
+        return
+    item, n = found[0]
+    others = [x for e in select.expressions for x in e.walk() if own(x) and isinstance(x, (exp.AggFunc, exp.Window))]
+    from_ = select.args.get("from") or select.args.get("from_")
+    why = ("a second UNNEST in the SELECT list" if len(found) > 1 else
+           "UNNEST in the SELECT list of a query without FROM" if from_ is None else
+           "UNNEST in the SELECT list beside GROUP BY, an aggregate or a window function (DuckDB unnests their "
+           "result)" if select.args.get("group") or select.args.get("having") or others else
+           "UNNEST with options (recursive, max_depth)" if not isinstance(n, exp.Explode) or
+           any(v for k, v in n.args.items() if k != "this") else None)
+    if why is not None:
+        raise UnsupportedError(f"{why} is not supported: write CROSS JOIN UNNEST(list) AS u(x) in FROM",
+                               sql=sql, offset=position_of(found[1][1] if len(found) > 1 else n))
+    name = f"{LATERAL_PREFIX}unnest"
+    unnest = exp.Unnest(expressions=[n.this.copy()], alias=exp.TableAlias(this=exp.to_identifier(name),
+                                                                          columns=[exp.to_identifier(UNNESTED)]))
+    unnest.meta["select_list"] = True
+    element = exp.column(UNNESTED, table=name)
+    if item is n:   # the item is the UNNEST: named as the binder names an expression
+        n.replace(exp.alias_(element, item.sql(dialect="duckdb"), quoted=True))
+    elif isinstance(item, exp.Alias):
+        n.replace(element)
+    else:
+        label = item.sql(dialect="duckdb")
+        n.replace(element)
+        item.replace(exp.alias_(item.copy(), label, quoted=True))
+    select.append("joins", exp.Join(this=unnest, kind="CROSS"))
 
 
 def _inline_named_windows(select: exp.Select) -> None:

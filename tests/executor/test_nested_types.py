@@ -49,6 +49,9 @@ VIEWS = {
     "tag_rows": ("SELECT o.id, u.t FROM o CROSS JOIN UNNEST(o.tags) AS u(t)", ()),
     "tag_positions": ("SELECT id, t, n FROM o, UNNEST(tags) WITH ORDINALITY AS u(t, n) WHERE id > 0", ()),
     "tags_outer": ("SELECT id, t FROM o LEFT JOIN UNNEST(tags) AS u(t) ON TRUE", ()),
+    # DuckDB's UNNEST in the SELECT list (planner.query_forms)
+    "select_unnest": ("SELECT id, unnest(tags) AS t, cardinality(tags) AS n FROM o WHERE id > 0", ()),
+    "select_unnest_distinct": ("SELECT DISTINCT unnest(list_transform(items, lambda x: x.qty)) + 1 AS q FROM o", ()),
     "item_rows": ("SELECT id, i.sku, i.qty FROM o CROSS JOIN UNNEST(items) AS i(sku, qty)", (),
                   "SELECT id, i.e.sku, i.e.qty FROM o CROSS JOIN UNNEST(items) AS i(e)"),
     "attr_rows": ("SELECT id, k, v FROM o CROSS JOIN UNNEST(attrs) AS m(k, v)", (),

@@ -662,7 +662,8 @@ class Generator:
 
     def shape_unnest(self) -> str:
         """UNNEST of an ARRAY built from a row's values (docs/sql-reference.md, Nested data): CROSS JOIN, a comma
-        or LEFT JOIN ... ON TRUE, maybe WITH ORDINALITY; read plainly, filtered or aggregated."""
+        or LEFT JOIN ... ON TRUE, maybe WITH ORDINALITY; read plainly, filtered or aggregated; or in the SELECT
+        list."""
         rel, a = self.source(), self.alias()
         scope = self.scoped(rel, a)
         g = self.gen(scope)
@@ -676,6 +677,10 @@ class Generator:
         if lists and self.rnd.random() < 0.6:   # a table's (or view's) own list column
             arr, kind = self.rnd.choice(lists)
             cat = "int" if kind == "list_int" else "varchar"
+        if self.rnd.random() < 0.2:   # DuckDB's UNNEST in the SELECT list (planner.query_forms)
+            distinct = "DISTINCT " if self.rnd.random() < 0.2 else ""
+            return f"SELECT {distinct}{', '.join(self.select_list(g))}, unnest({arr}) AS ux FROM {rel.name} {a}" \
+                   f"{self.where(g)}"
         ordinal = self.rnd.random() < 0.3
         names = "u(x, n)" if ordinal else "u(x)"
         unnest = f"UNNEST({arr}){' WITH ORDINALITY' if ordinal else ''} AS {names}"
