@@ -477,10 +477,15 @@ def retract_sql(node: Aggregate) -> str:
             d_cols.append(f"{aggregate_functions.ordered_list(row, cond, [f'{W} DESC'])} AS __d{i}")
         elif a.func != "UDAF_STATE":
             raise UnsupportedError(f"aggregate {a.func} is not kept per group")
-    group = f" GROUP BY {listed(keys)}" if k else ""
-    d = f"SELECT {listed(one_zero(node.input.fields, k) + d_cols)} FROM D{group}"
+    maps = [col(i) for i, f in enumerate(node.input.fields[:k]) if f.type.base == "MAP"]   # (by their entries,
+    entries = (lambda c: f"map_entries({c})")                                              # as aggregate_sql)
+    group = f" GROUP BY {listed(entries(c) if c in maps else c for c in keys)}" if k else ""
+    selected = [f"map_from_entries({entries(c)}) AS {c}" if c in maps else e
+                for c, e in zip(keys, one_zero(node.input.fields, k))]
+    d = f"SELECT {listed(selected + d_cols)} FROM D{group}"
     outs = cols(k + n)
-    on = _matching("d", "o", keys) if k else "TRUE"
+    on = " AND ".join(null_safe_eq(entries(f"d.{c}"), entries(f"o.{c}")) if c in maps else
+                      null_safe_eq(f"d.{c}", f"o.{c}") for c in keys) if k else "TRUE"
     steps = [f"{aggregate_functions.step_function(node.aggs[i].params[0])}(o.{col(k + s)}, d.__d{i}) AS __r{i}"
              for i, s in zip(udafs, states)]
     picked = [f"d.{c}" for c in keys] + [f"d.__d{i}" for i, a in enumerate(node.aggs) if a.func != "UDAF_STATE"]
