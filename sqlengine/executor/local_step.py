@@ -76,7 +76,7 @@ def release_memory() -> None:
 FIRST_DAY, LAST_DAY = -719162, 2932896   # 0001-01-01 and 9999-12-31, in days since 1970-01-01
 
 
-def _outside_years(c) -> Optional[pa.ChunkedArray]:
+def outside_years(c) -> Optional[pa.ChunkedArray]:
     """Which values of a DATE or TIMESTAMP column fall outside the years 1 to 9999 (None: none do)."""
     if pa.types.is_date(c.type):
         days = c.cast(pa.date32()).cast(pa.int32())
@@ -339,7 +339,7 @@ class LocalExecutor:
         for f in schema:
             c = t.column(f.name)
             if pa.types.is_date(c.type) or pa.types.is_timestamp(c.type):
-                outside = _outside_years(c)
+                outside = outside_years(c)
                 if outside is not None:
                     over[f.name] = outside
                 continue

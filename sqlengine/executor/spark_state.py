@@ -22,7 +22,7 @@ from sqlengine.executor import delta_rules as rules, keyed_reads
 from sqlengine.executor.backends.spark import SparkBackend
 from sqlengine.executor.context import StepContext
 from sqlengine.executor.casts import cast_to
-from sqlengine.executor.local_step import NeedsSpark, scannable
+from sqlengine.executor.local_step import NeedsSpark, outside_years, scannable
 from sqlengine.executor.ops import join as join_op, map as map_op
 from sqlengine.executor.schema import spark_schema_of
 from sqlengine.executor.step import EMPTY
@@ -209,8 +209,14 @@ class SparkState:
         return self.spark.read.schema(schema).parquet(self.scratch.write(t))
 
     def collect(self, df: DataFrame, arrow_schema: pa.Schema, consolidate: bool = True) -> Optional[pa.Table]:
-        """Run ``df`` (one Spark job) and bring its rows to the driver as Arrow."""
+        """Run ``df`` (one Spark job) and bring its rows to the driver as Arrow.  A DATE or TIMESTAMP outside the
+        years 1 to 9999 (Spark computes ``DATE '9999-12-31' + INTERVAL 1 MONTH``) fails the step, which then runs
+        on the driver: there such a value is a row error (``LocalExecutor._in_range``), as Python holds none."""
         t = cast_to(self.ctx.stats.from_spark(df.toArrow()), arrow_schema)
+        for f in t.schema:
+            if (pa.types.is_date(f.type) or pa.types.is_timestamp(f.type)) and \
+                    outside_years(t.column(f.name)) is not None:
+                raise ValueError(f"column {f.name}: a DATE or TIMESTAMP outside the years 1 to 9999 (a row error)")
         if consolidate and t.num_rows:
             t = consolidate_arrow(t)
         return t if t.num_rows else EMPTY
