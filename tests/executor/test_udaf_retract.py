@@ -194,7 +194,9 @@ def test_closed_windows_leave_the_accumulators(make_pipeline):
     assert +got == +want
     assert p.status()["closed_state_rows_dropped"] > 0
     rows = p.status()["state_size"].get(p.engine.keys[op.reads[0]], {"rows": 0})["rows"]
-    assert rows < 10, rows   # the open windows' groups (their retractions and inserts, before a merge)
+    # the open windows' groups and the retractions and inserts of the last steps not merged yet; kept, the 20
+    # closed windows' groups alone would be 20 rows
+    assert rows < 20, rows
 
 
 def test_groups_keyed_by_a_map(make_pipeline, executor):
