@@ -335,14 +335,11 @@ def _select_list_unnest(select: exp.Select, sql: str) -> None:
     unnest = exp.Unnest(expressions=[n.this.copy()], alias=exp.TableAlias(this=exp.to_identifier(name),
                                                                           columns=[exp.to_identifier(UNNESTED)]))
     unnest.meta["select_list"] = True
+    label = None if isinstance(item, exp.Alias) else item.sql(dialect="duckdb")   # (as the binder names it)
     element = exp.column(UNNESTED, table=name)
-    if item is n:   # the item is the UNNEST: named as the binder names an expression
-        n.replace(exp.alias_(element, item.sql(dialect="duckdb"), quoted=True))
-    elif isinstance(item, exp.Alias):
-        n.replace(element)
-    else:
-        label = item.sql(dialect="duckdb")
-        n.replace(element)
+    n.replace(element)
+    item = element if item is n else item
+    if label is not None:
         item.replace(exp.alias_(item.copy(), label, quoted=True))
     select.append("joins", exp.Join(this=unnest, kind="CROSS"))
 

@@ -107,8 +107,27 @@ def null_safe_eq(a: str, b: str) -> str:
     return f"{a} IS NOT DISTINCT FROM {b}"
 
 
-def _matching(x: str, t: str, names: Sequence[str]) -> str:
-    return " AND ".join(null_safe_eq(f"{x}.{c}", f"{t}.{c}") for c in names)
+def _key(side: str, c: str, maps: Sequence[str] = ()) -> str:
+    """Column ``c`` (of relation ``side``, if given) as a key: a MAP (of ``maps``) by its entries (canonical maps
+    are sorted by key): Spark takes no DISTINCT of a MAP and compares none, and its GROUP BY of a MAP read from a
+    file turns the MAP's NULL values into other values."""
+    ref = f"{side}.{c}" if side else c
+    return f"map_entries({ref})" if c in maps else ref
+
+
+def _matching(x: str, t: str, names: Sequence[str], maps: Sequence[str] = ()) -> str:
+    return " AND ".join(null_safe_eq(_key(x, c, maps), _key(t, c, maps)) for c in names)
+
+
+def _grouped(fields, k: int) -> Tuple[List[str], List[str], str]:
+    """An aggregate's first ``k`` columns (of ``fields``) as its group keys: (the MAP ones, the keys as selected,
+    the GROUP BY clause): a MAP key grouped by its entries (:func:`_key`), a float one with its zeros made 0.0
+    (:func:`one_zero`)."""
+    keys = cols(k)
+    maps = [c for c, f in zip(keys, fields) if f.type.base == "MAP"]
+    selected = [f"map_from_entries(map_entries({c})) AS {c}" if c in maps else e
+                for c, e in zip(keys, one_zero(fields, k))]
+    return maps, selected, f" GROUP BY {listed(_key('', c, maps) for c in keys)}" if k else ""
 
 
 def semi(rows: str, keys: Sequence[str], probe: str, columns: Sequence[str], maps: Sequence[str] = ()) -> str:
@@ -117,11 +136,8 @@ def semi(rows: str, keys: Sequence[str], probe: str, columns: Sequence[str], map
     (canonical maps are sorted by key): Spark takes no DISTINCT of a MAP and compares none."""
     if not keys:
         return f"SELECT {listed(columns)} FROM {rows} x"
-    if not maps:
-        return (f"SELECT {listed('x.' + c for c in columns)} FROM {rows} x SEMI JOIN "
-                f"(SELECT DISTINCT {listed(keys)} FROM {probe} q) t ON {_matching('x', 't', keys)}")
-    distinct = [f"map_entries({k}) AS {k}" if k in maps else k for k in keys]
-    on = " AND ".join(null_safe_eq(f"map_entries(x.{k})" if k in maps else f"x.{k}", f"t.{k}") for k in keys)
+    distinct = [f"{_key('', k, maps)} AS {k}" if k in maps else k for k in keys]   # (``t`` holds a MAP's entries)
+    on = " AND ".join(null_safe_eq(_key("x", k, maps), f"t.{k}") for k in keys)
     return (f"SELECT {listed('x.' + c for c in columns)} FROM {rows} x SEMI JOIN "
             f"(SELECT DISTINCT {listed(distinct)} FROM {probe} q) t ON {on}")
 
@@ -429,12 +445,7 @@ def aggregate_sql(node: Aggregate, initial: bool = False, emitted: bool = False)
     k = len(node.keys)
     keys = cols(k)
     aggs = [_agg_call(a, k, i) for i, a in enumerate(node.aggs)]
-    maps = [col(i) for i, f in enumerate(node.input.fields[:k]) if f.type.base == "MAP"]
-    # a MAP key is grouped by its entries (as in ``expanded``: Spark 4's GROUP BY of a MAP read from a file turns
-    # its NULL values into other values)
-    group = f" GROUP BY {listed(f'map_entries({c})' if c in maps else c for c in keys)}" if k else ""
-    selected = [f"map_from_entries(map_entries({c})) AS {c}" if c in maps else e
-                for c, e in zip(keys, one_zero(node.input.fields, k))]
+    maps, selected, group = _grouped(node.input.fields, k)
     n_in = len(node.input.fields)
 
     def agg(name, weight):
@@ -477,15 +488,10 @@ def retract_sql(node: Aggregate) -> str:
             d_cols.append(f"{aggregate_functions.ordered_list(row, cond, [f'{W} DESC'])} AS __d{i}")
         elif a.func != "UDAF_STATE":
             raise UnsupportedError(f"aggregate {a.func} is not kept per group")
-    maps = [col(i) for i, f in enumerate(node.input.fields[:k]) if f.type.base == "MAP"]   # (by their entries,
-    entries = (lambda c: f"map_entries({c})")                                              # as aggregate_sql)
-    group = f" GROUP BY {listed(entries(c) if c in maps else c for c in keys)}" if k else ""
-    selected = [f"map_from_entries({entries(c)}) AS {c}" if c in maps else e
-                for c, e in zip(keys, one_zero(node.input.fields, k))]
+    maps, selected, group = _grouped(node.input.fields, k)
     d = f"SELECT {listed(selected + d_cols)} FROM D{group}"
     outs = cols(k + n)
-    on = " AND ".join(null_safe_eq(entries(f"d.{c}"), entries(f"o.{c}")) if c in maps else
-                      null_safe_eq(f"d.{c}", f"o.{c}") for c in keys) if k else "TRUE"
+    on = _matching("d", "o", keys, maps) if k else "TRUE"
     steps = [f"{aggregate_functions.step_function(node.aggs[i].params[0])}(o.{col(k + s)}, d.__d{i}) AS __r{i}"
              for i, s in zip(udafs, states)]
     picked = [f"d.{c}" for c in keys] + [f"d.__d{i}" for i, a in enumerate(node.aggs) if a.func != "UDAF_STATE"]

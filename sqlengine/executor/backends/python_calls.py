@@ -44,6 +44,14 @@ def _kind(t: pa.DataType) -> str:
     return str(t)
 
 
+def _as_array(values: list, want: pa.DataType, name: str, returns: str) -> pa.Array:
+    """A function's Python results as an array of the declared type (TypeError naming it where they are not)."""
+    try:
+        return pa.array(values, type=want)
+    except (pa.ArrowException, TypeError, ValueError) as e:
+        raise TypeError(f"function {name} returned values that are not {returns}: {e}") from None
+
+
 def batch_call(fn: Callable, vectorized: bool, name: str, returns: str, want: pa.DataType) -> Callable:
     """``fn`` over one batch of Arrow arguments (one array per argument), its result checked and cast to
     ``want`` (the Arrow type of the declared SQL type ``returns``): a number where a number is declared is
@@ -58,10 +66,7 @@ def batch_call(fn: Callable, vectorized: bool, name: str, returns: str, want: pa
         if isinstance(out, pa.ChunkedArray):
             out = out.combine_chunks()
         if not isinstance(out, pa.Array):
-            try:
-                out = pa.array(out, type=want)
-            except (pa.ArrowException, TypeError, ValueError) as e:
-                raise TypeError(f"function {name} returned values that are not {returns}: {e}") from None
+            out = _as_array(out, want, name, returns)
         n = len(args[0]) if args else len(out)
         if len(out) != n:
             raise ValueError(f"function {name} returned {len(out)} values for {n} rows")
@@ -113,7 +118,8 @@ def step_call(make: Callable, name: str, returns: str, want: pa.DataType) -> Cal
     """A user's aggregate with ``retract``, one group per row: its stored accumulator (pickled; NULL for a new
     group) and the step's rows of the group (a LIST of ROWs, the weight first), to the new accumulator and
     result (a STRUCT ``acc``, ``out``).  Inserted rows are accumulated first, then deleted ones retracted, each
-    as many times as its weight says; the result is checked as :func:`batch_call` checks a function's."""
+    as many times as its weight says; the results are made an array of the declared type as :func:`batch_call`
+    makes a function's Python results one."""
     import pickle
 
     def groups(accs: pa.Array, lists: pa.Array) -> list:
@@ -136,13 +142,6 @@ def step_call(make: Callable, name: str, returns: str, want: pa.DataType) -> Cal
         values = _as_array(out, want, name, returns)
         return pa.StructArray.from_arrays([pa.array(out_accs, pa.binary()), values], names=["acc", "out"])
     return call
-
-
-def _as_array(values: list, want: pa.DataType, name: str, returns: str) -> pa.Array:
-    try:
-        return pa.array(values, type=want)
-    except (pa.ArrowException, TypeError, ValueError) as e:
-        raise TypeError(f"function {name} returned values that are not {returns}: {e}") from None
 
 
 def step_type(returns: str) -> str:
