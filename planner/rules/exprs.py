@@ -18,8 +18,8 @@ frozenset({0, 2})
 ['c0 > 1', 'c1 = 2', 'c2 IS NULL']
 >>> conjoin([Expr("c0 > 1", BOOLEAN), Expr("c1 = 2 OR c2 = 3", BOOLEAN)]).sql
 'c0 > 1 AND (c1 = 2 OR c2 = 3)'
->>> cannot_fail("c0 > 1 AND COALESCE(c1, 'x') = 'y'"), cannot_fail("CAST(c0 AS INT) > 1")
-(True, False)
+>>> cannot_fail("c0 > 1 AND COALESCE(c1, 'x') = 'y'"), cannot_fail("CAST(c0 AS INT) > 1"), cannot_fail("CAST(NULL AS INT)")
+(True, False, True)
 """
 from __future__ import annotations
 
@@ -295,7 +295,7 @@ def cannot_fail(sql: str) -> bool:
         return True
     for n in _tree(sql).walk():
         if isinstance(n, exp.Cast) and (n.to.this in (exp.DataType.Type.VARCHAR, exp.DataType.Type.TEXT)
-                                        or _valid_time_literal(n)):
+                                        or _valid_time_literal(n) or isinstance(n.this, exp.Null)):
             continue
         if isinstance(n, exp.Neg) and isinstance(n.this, exp.Literal):
             continue

@@ -14,7 +14,7 @@ those), or ``push_down_filters,prune_columns`` (only those); or with a :class:`C
 >>> trace = []
 >>> plan = optimize(p.views["v"].bound, Context(), trace=trace)
 >>> [r.rule for r in trace]
-['fold_constants', 'push_down_filters', 'merge_filters', 'fold_constants', 'order_joins', 'prune_columns', 'merge_projects', 'remove_noop_projects']
+['fold_constants', 'push_down_filters', 'merge_filters', 'fold_constants', 'order_joins', 'distinct_aggregates', 'prune_columns', 'merge_projects', 'remove_noop_projects']
 >>> print(format_plan(plan))
 Project c1 AS b, c3 AS d  -> (b INT, d INT)
   Join ON c0 = c2  -> (a INT, b INT, a INT, d INT)
@@ -42,6 +42,7 @@ from .prune_columns import prune_columns
 from .push_down_filters import push_down_filters
 from .remove_noop_projects import remove_noop_projects
 from .aggregate_contents import aggregate_contents
+from .distinct_aggregates import distinct_aggregates
 from .share_table_state import share_table_state
 
 Rule = Callable[[Node, "Context"], Node]
@@ -63,6 +64,9 @@ RULES: Tuple[Rule, ...] = (
     # After pushdown (the equalities it moved into joins are the join graph's edges) and before pruning
     # (the narrowing Projects pruning puts between joins would end a join region).
     order_joins,
+    # After pushdown (a filter over the aggregate's input is applied before both of the branches it makes) and
+    # before pruning (the branch of the group's rows keeps only the columns the other calls read).
+    distinct_aggregates,
     # After every rule that moves or rewrites expressions: it needs the final place of every expression
     # to know which columns each operator's state must keep, and renumbers them.
     prune_columns,
@@ -109,7 +113,7 @@ def disabled_by_env(value: str) -> FrozenSet[str]:
 
     >>> sorted(disabled_by_env("off")), sorted(disabled_by_env("-prune_columns")), sorted(disabled_by_env(""))
     (['*'], ['prune_columns'], [])
-    >>> sorted(disabled_by_env("push_down_filters"))[1:3]
+    >>> sorted(disabled_by_env("push_down_filters"))[2:4]
     ['fold_constants', 'merge_filters']
     """
     value = value.strip()

@@ -6,11 +6,15 @@ Project evaluates nothing (each of its expressions is a bare column of ``N``, of
 renumbering the upper one's columns computes the same rows.  The lower Project stays where something else
 reads it (a shared subplan).  Decorrelated subqueries leave such pairs (``NOT IN``'s NULL flags over the
 subquery's SELECT list), as does pruning.
+
+Likewise an upper Project that only picks columns of a lower one (each at most once, of its type) computes the
+lower one's picked expressions itself, when the expressions it leaves out cannot fail on a row (a failing
+expression records its row, which dropping it would change).
 """
 from __future__ import annotations
 
 from ..logical import Node, Project
-from .exprs import column_index, remap
+from .exprs import cannot_fail, column_index, remap
 from .tree import with_inputs
 
 
@@ -40,9 +44,13 @@ def merge_projects(plan: Node, ctx=None) -> Node:
             out = with_inputs(n, tuple(visit(c) for c in n.inputs)) if n.inputs else n
             if isinstance(out, Project) and isinstance(out.input, Project) and id(out.input) not in barriers:
                 picks = _picks(out.input)
+                upper = _picks(out)
                 if picks is not None:
                     out = Project(out.input.input, tuple(remap(e, lambda i: picks[i]) for e in out.exprs),
                                   out.names)
+                elif upper is not None and len(set(upper)) == len(upper) and \
+                        all(cannot_fail(e.sql) for i, e in enumerate(out.input.exprs) if i not in upper):
+                    out = Project(out.input.input, tuple(out.input.exprs[i] for i in upper), out.names)
         memo[id(n)] = out
         return out
 
