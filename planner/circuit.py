@@ -13,12 +13,15 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Tuple
 
-from .logical import Aggregate, Node, Window
+from .logical import Aggregate, Distinct, Filter, Join, Node, OneRow, Project, Scan, UnionAll, Unnest, Window
 from .aggregate_functions import retracts
 
 # aggregate functions that can be maintained by adding and subtracting sums
 INVERTIBLE = {"COUNT_STAR", "COUNT", "SUM", "AVG"}
+# and those kept as a running MIN / MAX where the input only ever gains rows (insert_only)
+MONOTONE = {"MIN", "MAX"}
 FLOATS = ("REAL", "DOUBLE")
+UNORDERED = FLOATS + ("ARRAY", "MAP", "STRUCT", "JSON", "UNKNOWN")   # no running MIN / MAX over these
 
 
 @dataclass(frozen=True)
@@ -100,18 +103,48 @@ class Circuit:
         return self.ops[self.tables[table][1]].mode == "stream"
 
 
-def aggregate_mode(node: Aggregate) -> str:
-    """``accumulate`` when every aggregate is invertible, ``retract`` when each is a Python aggregate with
-    ``retract`` or a COUNT (each group's accumulators are kept beside its output, see
-    ``planner.incrementalize``), else ``recompute``.  A SUM or AVG over floats is not invertible: a running float
-    sum depends on the order of the steps' additions (1e20 + 1 - 1e20 is 0), so the group's value would be a
-    function of its history, not of its rows."""
+def aggregate_mode(node: Aggregate, tables=None) -> str:
+    """``accumulate`` when every aggregate is invertible (or, over an input that only gains rows, a MIN or MAX:
+    :func:`insert_only` over ``tables``), ``retract`` when each is a Python aggregate with ``retract`` or a COUNT
+    (each group's accumulators are kept beside its output, see ``planner.incrementalize``), else ``recompute``.
+    A SUM or AVG over floats is not invertible: a running float sum depends on the order of the steps'
+    additions (1e20 + 1 - 1e20 is 0), so the group's value would be a function of its history, not of its rows.
+    A running MIN / MAX is not kept over floats either (NaN, and ``-0.0`` beside ``0.0``), nor over nested
+    values."""
     if any(retracts(a) for a in node.aggs) and \
             all(retracts(a) or (a.func in ("COUNT", "COUNT_STAR") and not a.distinct) for a in node.aggs):
         return "retract"
     if all(a.func in INVERTIBLE and not a.distinct and not _float_argument(a) for a in node.aggs):
         return "accumulate"
+    if all((a.func in INVERTIBLE or (a.func in MONOTONE and a.args[0].type.base not in UNORDERED))
+           and not a.distinct and not _float_argument(a) for a in node.aggs) and tables is not None \
+            and insert_only(node.input, tables):
+        return "accumulate"
     return "recompute"
+
+
+def insert_only(node: Node, tables) -> bool:
+    """Does ``node``'s change never hold a deleted row?  The rows of append-only tables (``'append_only' =
+    'true'``: deletes are rejected at the input), through filters, projections, UNNEST, UNION ALL, inner joins
+    and DISTINCT (a row enters once and never leaves when nothing leaves its input).
+
+    >>> from planner import compile_program
+    >>> p = compile_program("CREATE TABLE t (k INT, x INT) WITH ('append_only' = 'true'); CREATE TABLE u (k INT);"
+    ...     "CREATE VIEW a AS SELECT k, MAX(x) AS m FROM t GROUP BY k;"
+    ...     "CREATE VIEW b AS SELECT t.k, MAX(x) AS m FROM t JOIN u ON t.k = u.k GROUP BY t.k;")
+    >>> [op.mode for op in p.circuit.ops if op.kind == "aggregate"]
+    ['accumulate', 'recompute']
+    """
+    if isinstance(node, Scan):
+        t = tables.get(node.table) if hasattr(tables, "get") else None
+        return bool(getattr(t, "append_only", False))
+    if isinstance(node, OneRow):
+        return True
+    if isinstance(node, (Filter, Project, Unnest, UnionAll, Distinct)):
+        return all(insert_only(c, tables) for c in node.inputs)
+    if isinstance(node, Join) and node.kind == "inner":
+        return insert_only(node.left, tables) and insert_only(node.right, tables)
+    return False
 
 
 def _float_argument(a) -> bool:

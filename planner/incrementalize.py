@@ -41,7 +41,8 @@ def kept_per_group(node: Aggregate) -> Aggregate:
 
 
 class _Builder:
-    def __init__(self):
+    def __init__(self, tables=None):
+        self.tables = tables if tables is not None else {}
         self.circuit = Circuit()
         self.delta_ids: Dict[Node, int] = {}
         self.integral_ids: Dict[Node, int] = {}
@@ -69,7 +70,7 @@ class _Builder:
             op = self.add(kind="join", node=node, inputs=ins, reads=reads)
         elif isinstance(node, Aggregate):
             ins = (self.delta(node.input),)
-            mode = aggregate_mode(node)
+            mode = aggregate_mode(node, self.tables)
             if mode == "retract":
                 return self.retracting(node, ins)
             reads = () if mode == "accumulate" else (self.integral(node.input),)
@@ -123,7 +124,7 @@ class _Builder:
 def incrementalize(tables, views) -> Circuit:
     """Build the circuit for ``tables`` (all integrated) and ``views`` (name -> ViewDef): a view's contents are
     integrated when it is materialized or emits final rows (``WITH ('emit_final' = ...)``)."""
-    b = _Builder()
+    b = _Builder(tables)
     for name, t in tables.items():
         scan = Scan(t.name, t.fields)
         b.circuit.tables[name] = (b.delta(scan), b.integral(scan))

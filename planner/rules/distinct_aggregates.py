@@ -21,8 +21,9 @@ values reads its set's column (NULL in every other row).  A value set is one arg
 END``).  A NULL never enters a set, as COUNT(DISTINCT) skips NULLs.  A group exists while it has rows, and its
 sets' rows come from its rows, so they vanish with them.
 
-It applies to an aggregate whose calls are COUNT, COUNT(*), SUM and AVG, SUM and AVG not over floats (the
-calls an aggregate accumulates), with at least one over DISTINCT values, when:
+It applies to an aggregate whose calls are COUNT, COUNT(*), SUM and AVG, SUM and AVG not over floats, and MIN
+and MAX where the input only gains rows (``planner.circuit.insert_only``; not over floats or nested values): the
+calls an aggregate accumulates; with at least one over DISTINCT values, when:
 
 * no key and no DISTINCT argument is a float (``-0.0`` and ``0.0`` are one value) or a nested, JSON or BLOB value;
 * no table under it has event time (the DISTINCT's state is not trimmed by the watermark).
@@ -47,7 +48,7 @@ from __future__ import annotations
 
 from typing import Dict, List
 
-from ..circuit import FLOATS, INVERTIBLE
+from ..circuit import FLOATS, INVERTIBLE, MONOTONE, UNORDERED, insert_only
 from ..logical import AggCall, Aggregate, Distinct, Expr, Filter, Node, Project, UnionAll, col
 from ..types import BOOLEAN, SqlType
 from .exprs import cannot_fail, column_index
@@ -90,8 +91,13 @@ def eligible(node: Aggregate, tables) -> bool:
     """Does the rule apply to ``node`` (module docstring)?"""
     if not any(a.distinct for a in node.aggs):
         return False
+    grows = None   # (whether the input only gains rows: asked once, when a MIN or MAX needs it)
     for a in node.aggs:
-        if a.func not in INVERTIBLE or a.params or a.filter is not None:
+        if a.func in MONOTONE and not a.distinct and a.args[0].type.base not in UNORDERED:
+            grows = insert_only(node.input, tables) if grows is None else grows
+            if not grows:
+                return False
+        elif a.func not in INVERTIBLE or a.params or a.filter is not None:
             return False
         if a.func in ("SUM", "AVG") and a.args[0].type.base in FLOATS:
             return False

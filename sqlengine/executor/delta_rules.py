@@ -561,5 +561,6 @@ def merge_sql(node: Aggregate, accs: List[str]) -> str:
     goes."""
     k = len(node.keys)
     group = f" GROUP BY {listed(cols(k))}" if k else ""
-    keep = " OR ".join(f"COALESCE(SUM({c}), 0) != 0" for c in accs)
-    return f"SELECT {listed(cols(k) + [f'SUM({c}) AS {c}' for c in accs])} FROM R{group} HAVING {keep}"
+    keep = " OR ".join(f"COALESCE(SUM({c}), 0) != 0" for c in accs if not acc.extreme(c))
+    merged = [f"{acc.extreme(c) or 'SUM'}({c}) AS {c}" for c in accs]
+    return f"SELECT {listed(cols(k) + merged)} FROM R{group} HAVING {keep}"

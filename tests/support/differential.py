@@ -16,7 +16,7 @@ from typing import Dict, List, Sequence, Tuple
 import pandas as pd
 from hypothesis import strategies as st
 
-from .oracle import Model, bag, bag_from_changes, diff
+from .oracle import Model, bag, bag_from_changes, diff, without_table_options
 
 
 SPARK_EXAMPLES = int(os.environ.get("SQLENGINE_SPARK_EXAMPLES", "2"))
@@ -124,7 +124,7 @@ def statements_against_duckdb(make_pipeline, schema: str, views: Dict[str, str],
     p = make_pipeline(schema + "".join(f"CREATE MATERIALIZED VIEW {n} AS {q};" for n, q in views.items()))
     con = duckdb.connect()
     con.execute("SET TimeZone = 'UTC'")
-    con.execute(schema)
+    con.execute(without_table_options(schema))
     for si, stmt in enumerate(steps):
         p.execute(stmt)
         con.execute(stmt)

@@ -33,6 +33,7 @@ import bisect
 import datetime as dt
 import decimal
 import math
+import re
 from collections import Counter, defaultdict
 from typing import Dict, List, Sequence, Tuple
 
@@ -291,6 +292,14 @@ def _signed_canon(x):
     return x if isinstance(x, float) and x == 0 else canon(x)
 
 
+_WITH_OPTIONS = re.compile(r"\)\s*WITH\s*\((?:'[^']*'\s*=\s*'[^']*'\s*,?\s*)+\)\s*;", re.I)
+
+
+def without_table_options(schema: str) -> str:
+    """``schema`` without the engine's table options (``WITH ('append_only' = 'true')``), which DuckDB has not."""
+    return _WITH_OPTIONS.sub(");", schema)
+
+
 class Model:
     """Table contents under bag semantics, and DuckDB recomputation of views over them."""
 
@@ -322,7 +331,7 @@ class Model:
         if setup is not None:
             setup(con)
         con.execute("SET TimeZone = 'UTC'")
-        con.execute(self.schema_sql)
+        con.execute(without_table_options(self.schema_sql))
         for t, cols in self.columns.items():
             rows = list(self.rows[t].elements())
             if rows:

@@ -6,8 +6,10 @@ additive sums instead of its input's rows.  A state row is the group's keys ``c0
 * ``__cnt``: the sum of the weights (the group exists while it is not 0);
 * per call ``i``: ``__s<i>``, the sum of ``x * w`` (SUM and AVG), and ``__n<i>``, the sum of ``w`` where ``x``
   is not NULL (COUNT, SUM and AVG);
+* per MIN or MAX call ``i`` over an input that only gains rows (``planner.circuit.insert_only``): ``__min<i>`` or
+  ``__max<i>``, the least or greatest ``x``;
 
-added up on read (runs of partial sums), and turned into the output row by :func:`final_sql` (the rules) or
+added up on read (runs of partial sums; the least or greatest of the runs' MIN and MAX), and turned into the output row by :func:`final_sql` (the rules) or
 :func:`final_arrow` (the Arrow fast path).  Integer sums are exact DECIMAL(38, 0), so they never wrap.
 
 >>> from planner import compile_program
@@ -45,6 +47,21 @@ def count_of(i: int) -> str:
     return f"__n{i}"
 
 
+def extreme_of(i: int, func: str) -> str:
+    """The accumulator of MIN or MAX call ``i`` (``func``): its least or greatest value."""
+    return f"__{func.lower()}{i}"
+
+
+def extreme(name: str) -> str:
+    """``MIN`` or ``MAX`` for the accumulator of a MIN or MAX call, else ``""`` (a sum)."""
+    return "MIN" if name.startswith("__min") else "MAX" if name.startswith("__max") else ""
+
+
+def has_extremes(node: Aggregate) -> bool:
+    """Does ``node`` keep a running MIN or MAX (no Arrow fast path adds them up)?"""
+    return any(a.func in ("MIN", "MAX") for a in node.aggs)
+
+
 def is_accumulator(name: str) -> bool:
     return name.startswith(PREFIX)
 
@@ -62,6 +79,8 @@ def columns(node: Aggregate) -> List[str]:
             out.append(count_of(i))
         elif a.func in ("SUM", "AVG"):
             out += [sum_of(i), count_of(i)]
+        elif a.func in ("MIN", "MAX"):
+            out.append(extreme_of(i, a.func))
     return out
 
 
@@ -83,6 +102,8 @@ def state_fields(node: Aggregate, types: List[pa.DataType]) -> List[pa.Field]:
         elif a.func in ("SUM", "AVG"):
             arg = types[int(a.args[0].sql[1:])]
             fields += [pa.field(sum_of(i), acc_type(arg)), pa.field(count_of(i), pa.int64())]
+        elif a.func in ("MIN", "MAX"):
+            fields.append(pa.field(extreme_of(i, a.func), types[int(a.args[0].sql[1:])]))
     return fields
 
 
@@ -106,6 +127,9 @@ def partial_sql(node: Aggregate) -> List[str]:
         if a.func == "COUNT_STAR":
             continue
         x = a.args[0].sql
+        if a.func in ("MIN", "MAX"):   # (the change only inserts: insert_only)
+            parts.append(f"{a.func}(CASE WHEN {W} > 0 THEN {x} END) AS {extreme_of(i, a.func)}")
+            continue
         nn = f"SUM(CASE WHEN ({x}) IS NOT NULL THEN {W} ELSE 0 END) AS {count_of(i)}"
         if integer_column(node, x):
             x = f"CAST({x} AS {HUGE_SQL})"
@@ -114,7 +138,9 @@ def partial_sql(node: Aggregate) -> List[str]:
 
 
 def total_sql(c: str) -> str:
-    """The select item adding up accumulator ``c`` over a group's rows."""
+    """The select item adding up accumulator ``c`` over a group's rows (the least or greatest for a MIN or MAX)."""
+    if extreme(c):
+        return f"{extreme(c)}({c}) AS {c}"
     return f"COALESCE(SUM({c}), 0) AS {c}" if is_count(c) else f"SUM({c}) AS {c}"
 
 
@@ -122,8 +148,10 @@ def added_sql(c: str, old: str, new: str) -> str:
     """The select item adding accumulator ``c`` of relation ``new`` to that of ``old`` (NULL: none)."""
     if is_count(c):
         return f"COALESCE({old}.{c}, 0) + {new}.{c} AS {c}"
+    both = {"MIN": f"LEAST({old}.{c}, {new}.{c})", "MAX": f"GREATEST({old}.{c}, {new}.{c})"}.get(
+        extreme(c), f"{old}.{c} + {new}.{c}")
     return f"CASE WHEN {old}.{c} IS NULL THEN {new}.{c} WHEN {new}.{c} IS NULL THEN {old}.{c} " \
-           f"ELSE {old}.{c} + {new}.{c} END AS {c}"
+           f"ELSE {both} END AS {c}"
 
 
 def final_sql(node: Aggregate, pre: str = "") -> List[str]:
@@ -133,6 +161,8 @@ def final_sql(node: Aggregate, pre: str = "") -> List[str]:
         s, n = pre + sum_of(i), pre + count_of(i)
         if a.func == "COUNT_STAR":
             out.append(pre + COUNT)
+        elif a.func in ("MIN", "MAX"):
+            out.append(pre + extreme_of(i, a.func))
         elif a.func == "COUNT":
             out.append(n)
         elif a.func == "SUM":

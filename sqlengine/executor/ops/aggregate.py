@@ -7,7 +7,8 @@
 * retract (Python aggregates with ``retract``, and COUNTs): each group's accumulators are kept beside its
   output, in the integral of the op's own change (``O``); a step updates the touched groups from the change's
   rows alone (``delta_rules.retract_sql``).
-* accumulate (COUNT, SUM, AVG): the op owns its state, per-group sums (:mod:`.accumulators`).  A step adds
+* accumulate (COUNT, SUM, AVG; MIN and MAX over an input that only gains rows): the op owns its state,
+  per-group sums and extremes (:mod:`.accumulators`).  A step adds
   the change's partial sums (:func:`partial_local`, :func:`partial_spark`) as a run of the state, then emits
   -final(old) + final(old + partial) for their groups, reading the old sums by group key
   (:func:`output_local`, :func:`output_spark`).  Fast paths: both phases in Arrow
@@ -121,7 +122,7 @@ def _args(node: Aggregate, t: pa.Table) -> Optional[List[Optional[str]]]:
 def aggregate_partial(node: Aggregate, d: pa.Table) -> Optional[pa.Table]:
     """Per-group sums of a change: its accumulators (see :mod:`sqlengine.executor.ops.accumulators`)."""
     k = len(node.keys)
-    args = _args(node, d)
+    args = _args(node, d) if not acc.has_extremes(node) else None
     if not k or args is None or nested.has_nested(d.schema, [col(i) for i in range(k)]):
         return None
     keys = [col(i) for i in range(k)]
@@ -143,7 +144,7 @@ def aggregate_output(node: Aggregate, partial: pa.Table, state: pa.Table, accs: 
     and new sums side by side, and a group whose final row does not change emits nothing (so untouched
     groups, and touched ones whose results stay the same, cost no output rows).  The change is consolidated."""
     k = len(node.keys)
-    if not k or any(not _summable(partial.schema.field(c).type) for c in accs) or \
+    if not k or acc.has_extremes(node) or any(not _summable(partial.schema.field(c).type) for c in accs) or \
             nested.has_nested(partial.schema, [col(i) for i in range(k)]):
         return None
     keys = [col(i) for i in range(k)]
