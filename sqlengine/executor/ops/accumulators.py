@@ -57,11 +57,6 @@ def extreme(name: str) -> str:
     return "MIN" if name.startswith("__min") else "MAX" if name.startswith("__max") else ""
 
 
-def has_extremes(node: Aggregate) -> bool:
-    """Does ``node`` keep a running MIN or MAX (no Arrow fast path adds them up)?"""
-    return any(a.func in ("MIN", "MAX") for a in node.aggs)
-
-
 def is_accumulator(name: str) -> bool:
     return name.startswith(PREFIX)
 
@@ -187,13 +182,19 @@ def weighted(xs, w):
     return pc.multiply(xs.cast(pa.float64()), w)
 
 
-def partial_arrow(node: Aggregate, t: pa.Table, args: List[Optional[str]]) -> Dict[str, object]:
-    """The accumulators of each row of ``t`` (to be summed per group), in :func:`columns`' order, for the calls
-    that have them (``args``: each call's argument column, None for COUNT(*))."""
+def partial_arrow(node: Aggregate, t: pa.Table, args: List[Optional[str]],
+                  extremes: bool = False) -> Dict[str, object]:
+    """The accumulators of each row of ``t`` (to be summed per group, or for ``extremes`` the MIN and MAX calls'
+    values of the inserted rows, to be reduced by :func:`how`), in :func:`columns`' order, for the calls that
+    have them (``args``: each call's argument column, None for COUNT(*))."""
     w = t.column(W)
     out = {COUNT: w}
     zero = pa.scalar(0, pa.int64())
     for i, (a, x) in enumerate(zip(node.aggs, args)):
+        if extremes and a.func in ("MIN", "MAX"):
+            xs = t.column(x)
+            out[extreme_of(i, a.func)] = pc.if_else(pc.greater(w, 0), xs, pa.nulls(len(xs), xs.type))
+            continue
         if x is None or a.func not in ("COUNT", "SUM", "AVG"):
             continue
         xs = t.column(x)
@@ -203,11 +204,18 @@ def partial_arrow(node: Aggregate, t: pa.Table, args: List[Optional[str]]) -> Di
     return out
 
 
+def how(name: str) -> str:
+    """The Arrow aggregation that adds up accumulator ``name`` over a group's rows."""
+    return extreme(name).lower() or "sum"
+
+
 def final_arrow(a, i: int, total: Callable[[str], object]):
     """Call ``a`` (number ``i``)'s result from its group's totals (``total(accumulator)``), for COUNT(*),
-    COUNT, SUM and AVG."""
+    COUNT, SUM, AVG and running MIN and MAX."""
     if a.func == "COUNT_STAR":
         return total(COUNT)
+    if a.func in ("MIN", "MAX"):
+        return total(extreme_of(i, a.func))
     if a.func == "COUNT":
         return total(count_of(i))
     s, n = total(sum_of(i)), total(count_of(i))

@@ -113,7 +113,10 @@ def _args(node: Aggregate, t: pa.Table) -> Optional[List[Optional[str]]]:
         c = a.args[0].sql
         if arrow_ops.column_index(c) is None or c not in t.column_names:
             return None
-        if a.func != "COUNT" and not arrow_ops.numeric(t.schema.field(c).type):
+        if a.func in ("MIN", "MAX"):   # a running extreme (insert-only input): Acero's min and max
+            if nested.has_nested(t.schema, [c]) or pa.types.is_floating(t.schema.field(c).type):
+                return None
+        elif a.func != "COUNT" and not arrow_ops.numeric(t.schema.field(c).type):
             return None
         out.append(c)
     return out
@@ -122,14 +125,15 @@ def _args(node: Aggregate, t: pa.Table) -> Optional[List[Optional[str]]]:
 def aggregate_partial(node: Aggregate, d: pa.Table) -> Optional[pa.Table]:
     """Per-group sums of a change: its accumulators (see :mod:`sqlengine.executor.ops.accumulators`)."""
     k = len(node.keys)
-    args = _args(node, d) if not acc.has_extremes(node) else None
+    args = _args(node, d)
     if not k or args is None or nested.has_nested(d.schema, [col(i) for i in range(k)]):
         return None
     keys = [col(i) for i in range(k)]
-    sums = acc.partial_arrow(node, d, args)
+    sums = acc.partial_arrow(node, d, args, extremes=True)
     t = pa.table({**{c: canonical_float(d.column(c)) for c in keys}, **sums})
-    g = t.group_by(keys, use_threads=False).aggregate([(c, "sum") for c in sums])
-    return g.rename_columns([c[:-4] if c.endswith("_sum") else c for c in g.column_names]).select(keys + list(sums))
+    g = t.group_by(keys, use_threads=False).aggregate([(c, acc.how(c)) for c in sums])
+    return g.rename_columns([c[:-4] if c.endswith(("_sum", "_min", "_max")) else c
+                             for c in g.column_names]).select(keys + list(sums))
 
 
 def _same(a: pa.ChunkedArray, b: pa.ChunkedArray) -> pa.ChunkedArray:
@@ -144,7 +148,7 @@ def aggregate_output(node: Aggregate, partial: pa.Table, state: pa.Table, accs: 
     and new sums side by side, and a group whose final row does not change emits nothing (so untouched
     groups, and touched ones whose results stay the same, cost no output rows).  The change is consolidated."""
     k = len(node.keys)
-    if not k or acc.has_extremes(node) or any(not _summable(partial.schema.field(c).type) for c in accs) or \
+    if not k or any(not _summable(partial.schema.field(c).type) for c in accs if not acc.extreme(c)) or \
             nested.has_nested(partial.schema, [col(i) for i in range(k)]):
         return None
     keys = [col(i) for i in range(k)]
@@ -152,7 +156,7 @@ def aggregate_output(node: Aggregate, partial: pa.Table, state: pa.Table, accs: 
 
     def finals(g: pa.Table, suffix: str):
         """The output columns of the groups from their sums (``<acc><suffix>_sum``), and which groups exist."""
-        sums = {c: g.column(f"{c}{suffix}_sum") for c in accs}
+        sums = {c: g.column(f"{c}{suffix}_{acc.how(c)}") for c in accs}
         sums = {c: pc.fill_null(v, 0) if acc.is_count(c) else v for c, v in sums.items()}
         out = [g.column(c) for c in keys] + [acc.final_arrow(a, i, sums.__getitem__) for i, a in enumerate(node.aggs)]
         return out, pc.not_equal(sums[acc.COUNT], 0)
@@ -163,7 +167,7 @@ def aggregate_output(node: Aggregate, partial: pa.Table, state: pa.Table, accs: 
 
     partial = canonical_floats(partial, keys)
     if initial:
-        g = partial.group_by(keys, use_threads=False).aggregate([(c, "sum") for c in accs])
+        g = partial.group_by(keys, use_threads=False).aggregate([(c, acc.how(c)) for c in accs])
         return Consolidated([weighted(*finals(g, ""), 1)])
     old = canonical_floats(state.select(partial.column_names).cast(partial.schema), keys)
     both = pa.concat_tables([old, partial])
@@ -172,7 +176,7 @@ def aggregate_output(node: Aggregate, partial: pa.Table, state: pa.Table, accs: 
     for c in accs:   # the old rows' sums beside the sums of all rows
         cols[f"{c}__old"] = pc.if_else(from_old, both.column(c), pa.nulls(both.num_rows, both.schema.field(c).type))
     g = pa.table(cols).group_by(keys, use_threads=False).aggregate(
-        [(c, "sum") for c in accs] + [(f"{c}__old", "sum") for c in accs])
+        [(c, acc.how(c)) for c in accs] + [(f"{c}__old", acc.how(c)) for c in accs])
     new_out, new_keep = finals(g, "")
     old_out, old_keep = finals(g, "__old")
     same = pc.and_(new_keep, old_keep)
