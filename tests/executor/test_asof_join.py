@@ -67,7 +67,7 @@ def test_asof_join_matches_duckdb_under_inserts_and_deletes(make_pipeline):
     p = make_pipeline(PROGRAM)
     current = {"a": [], "b": []}
     cols = {"a": ["k", "t", "x"], "b": ["k", "t", "y"]}
-    for i, (t, ins, dels) in enumerate(steps(11, 40)):
+    for i, (t, ins, dels) in enumerate(steps(11, 20)):
         if ins:
             p.input_pandas(t, frame(ins, cols[t]))
         if dels:
@@ -86,7 +86,7 @@ def test_asof_join_matches_duckdb_under_inserts_and_deletes(make_pipeline):
             expected = bag(con.execute(q).fetchall())
             got = bag(tuple(r.values()) for r in p.query(f"SELECT * FROM {name}"))
             assert not diff(got, expected), f"step {i} ({t}), view {name}: {diff(got, expected)}"
-    assert len(current["a"]) > 40 and len(current["b"]) > 40
+    assert len(current["a"]) > 25 and len(current["b"]) > 25
 
 
 def test_asof_join_ties_on_the_right_all_match(make_pipeline):

@@ -50,7 +50,7 @@ def test_the_aggregates_accumulate(make_pipeline):
 
 @given(steps_strategy(TABLES, max_steps=4))
 def test_distinct_aggregates_against_duckdb(make_pipeline, executor, steps):
-    if runs_on(executor, "distinct_aggregates"):
+    if runs_on(executor, "distinct_aggregates", examples=1):   # (one example on Spark: CI time)
         run_program(make_pipeline, SCHEMA, COLUMNS, VIEWS, steps)
 
 

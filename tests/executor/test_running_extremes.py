@@ -56,7 +56,7 @@ def test_the_extremes_accumulate(make_pipeline):
 
 @given(steps_strategy(TABLES, max_steps=4).map(inserts).filter(bool))
 def test_running_extremes_against_duckdb(make_pipeline, executor, steps):
-    if runs_on(executor, "running_extremes"):
+    if runs_on(executor, "running_extremes", examples=1):   # (one example on Spark: CI time)
         run_program(make_pipeline, SCHEMA, COLUMNS, VIEWS, steps)
 
 

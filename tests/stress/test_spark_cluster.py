@@ -47,7 +47,7 @@ def test_tpch_views_on_the_cluster(cluster, tmp_path):
 
 
 def test_cluster_equals_local_mode_and_survives_a_killed_worker(cluster, make_pipeline, placement, tmp_path):
-    n_steps, kill_at = 5, 2
+    n_steps, kill_at = 4, 2
     victim = cluster.workers[1].pid
     got = child(["--master", cluster.master_url, "--storage", str(tmp_path / "s"), "--out", str(tmp_path / "r.json"),
                  "--steps", str(n_steps), "--kill-pgid", str(victim), "--kill-at-step", str(kill_at)])

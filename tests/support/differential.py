@@ -23,13 +23,14 @@ SPARK_EXAMPLES = int(os.environ.get("SQLENGINE_SPARK_EXAMPLES", "2"))
 _spark_runs: Counter = Counter()
 
 
-def runs_on(executor: str, test: str) -> bool:
+def runs_on(executor: str, test: str, examples: int = 0) -> bool:
     """Whether this Hypothesis example of ``test`` runs: every one on the driver, the first
-    ``SQLENGINE_SPARK_EXAMPLES`` (2) with every step on Spark, where each costs seconds (CI time)."""
+    ``SQLENGINE_SPARK_EXAMPLES`` (2; or ``examples``, when it is fewer) with every step on Spark, where each
+    costs seconds (CI time)."""
     if executor != "spark":
         return True
     _spark_runs[test] += 1
-    return _spark_runs[test] <= SPARK_EXAMPLES
+    return _spark_runs[test] <= (min(examples, SPARK_EXAMPLES) if examples else SPARK_EXAMPLES)
 
 
 def maybe(values):
