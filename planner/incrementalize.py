@@ -9,7 +9,9 @@ Reads each node's declared ``algebra``:
 * stateful -> ``aggregate`` (own accumulators; the integral of its input; or, for Python aggregates with
   ``retract``, the integral of its own change, which keeps each group's accumulators beside its output and
   which a projection drops: :func:`kept_per_group`),
-  ``distinct``, ``setop`` or ``window`` (the integrals of their inputs); a recomputing aggregate or a
+  ``distinct``, ``setop`` or ``window`` (the integrals of their inputs; a DISTINCT over rows that are only
+  inserted reads the integral of its own change instead, ``mode="grow"``: :func:`planner.circuit.grows`); a
+  recomputing aggregate or a
   window with float outputs also reads the integral of its own change (``circuit.keeps_output``).
 
 Equal subplans are equal values, so they map to the same op: two views that
@@ -20,7 +22,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Dict
 
-from .circuit import Circuit, Op, Output, aggregate_mode, keeps_output
+from .circuit import Circuit, Op, Output, aggregate_mode, grows, keeps_output
 from .errors import InternalError
 from .logical import (AggCall, Aggregate, Distinct, Expr, Join, Node, OneRow, Project, Recursive, Scan, SetOp,
                       UnionAll, Window, col)
@@ -84,6 +86,11 @@ class _Builder:
             op = self.add(kind="window", node=node, inputs=ins, reads=(self.integral(node.input),))
         elif isinstance(node, Distinct):
             ins = (self.delta(node.input),)
+            if grows(node, self.tables):   # its own rows: a new row is one it has not emitted
+                op = self.add(kind="distinct", node=node, inputs=ins, mode="grow")
+                self.delta_ids[node] = op
+                self.circuit.ops[op] = replace(self.circuit.ops[op], reads=(self.integral(node),))
+                return op
             op = self.add(kind="distinct", node=node, inputs=ins, reads=(self.integral(node.input),))
         elif isinstance(node, Recursive):
             # its relations' changes and contents, then (below) the contents it emitted: the old fixed point

@@ -347,6 +347,15 @@ def distinct_sql(node) -> str:
             f"SELECT {listed(one_zero(node.fields, len(cs)))}, {w} AS {W} FROM g WHERE {w} != 0")
 
 
+def distinct_grow_sql(node) -> str:
+    """Over rows only inserted (``planner.circuit.grows``): +1 for the change's rows not among ``S``, the rows
+    emitted before."""
+    cs = cols(len(node.fields))
+    new = f"SELECT DISTINCT {listed(cs)} FROM D WHERE {W} > 0"
+    return (f"SELECT {listed('n.' + c for c in cs)}, CAST(1 AS BIGINT) AS {W} FROM ({new}) n "
+            f"ANTI JOIN S x ON {_matching('n', 'x', cs)}")
+
+
 @lru_cache(maxsize=1024)   # lowered every step: parse each call once
 def ordered_as_duckdb(call: str, types: Tuple[str, ...]) -> str:
     """A window call (DuckDB SQL over columns of the base ``types``) whose ORDER BY keys of nested types are

@@ -1,6 +1,7 @@
-"""MIN and MAX over append-only tables are kept as running extremes per group (accumulate mode,
-``planner.circuit.insert_only``): each view against DuckDB after every step of random inserts, on both executors,
-the state surviving a restart; over a table that takes deletes they stay recomputed from the group's rows.
+"""Operators over rows that are only inserted (append-only tables, ``planner.circuit.insert_only``): MIN and MAX
+kept as running extremes per group (accumulate mode), and DISTINCT keeping only the rows it emitted
+(``mode="grow"``).  Each view against DuckDB after every step of random inserts, on both executors, the state
+surviving a restart; over a table that takes deletes they keep their general forms.
 """
 import datetime as dt
 from decimal import Decimal
@@ -33,6 +34,9 @@ VIEWS = [
     ("e_q16", "SELECT g, MAX(s) AS hs, COUNT(*) AS n, COUNT(DISTINCT x) AS dx, "
               "COUNT(DISTINCT x) FILTER (WHERE d > 0) AS dxp FROM t GROUP BY g", True),
     ("e_join", "SELECT u.w, MAX(t.x) AS hx, MIN(t.day) AS fd FROM t JOIN u ON t.s = u.s GROUP BY u.w", False),
+    # DISTINCT over duplicates and NULLs, and over a join
+    ("e_distinct", "SELECT DISTINCT g, s, d, day FROM t", True),
+    ("e_distinct_join", "SELECT DISTINCT u.w, t.g FROM t JOIN u ON t.s = u.s", False),
 ]
 
 
@@ -50,8 +54,11 @@ def test_the_extremes_accumulate(make_pipeline):
     for name in [v[0] for v in VIEWS] + ["over_deletes", "of_floats"]:
         modes[name] = sorted({line.split("mode=")[1].split(")")[0].split(";")[0]
                               for line in p.explain(name).splitlines() if " aggregate " in line and "mode=" in line})
-    assert modes == {**{v[0]: ["accumulate"] for v in VIEWS}, "over_deletes": ["recompute"],
-                     "of_floats": ["recompute"]}, modes
+    aggregates = [v[0] for v in VIEWS if "distinct" not in v[0]]
+    assert modes == {**{v: ["accumulate"] for v in aggregates}, "e_distinct": [], "e_distinct_join": [],
+                     "over_deletes": ["recompute"], "of_floats": ["recompute"]}, modes
+    distincts = [op for op in p.program.circuit.ops if op.kind == "distinct"]
+    assert distincts and all(op.mode == "grow" for op in distincts)
 
 
 @given(steps_strategy(TABLES, max_steps=4).map(inserts).filter(bool))
