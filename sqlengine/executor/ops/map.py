@@ -58,14 +58,34 @@ def project_columns(node: Project, d: pa.Table) -> Optional[pa.Table]:
     return pa.table([d.column(col(i)) for i in idx] + [d.column(W)], names=[col(j) for j in range(len(idx))] + [W])
 
 
+_INTEGER = re.compile(r"-?\d{1,18}")
+_TYPED_NULL = re.compile(r"CAST\(NULL AS [^()]*(\(\d+, \d+\))?\)")
+
+
+def constant(e, n: int) -> Optional[pa.Array]:
+    """Expression ``e`` as ``n`` values, when it is an integer literal or a typed NULL (``CAST(NULL AS T)``, a
+    scalar type), else None."""
+    if not (_INTEGER.fullmatch(e.sql) or _TYPED_NULL.fullmatch(e.sql)) or e.type.base in ("ARRAY", "MAP", "STRUCT"):
+        return None
+    t = arrow_type(e.type)
+    if e.sql.startswith("CAST"):
+        return pa.nulls(n, t)
+    if not pa.types.is_integer(t):
+        return None
+    return pa.array(np.full(n, int(e.sql)), t)
+
+
 def project_simple(node: Project, d: pa.Table) -> Optional[pa.Table]:
-    """A projection of columns and DOUBLE arithmetic (:mod:`sqlengine.executor.arrow_exprs`), in Arrow."""
+    """A projection of columns, integer literals, typed NULLs and DOUBLE arithmetic
+    (:mod:`sqlengine.executor.arrow_exprs`), in Arrow."""
     plain = [arrow_ops.column_index(e.sql) for e in node.exprs]
-    values = arrow_exprs.project_values([e.sql for e, i in zip(node.exprs, plain) if i is None], d)
+    fixed = [constant(e, d.num_rows) if i is None else None for e, i in zip(node.exprs, plain)]
+    values = arrow_exprs.project_values([e.sql for e, i, c in zip(node.exprs, plain, fixed) if i is None and c is None],
+                                        d)
     if values is None:
         return None
     it = iter(values)
-    cols = [d.column(col(i)) if i is not None else next(it) for i in plain]
+    cols = [d.column(col(i)) if i is not None else c if c is not None else next(it) for i, c in zip(plain, fixed)]
     return pa.table(cols + [d.column(W)], names=[col(j) for j in range(len(cols))] + [W])
 
 
