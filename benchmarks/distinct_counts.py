@@ -57,7 +57,7 @@ def run(rules: str, groups: int, size: int, change: int, steps: int) -> list:
                 g = s % groups
                 new = _rows(np.arange(n + s * change, n + (s + 1) * change, dtype=np.int64), groups, values)
                 new = new.set_column(1, "g", pa.array(np.full(change, g, np.int32)))
-                gone_ids = np.flatnonzero(live & (np.arange(n) % groups == g))[:change]
+                gone_ids = np.flatnonzero(live & (rows.column("g").to_numpy() == g))[:change]
                 live[gone_ids] = False
                 t0 = time.perf_counter()
                 with p.transaction():
