@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import platform
 import statistics
 import tempfile
 import time
@@ -23,6 +22,8 @@ import numpy as np
 import pyarrow as pa
 
 from sqlengine import Pipeline
+
+from benchmarks.report import date_and_machine
 
 SQL = ("CREATE TABLE t (id BIGINT, g INT, x BIGINT, y INT);"
        "CREATE MATERIALIZED VIEW v AS SELECT g, COUNT(*) AS n, COUNT(DISTINCT x) AS dx, "
@@ -101,8 +102,7 @@ def main(argv=None) -> None:
             rows.append(f"| {size:,} | {name} | {how} | {t:.1f} | {t / base:.2f} |")
             print(rows[-1], flush=True)
     text = "\n".join([
-        f"- Date: {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}; {os.cpu_count()} CPUs, "
-        f"{platform.system()} {platform.machine()}, Python {platform.python_version()}; driver executor.",
+        date_and_machine(),
         f"- Command: `python -m benchmarks.distinct_counts --groups {a.groups} --group "
         f"{' '.join(map(str, a.group))} --change {a.change} --steps {a.steps}` (a warm-up step first; medians; "
         "each step inserts and deletes that many rows of one group; the views checked against DuckDB at the end).",

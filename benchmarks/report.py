@@ -19,3 +19,11 @@ def write_section(path: str, name: str, text: str) -> None:
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
     with open(path, "w") as f:
         f.write(new)
+
+
+def date_and_machine(executor: str = "driver executor") -> str:
+    """The first line of a section: the time now, the machine, Python, and where the steps ran."""
+    import platform
+    import time
+    return (f"- Date: {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}; {os.cpu_count()} CPUs, "
+            f"{platform.system()} {platform.machine()}, Python {platform.python_version()}; {executor}.")

@@ -12,8 +12,6 @@ the sums kept here.
 from __future__ import annotations
 
 import argparse
-import os
-import platform
 import statistics
 import tempfile
 import time
@@ -23,6 +21,8 @@ import pyarrow as pa
 
 import sqlengine
 from sqlengine import Pipeline
+
+from benchmarks.report import date_and_machine
 
 
 class _Sum:
@@ -98,8 +98,7 @@ def main(argv=None) -> None:
             rows.append(f"| {size:,} | {name} | {t:.1f} | {t / base:.3f} |")
             print(rows[-1], flush=True)
     text = "\n".join([
-        f"- Date: {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}; {os.cpu_count()} CPUs, "
-        f"{platform.system()} {platform.machine()}, Python {platform.python_version()}; driver executor.",
+        date_and_machine(),
         f"- Command: `python -m benchmarks.udaf_retract --groups {a.groups} --group "
         f"{' '.join(map(str, a.group))} --steps {a.steps}` (a warm-up step first; medians).", "",
         "| rows per group | aggregate | step, ms (median) | ÷ recomputed |", "|---:|---|---:|---:|", *rows])
