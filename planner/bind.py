@@ -357,7 +357,8 @@ class Binder(SubqueryBinder, WindowBinder, AsofBinder, StarBinder, RecursiveBind
                 left = [r for r in rels[:i] if name in [n.lower() for n in r.names]]
                 if len(left) != 1 or name not in [n.lower() for n in rels[i].names]:
                     raise self.bind_error(f"USING column {name} must appear in exactly one relation on each side", u)
-                on.append(exp.EQ(this=self.qualified(left[0], name), expression=self.qualified(rels[i], name)))
+                on.append(keep_position(exp.EQ(this=self.qualified(left[0], name),
+                                               expression=self.qualified(rels[i], name)), u))
                 if side not in ("RIGHT", "FULL"):
                     scope.hidden.add((i, name))
                 else:   # one column in DuckDB: the right's (RIGHT) or both coalesced (FULL); see star_columns

@@ -51,14 +51,15 @@ T = exp.DataType.Type
 # Type classes.  A value: (class, display name, string literal text or None).
 NUM, TEXT, DATE, TS, TIME, INTERVAL, BOOL, NULL = "num", "text", "date", "timestamp", "time", "interval", "bool", "null"
 NESTED = "nested"   # a LIST, MAP or STRUCT column: compares with another nested value (or text, which DuckDB parses)
+DOC = "json"        # a JSON (VARIANT) document: compares with another, or with text (DuckDB would cast it to any type)
 TEMPORAL = (DATE, TS, TIME)
 Typed = Tuple[Optional[str], str, Optional[str]]
 UNKNOWN_T: Typed = (None, "UNKNOWN", None)
 
 _BASE_CLASS = {"TINYINT": NUM, "SMALLINT": NUM, "INT": NUM, "BIGINT": NUM, "DECIMAL": NUM, "REAL": NUM, "DOUBLE": NUM,
-               "VARCHAR": TEXT, "DATE": DATE, "TIMESTAMP": TS, "BOOLEAN": BOOL, "TIME": TIME}
+               "VARCHAR": TEXT, "DATE": DATE, "TIMESTAMP": TS, "BOOLEAN": BOOL, "TIME": TIME, "JSON": DOC}
 _DISPLAY = {NUM: "NUMERIC", TEXT: "VARCHAR", DATE: "DATE", TS: "TIMESTAMP", TIME: "TIME", INTERVAL: "INTERVAL",
-            BOOL: "BOOLEAN", NULL: "NULL", NESTED: "a nested value"}
+            BOOL: "BOOLEAN", NULL: "NULL", NESTED: "a nested value", DOC: "JSON"}
 
 COMPARISONS = (exp.EQ, exp.NEQ, exp.LT, exp.LTE, exp.GT, exp.GTE, exp.NullSafeEQ, exp.NullSafeNEQ)
 ARITHMETIC = {exp.Add: "+", exp.Sub: "-", exp.Mul: "*", exp.Div: "/", exp.Mod: "%", exp.IntDiv: "//"}
@@ -221,7 +222,8 @@ def _literal_classes(text: str) -> List[str]:
 
 
 def _comparable(a: str, b: str) -> bool:
-    return a == b or (a in TEMPORAL and b in TEMPORAL and TIME not in (a, b)) or {a, b} == {NUM, BOOL}
+    return a == b or (a in TEMPORAL and b in TEMPORAL and TIME not in (a, b)) or {a, b} == {NUM, BOOL} or \
+        {a, b} == {DOC, TEXT}
 
 
 class _Checker:

@@ -386,3 +386,15 @@ def test_map_agg_and_distinct_array_agg_compile():
                            "AS f, LIST(DISTINCT x) FILTER (WHERE b) AS g FROM t, n")
     assert [f.type.sql for f in prog.views["w"].plan.fields] == [
         "MAP(INT, VARCHAR)", "MAP(TIMESTAMP, INT[])", "MAP(DECIMAL(10, 2), INT)", "VARCHAR[]", "DOUBLE[]"]
+
+
+@pytest.mark.parametrize("join, at", [
+    ("a JOIN j ON a.c = j.c", "a.c ="), ("a JOIN j USING (c)", "c)"), ("a NATURAL LEFT JOIN j", "j;")])
+def test_a_json_document_compares_only_with_json_or_text(join, at):
+    """DuckDB casts a JSON document to the other side's type in the step (a document that is not a number fails
+    the pipeline): the comparison is a compile error where the join is written (fuzz seed 102459)."""
+    schema = "CREATE TABLE a (c DECIMAL(5, 2));\nCREATE TABLE j (c JSON);\n"
+    compile_error(schema + f"CREATE VIEW v AS SELECT 1 AS o FROM {join};", BindError,
+                  "cannot compare DECIMAL(5, 2) with JSON", 3, at)
+    compile_program(schema + "CREATE VIEW w AS SELECT 1 AS o FROM j WHERE c = '{\"x\": 1}';"
+                    "CREATE VIEW z AS SELECT 1 AS o FROM j AS x JOIN j AS y ON x.c = y.c;")
