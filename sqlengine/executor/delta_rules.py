@@ -291,7 +291,11 @@ def padded_sql(node: Join, dl: bool, dr: bool, left: bool, how: str, x: Render =
     b_data = b_cols + keys
 
     def unmatched(a, b):
-        pos = (f"SELECT {listed(f'{c} AS __b{c}' for c in b_data)} FROM {b} GROUP BY {listed(b_data)} "
+        # the other side's rows present (weight > 0): by key alone without a residual (a relation's rows have no
+        # negative weight, so a key's sum is positive when one of its rows is), which never groups by a MAP or a
+        # float of the rows; by the whole row when the residual reads it, or without keys
+        grouped = keys if node.residual is None and keys else b_data
+        pos = (f"SELECT {listed(f'{c} AS __b{c}' for c in grouped)} FROM {b} GROUP BY {listed(grouped)} "
                f"HAVING SUM({W}) > 0")
         conds = [f"a.{k} = b.__b{k}" for k in keys]
         if node.residual is not None:
