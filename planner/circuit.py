@@ -13,7 +13,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Tuple
 
-from .logical import Aggregate, Distinct, Filter, Join, Node, OneRow, Project, Scan, UnionAll, Unnest, Window
+from .logical import (Aggregate, Distinct, Filter, Join, Node, OneRow, Project, Scan, UnionAll, Unnest, Window,
+                      tables_under)
 from .aggregate_functions import retracts
 
 # aggregate functions that can be maintained by adding and subtracting sums
@@ -115,13 +116,28 @@ def aggregate_mode(node: Aggregate, tables=None) -> str:
     if any(retracts(a) for a in node.aggs) and \
             all(retracts(a) or (a.func in ("COUNT", "COUNT_STAR") and not a.distinct) for a in node.aggs):
         return "retract"
-    if all(a.func in INVERTIBLE and not a.distinct and not _float_argument(a) for a in node.aggs):
+    if all(_summed(a) for a in node.aggs):
         return "accumulate"
-    if all((a.func in INVERTIBLE or (a.func in MONOTONE and a.args[0].type.base not in UNORDERED))
-           and not a.distinct and not _float_argument(a) for a in node.aggs) and tables is not None \
+    if all(_summed(a) or running_extreme(a) for a in node.aggs) and tables is not None \
             and insert_only(node.input, tables):
         return "accumulate"
     return "recompute"
+
+
+def _summed(a) -> bool:
+    """Is call ``a`` kept as a running sum (COUNT, SUM, AVG of exact types)?"""
+    return a.func in INVERTIBLE and not a.distinct and not _float_argument(a)
+
+
+def running_extreme(a) -> bool:
+    """Can call ``a`` be kept as a running least or greatest value, where its input only gains rows (a MIN or
+    MAX, not over floats or nested values)?"""
+    return a.func in MONOTONE and not a.distinct and a.args[0].type.base not in UNORDERED
+
+
+def event_time_under(node: Node, tables) -> bool:
+    """Does ``node`` read a table with event time (LATENESS), whose closed rows the watermark trims?"""
+    return any(getattr(tables.get(t), "lateness", None) is not None for t in tables_under(node))
 
 
 def grows(node: Distinct, tables) -> bool:
@@ -139,14 +155,7 @@ def grows(node: Distinct, tables) -> bool:
     """
     if any(f.type.base in FLOATS + ("MAP",) for f in node.fields) or not insert_only(node.input, tables):
         return False
-    return not any(getattr(tables.get(t) if hasattr(tables, "get") else None, "lateness", None) is not None
-                   for t in _tables_under(node))
-
-
-def _tables_under(node: Node):
-    if isinstance(node, Scan):
-        return {node.table}
-    return set().union(*(_tables_under(c) for c in node.inputs)) if node.inputs else set()
+    return not event_time_under(node, tables)
 
 
 def insert_only(node: Node, tables) -> bool:
@@ -162,8 +171,7 @@ def insert_only(node: Node, tables) -> bool:
     ['accumulate', 'recompute']
     """
     if isinstance(node, Scan):
-        t = tables.get(node.table) if hasattr(tables, "get") else None
-        return bool(getattr(t, "append_only", False))
+        return bool(getattr(tables.get(node.table), "append_only", False))
     if isinstance(node, OneRow):
         return True
     if isinstance(node, (Filter, Project, Unnest, UnionAll, Distinct)):

@@ -360,6 +360,13 @@ class Unnest(Node):
                 f" AS {', '.join(self.names)}")
 
 
+def tables_under(node: Node) -> set:
+    """The names of the tables ``node`` reads (its ``Scan`` leaves)."""
+    if isinstance(node, Scan):
+        return {node.table}
+    return set().union(*(tables_under(x) for x in node.inputs)) if node.inputs else set()
+
+
 def walk(node: Node):
     """Yield ``node`` and its descendants, children first, each once."""
     seen = set()

@@ -48,17 +48,16 @@ from __future__ import annotations
 
 from typing import Dict, List
 
-from ..circuit import FLOATS, INVERTIBLE, MONOTONE, UNORDERED, insert_only
+from ..circuit import FLOATS, INVERTIBLE, UNORDERED, event_time_under, insert_only, running_extreme
 from ..logical import AggCall, Aggregate, Distinct, Expr, Filter, Node, Project, UnionAll, col
 from ..types import BOOLEAN, SqlType
 from .exprs import cannot_fail, column_index
-from .share_table_state import tables_under
 from .tree import with_inputs
 
 ONE = "__one"             # 1 in the group's rows, NULL in the sets' rows: what COUNT(*) counts
 VALUE = "__v"             # set t's values (NULL in every other row): column __v<t>
 ONE_TYPE = SqlType("INT", False)
-_NOT_VALUES = FLOATS + ("ARRAY", "MAP", "STRUCT", "JSON", "UNKNOWN", "BLOB")
+_NOT_VALUES = UNORDERED + ("BLOB",)   # (no key or value of a set: a float's two zeros, a nested value)
 
 
 def distinct_aggregates(plan: Node, ctx=None) -> Node:
@@ -93,7 +92,7 @@ def eligible(node: Aggregate, tables) -> bool:
         return False
     grows = None   # (whether the input only gains rows: asked once, when a MIN or MAX needs it)
     for a in node.aggs:
-        if a.func in MONOTONE and not a.distinct and a.args[0].type.base not in UNORDERED:
+        if running_extreme(a):
             grows = insert_only(node.input, tables) if grows is None else grows
             if not grows:
                 return False
@@ -105,7 +104,7 @@ def eligible(node: Aggregate, tables) -> bool:
             return False
     if not all(_value_type(k.type) for k in node.keys):
         return False
-    return not any(getattr(tables.get(t), "lateness", None) is not None for t in tables_under(node))
+    return not event_time_under(node, tables)
 
 
 def _value_sets(node: Aggregate) -> List[Expr]:

@@ -38,10 +38,10 @@ Integrals are decided in circuit order, so the inputs of a join are decided befo
 from __future__ import annotations
 
 import dataclasses
-from typing import Dict, List, Optional, Sequence, Set, Tuple
+from typing import Dict, List, Optional, Sequence, Tuple
 
 from ..circuit import Circuit, Op
-from ..logical import Filter, Join, Node, Project, Scan, Unnest, Window
+from ..logical import Filter, Join, Node, Project, Unnest, Window, tables_under
 from .exprs import cannot_fail, column_index, shift
 
 
@@ -106,12 +106,6 @@ def join_keys(node: Join, side: int) -> Optional[List[int]]:
     keys = node.left_keys if side == 0 else [shift(k, -nl) for k in node.right_keys]
     idx = [column_index(k.sql) for k in keys]
     return None if any(i is None for i in idx) else idx
-
-
-def tables_under(node: Node) -> Set[str]:
-    if isinstance(node, Scan):
-        return {node.table}
-    return set().union(*(tables_under(x) for x in node.inputs)) if node.inputs else set()
 
 
 class _Sharing:
