@@ -289,13 +289,17 @@ def padded_sql(node: Join, dl: bool, dr: bool, left: bool, how: str, x: Render =
     b_new = f"SELECT {listed(b_all)} FROM b_old" + (f" UNION ALL {b_side(b_change)}" if db else "")
     ctes += [f"a_new AS ({a_new})", f"b_new AS ({b_new})"]
     b_data = b_cols + keys
+    maps = [c for c, f in zip(b_cols, (node.right if left else node.left).fields) if f.type.base == "MAP"]
 
     def unmatched(a, b):
         # the other side's rows present (weight > 0): by key alone without a residual (a relation's rows have no
         # negative weight, so a key's sum is positive when one of its rows is), which never groups by a MAP or a
         # float of the rows; by the whole row when the residual reads it, or without keys
+        # (a MAP of the row grouped by its entries, as every rule groups one: :func:`_key`)
         grouped = keys if node.residual is None and keys else b_data
-        pos = (f"SELECT {listed(f'{c} AS __b{c}' for c in grouped)} FROM {b} GROUP BY {listed(grouped)} "
+        picked = [f"map_from_entries({_key('', c, maps)}) AS __b{c}" if c in maps else f"{c} AS __b{c}"
+                  for c in grouped]
+        pos = (f"SELECT {listed(picked)} FROM {b} GROUP BY {listed(_key('', c, maps) for c in grouped)} "
                f"HAVING SUM({W}) > 0")
         conds = [f"a.{k} = b.__b{k}" for k in keys]
         if node.residual is not None:
