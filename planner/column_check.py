@@ -16,9 +16,9 @@ from typing import Dict, Iterator, Optional, Tuple
 from sqlglot import exp
 
 from .errors import BindError, UnsupportedError
-from .logical import Aggregate, Expr, Join, Node, Project, Window, walk
+from .logical import Aggregate, Distinct, Expr, Join, Node, Project, Recursive, SetOp, Window, walk
 from .typecheck import type_name, types_meet
-from .types import SUPPORTED_COLUMN_TYPES, SqlType, element_type, map_types, struct_fields
+from .types import SUPPORTED_COLUMN_TYPES, SqlType, contains, element_type, map_types, struct_fields
 
 STORABLE = {"BOOLEAN", "TINYINT", "SMALLINT", "INT", "BIGINT", "DECIMAL", "REAL", "DOUBLE", "VARCHAR", "DATE",
             "TIMESTAMP", "JSON", "TIME", "BLOB", "UUID"}
@@ -26,14 +26,19 @@ _PASS_THROUGH = re.compile(r"c\d+|NULL")   # a column of the input (checked ther
 
 
 def storable(t: SqlType) -> bool:
-    """Whether the executors can store a column of type ``t`` (a nested one: if they can store its parts)."""
+    """Whether the executors can store a column of type ``t`` (a nested one: if they can store its parts; an
+    INTERVAL only as a column's own value, not inside a nested one)."""
+    return t.base == "INTERVAL" or _storable_part(t)
+
+
+def _storable_part(t: SqlType) -> bool:
     try:
         if t.base == "ARRAY":
-            return storable(element_type(t))
+            return _storable_part(element_type(t))
         if t.base == "MAP":
-            return all(p is not None and storable(p) for p in map_types(t))
+            return all(p is not None and _storable_part(p) for p in map_types(t))
         if t.base == "STRUCT":
-            return all(p is not None and storable(p) for _, p in struct_fields(t))
+            return all(p is not None and _storable_part(p) for _, p in struct_fields(t))
     except Exception:   # a DuckDB type name sqlglot cannot read back (UNION, ...)
         return False
     return t.base in STORABLE
@@ -54,7 +59,7 @@ def _kind(t: SqlType) -> str:
 def _advice(t: SqlType) -> str:
     if t.sql == "UNKNOWN":
         return "CAST it to one of these types"
-    if t.base == "INTERVAL":
+    if contains(t, "INTERVAL"):
         return ("use a number instead, e.g. date_diff('second', a, b) or EXTRACT(EPOCH FROM a - b), or add the "
                 "interval to a TIMESTAMP")
     if t.sql.endswith("]") or t.base in ("STRUCT", "MAP", "UNION"):
@@ -96,6 +101,7 @@ def check_column_types(view: str, plan: Node, output: Tuple[str, ...], origins: 
                     origin = _origin(a, origins) or _origin(b, origins)
                     raise BindError(f"view {view}: cannot compare {type_name(a.type)} with {type_name(b.type)}",
                                     sql=sql, offset=(offset_of(origin) if origin is not None else None) or default)
+        _check_interval_keys(view, node, origins, sql, offset_of, default)
         for name, e in _stored(node):
             if storable(e.type) or _PASS_THROUGH.fullmatch(e.sql):
                 continue
@@ -106,6 +112,53 @@ def check_column_types(view: str, plan: Node, output: Tuple[str, ...], origins: 
                 f"view {view}: {what} has type {_kind(e.type)}, which a view cannot hold (its columns, keys and "
                 f"aggregate arguments must be {', '.join(SUPPORTED_COLUMN_TYPES)}): {_advice(e.type)}", sql=sql,
                 offset=(offset_of(origin) if origin is not None else None) or default)
+
+
+_INTERVAL_ADVICE = ("DuckDB compares intervals by their normalized value ('24 hours' = '1 day') and the executors "
+                    "hold an INTERVAL as its exact text, so an INTERVAL may be a view's value but not a key, an "
+                    "order or an aggregate's argument: use a number, e.g. EXTRACT(EPOCH FROM i) or "
+                    "to_microseconds-style arithmetic")
+
+
+def _interval_columns(sql: str, fields) -> bool:
+    """Whether the bound expression ``sql`` reads a column ``c<i>`` of ``fields`` that is an INTERVAL."""
+    return any(fields[int(i)].type.base == "INTERVAL" for i in re.findall(r"\bc(\d+)\b", sql)
+               if int(i) < len(fields))
+
+
+def _check_interval_keys(view: str, node: Node, origins, sql: str, offset_of, default) -> None:
+    """Reject an INTERVAL where rows are grouped, matched, ordered or aggregated by it."""
+    def reject(what: str, e: Optional[Expr]) -> None:
+        origin = _origin(e, origins) if e is not None else None
+        raise UnsupportedError(f"view {view}: {what} is an INTERVAL; {_INTERVAL_ADVICE}", sql=sql,
+                               offset=(offset_of(origin) if origin is not None else None) or default)
+    if isinstance(node, Aggregate):
+        for k in node.keys:
+            if k.type.base == "INTERVAL":
+                reject(f"the GROUP BY key {k.sql}", k)
+        for a in node.aggs:
+            for arg in a.args:
+                if arg.type.base == "INTERVAL" and a.func != "COUNT":
+                    reject(f"the argument of {a.func}", arg)
+                if arg.type.base == "INTERVAL" and a.distinct:
+                    reject("the argument of COUNT(DISTINCT ...)", arg)
+    elif isinstance(node, Join):
+        for k in node.left_keys + node.right_keys:
+            if k.type.base == "INTERVAL":
+                reject("a join key", k)
+    elif isinstance(node, Window):
+        for k in node.partition:
+            if k.type.base == "INTERVAL":
+                reject("a PARTITION BY key", k)
+        for c in node.calls:
+            if _interval_columns(c.sql, node.input.fields):
+                reject("a window function's argument or ORDER BY", c)
+    elif isinstance(node, (Distinct, SetOp, Recursive)):
+        if any(f.type.base == "INTERVAL" for f in node.fields):
+            what = {Distinct: "a column of a DISTINCT (or of a UNION, which removes duplicates)",
+                    SetOp: f"a column of an {getattr(node, 'op', '').upper()}",
+                    Recursive: "a column of a recursive view"}[type(node)]
+            reject(what, None)
 
 
 def _text(node: exp.Expression, sql: str) -> str:

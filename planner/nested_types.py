@@ -46,9 +46,38 @@ def _connection():
     return _CON
 
 
+def named_tuples(text: str) -> str:
+    """DuckDB's name of a type with each unnamed ROW in it (``TUPLE(INTEGER, VARCHAR)``, the type of
+    ``ROW(1, 'a')`` and of ``list_zip``'s elements) as a ROW whose fields are named as DuckDB names them in Arrow
+    (``element1``, ``element2``, ...), which a CAST gives the value.
+
+    >>> named_tuples("TUPLE(INTEGER, TUPLE(VARCHAR, DATE)[])[]")
+    'STRUCT(element1 INTEGER, element2 STRUCT(element1 VARCHAR, element2 DATE)[])[]'
+    """
+    at = text.upper().find("TUPLE(")
+    if at < 0:
+        return text
+    depth, parts, start = 0, [], at + len("TUPLE(")
+    for i in range(start, len(text)):
+        ch = text[i]
+        if ch in "(":
+            depth += 1
+        elif ch == ")" and depth:
+            depth -= 1
+        elif ch == ")" or (ch == "," and depth == 0):
+            parts.append(text[start:i].strip())
+            start = i + 1
+            if ch == ")":
+                fields = ", ".join(f"element{k} {named_tuples(p)}" for k, p in enumerate(parts, 1))
+                return text[:at] + f"STRUCT({fields})" + named_tuples(text[i + 1:])
+    return text
+
+
 def from_duckdb_name(text: str) -> SqlType:
     """A DuckDB type name (``INTEGER[]``, ``STRUCT(a VARCHAR)``) as the engine's type, or as DuckDB's name if it
-    is none of the engine's (``INTERVAL``, ``UNION(...)``), for planner.column_check's message."""
+    is none of the engine's (``INTERVAL``, ``UNION(...)``), for planner.column_check's message.  An unnamed ROW
+    is a ROW with fields ``element1``, ... (:func:`named_tuples`)."""
+    text = named_tuples(text)
     if text.upper() == "HUGEINT":   # (a DECIMAL(38, 0) on Arrow, as the engine's SUMs of integers)
         return SqlType("DECIMAL(38, 0)")
     try:
@@ -89,8 +118,11 @@ def duckdb_type(e: exp.Expression, types: Sequence[SqlType]) -> Optional[SqlType
     return None if found is None else from_duckdb_name(found)
 
 
-DUCKDB_BASES = ("ARRAY", "MAP", "STRUCT", "JSON", "UUID", "TIME", "BLOB")   # evaluated by DuckDB on Spark too
-READ_AS = {"JSON": "JSON", "UUID": "UUID"}   # text on the data plane, read as this DuckDB type in expressions
+DUCKDB_BASES = ("ARRAY", "MAP", "STRUCT", "JSON", "UUID", "TIME", "BLOB", "INTERVAL")   # evaluated by DuckDB on
+# Spark too
+READ_AS = {"JSON": "JSON", "UUID": "UUID", "INTERVAL": "INTERVAL"}   # text on the data plane, read as this DuckDB
+# type in expressions
+PLANE_SQL = {"INTERVAL": "VARCHAR"}   # a computed value of this type is stored as its text
 
 
 def involves_nested(e: exp.Expression, types: Sequence[SqlType]) -> bool:
@@ -162,7 +194,8 @@ def mark_duckdb(e: exp.Expression, t: SqlType) -> exp.Expression:
     """``e`` marked as an expression over nested or JSON values, which Spark evaluates as DuckDB does (a UDF
     that runs DuckDB, ``sqlengine.executor.backends.duckdb_eval``): ``__duckdb(CAST(e AS t))``, where
     :data:`DUCKDB_MARK` is a macro of every DuckDB connection of the engine that gives its argument."""
-    return exp.Anonymous(this=DUCKDB_MARK, expressions=[exp.Cast(this=e, to=exp.DataType.build(t.sql,
+    stored = PLANE_SQL.get(t.base, t.sql)
+    return exp.Anonymous(this=DUCKDB_MARK, expressions=[exp.Cast(this=e, to=exp.DataType.build(stored,
                                                                                              dialect="duckdb"))])
 
 

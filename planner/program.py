@@ -8,7 +8,6 @@ from dataclasses import dataclass, field
 from typing import Dict, List, Mapping, Optional, Sequence, Tuple
 
 from sqlglot import exp
-from sqlglot.dialects.dialect import Dialect
 from sqlglot.errors import ErrorLevel, ParseError as SqlglotParseError, TokenError
 from sqlglot.tokens import Token, TokenType
 
@@ -19,6 +18,7 @@ from .column_check import check_column_types
 from .errors import BindError, ParseError, UnsupportedError
 from .event_time import EventTimeClause, strip_event_time
 from .incrementalize import incrementalize
+from .interval_literals import ReadDuckDB
 from .rules.aggregate_contents import aggregate_contents
 from .rules.share_table_state import share_table_state
 from .circuit import stream_tables, streamable
@@ -93,7 +93,7 @@ class Program:
         return "\n".join(lines)
 
 
-class _Parser(Dialect.get_or_raise(DIALECT).parser_class):
+class _Parser(ReadDuckDB.Parser):
     """The dialect's parser, remembering where it failed (``fail``) or gave up on a statement and kept it
     as an opaque ``exp.Command`` (``gave_up_at``), so that errors point at the token."""
 
@@ -214,7 +214,7 @@ def parse_statements(sql: str) -> List[Statement]:
     """The program's statements, split at the semicolons outside strings and parsed one by one, so that
     a syntax error points at its statement and token."""
     logging.getLogger("sqlglot").setLevel(logging.ERROR)
-    dialect = Dialect.get_or_raise(DIALECT)
+    dialect = ReadDuckDB()
     tokenizer = dialect.tokenizer()
     try:
         tokens = tokenizer.tokenize(sql)

@@ -57,7 +57,8 @@ Typed = Tuple[Optional[str], str, Optional[str]]
 UNKNOWN_T: Typed = (None, "UNKNOWN", None)
 
 _BASE_CLASS = {"TINYINT": NUM, "SMALLINT": NUM, "INT": NUM, "BIGINT": NUM, "DECIMAL": NUM, "REAL": NUM, "DOUBLE": NUM,
-               "VARCHAR": TEXT, "DATE": DATE, "TIMESTAMP": TS, "BOOLEAN": BOOL, "TIME": TIME, "JSON": DOC}
+               "VARCHAR": TEXT, "DATE": DATE, "TIMESTAMP": TS, "BOOLEAN": BOOL, "TIME": TIME, "JSON": DOC,
+               "INTERVAL": INTERVAL}
 _DISPLAY = {NUM: "NUMERIC", TEXT: "VARCHAR", DATE: "DATE", TS: "TIMESTAMP", TIME: "TIME", INTERVAL: "INTERVAL",
             BOOL: "BOOLEAN", NULL: "NULL", NESTED: "a nested value", DOC: "JSON"}
 

@@ -49,11 +49,12 @@ _CANONICAL = {
     exp.DataType.Type.BINARY: "BLOB",
     exp.DataType.Type.BLOB: "BLOB",
     exp.DataType.Type.UUID: "UUID",
+    exp.DataType.Type.INTERVAL: "INTERVAL",   # (months, days, microseconds); a column's own value, never a part
 }
 
 SUPPORTED_COLUMN_TYPES = ("BOOLEAN", "TINYINT", "SMALLINT", "INT", "BIGINT", "DECIMAL(p, s)",
                           "REAL", "DOUBLE", "VARCHAR", "DATE", "TIMESTAMP", "TIMESTAMP WITH TIME ZONE", "TIME",
-                          "BINARY / VARBINARY", "UUID", "T ARRAY", "MAP<K, V>", "ROW(name T, ...)", "VARIANT")
+                          "BINARY / VARBINARY", "UUID", "INTERVAL", "T ARRAY", "MAP<K, V>", "ROW(name T, ...)", "VARIANT")
 NESTED = ("ARRAY", "MAP", "STRUCT")   # the ``base`` of a nested type
 
 
@@ -93,6 +94,7 @@ def _nested(dt: exp.DataType) -> SqlType | None:
     if dt.this in (exp.DataType.Type.JSON, exp.DataType.Type.VARIANT, exp.DataType.Type.JSONB):
         return SqlType("JSON")
     parts = [from_datatype(p) if isinstance(p, exp.DataType) else None for p in dt.expressions]
+    parts = [None if p is not None and contains(p, "INTERVAL") else p for p in parts]   # (text on the plane)
     if dt.this == exp.DataType.Type.ARRAY and len(parts) == 1 and parts[0] is not None and not dt.args.get("values"):
         return SqlType(parts[0].sql + "[]")
     if dt.this == exp.DataType.Type.MAP and len(parts) == 2 and None not in parts:
@@ -102,7 +104,7 @@ def _nested(dt: exp.DataType) -> SqlType | None:
         for f in dt.expressions:
             kind = f.args.get("kind") if isinstance(f, exp.ColumnDef) else None
             t = from_datatype(kind) if isinstance(kind, exp.DataType) else None
-            if t is None or not f.name:
+            if t is None or not f.name or contains(t, "INTERVAL"):
                 return None
             fields.append(f"{_field_name(f.name)} {t.sql}")
         names = [f.name.lower() for f in dt.expressions]

@@ -140,6 +140,9 @@ def function_def(stmt: exp.Create, sql: str, tokens: Sequence[Token] = ()) -> Us
                         "types)", sql=sql, offset=at)
     body = stmt.expression
     if language == "PYTHON":
+        if any(t is not None and t.base == "INTERVAL" for t in (*types, returns)):
+            raise UnsupportedError(f"Python function {name} cannot take or return an INTERVAL: pass a number, e.g. "
+                                   "EXTRACT(EPOCH FROM i)", sql=sql, offset=at)
         if not isinstance(body, (exp.Literal, exp.Heredoc)) or (isinstance(body, exp.Literal) and
                                                                 not body.is_string):
             raise BindError(f"Python function {name} needs AS 'module:function' or AS $$ code $$", sql=sql,

@@ -42,6 +42,7 @@ import pyarrow as pa
 from planner.nested_types import DUCKDB_BASES
 from planner.types import SqlType, contains, element_type, map_types, struct_fields
 
+from sqlengine import intervals
 from sqlengine.types import arrow_type, to_decimal
 
 __all__ = ["from_python", "canonical", "canonical_json", "hash_key", "hashable", "is_nested_arrow",
@@ -82,7 +83,7 @@ def is_nested_arrow(t: pa.DataType) -> bool:
 
 def needs_canonical(t: SqlType) -> bool:
     """Whether values of ``t`` have a canonical form other than Arrow's own (a MAP, a JSON or a UUID inside)."""
-    return contains(t, "MAP") or contains(t, "JSON") or contains(t, "UUID")
+    return contains(t, "MAP") or contains(t, "JSON") or contains(t, "UUID") or t.base == "INTERVAL"
 
 
 # ------------------------------------------------------------------ JSON
@@ -151,6 +152,8 @@ def _leaf(t: SqlType) -> Callable[[Any], Any]:
                 raise TypeError(f"{v!r} is not a BINARY value (bytes, or base64 text)")
             return bytes(v)
         return blob
+    if b == "INTERVAL":
+        return intervals.interval_text
     if b == "UUID":
         def uuid_text(v):
             return str(v if isinstance(v, uuid.UUID) else uuid.UUID(str(v).strip()))
@@ -374,6 +377,8 @@ def _columnar(values: list, t: SqlType) -> pa.Array:
         return pa.array(values, target)
     if b in ("VARCHAR", "BOOLEAN"):
         return pa.array(values, target)
+    if b == "INTERVAL" and all(v is None or isinstance(v, str) for v in values):
+        return intervals.interval_texts(pa.array(values, pa.string()))
     conv = converter(t)
     return pa.array([conv(v) for v in values], target)
 
@@ -388,6 +393,8 @@ def canonical(a: pa.Array, t: SqlType) -> pa.Array:
         a = a.combine_chunks()
     if t.base == "JSON":
         return canonical_json_array(a.cast(pa.string()))
+    if t.base == "INTERVAL":
+        return intervals.interval_texts(a)
     if not needs_canonical(t):
         return a if a.type == target else a.cast(target)
     return pa.array([_recanonical(v, t) for v in a.to_pylist()], target)
@@ -402,6 +409,8 @@ def _recanonical(v: Any, t: SqlType) -> Any:
         return canonical_json(v)
     if b == "UUID":
         return str(uuid.UUID(str(v)))
+    if b == "INTERVAL":
+        return intervals.interval_text(v)
     if b == "ARRAY":
         return [_recanonical(x, element_type(t)) for x in v]
     if b == "MAP":

@@ -24,7 +24,8 @@ __all__ = ["arrow_type", "to_decimal"]
 @lru_cache(maxsize=4096)
 def arrow_type(t: SqlType) -> pa.DataType:
     """The Arrow type of the data plane's column of SQL type ``t`` (TIMESTAMP: microseconds, no zone; JSON:
-    its canonical text, see :mod:`sqlengine.nested`; UUID: its lower-case text).
+    its canonical text, see :mod:`sqlengine.nested`; UUID: its lower-case text; INTERVAL: DuckDB's text of it,
+    see :mod:`sqlengine.intervals`).
 
     >>> arrow_type(SqlType("STRUCT(a INT, b MAP(VARCHAR, DOUBLE[]))"))
     StructType(struct<a: int32, b: map<string, list<item: double>>>)
@@ -43,7 +44,7 @@ def arrow_type(t: SqlType) -> pa.DataType:
     return {"BOOLEAN": pa.bool_(), "TINYINT": pa.int8(), "SMALLINT": pa.int16(), "INT": pa.int32(),
             "BIGINT": pa.int64(), "REAL": pa.float32(), "DOUBLE": pa.float64(), "VARCHAR": pa.string(),
             "DATE": pa.date32(), "TIMESTAMP": pa.timestamp("us"), "JSON": pa.string(), "TIME": pa.time64("us"),
-            "BLOB": pa.binary(), "UUID": pa.string()}[b]
+            "BLOB": pa.binary(), "UUID": pa.string(), "INTERVAL": pa.string()}[b]
 
 
 _DECIMAL_CONTEXT = decimal.Context(prec=80, rounding=decimal.ROUND_HALF_UP)

@@ -29,11 +29,21 @@ from typing import Callable, Dict, Iterable, List, Optional, Sequence
 
 import pyarrow as pa
 
-from planner.types import from_sql_type
+from planner.types import SqlType, from_sql_type
 from planner.user_functions import UserFunction
 from sqlengine.errors import BindError
 from sqlengine.executor.backends.python_calls import batch_call
 from sqlengine.types import arrow_type
+
+
+def python_type(text: str) -> SqlType:
+    """The SQL type ``text`` of a Python function's parameter or result; an INTERVAL is none (the executors
+    would hand the function different values: DuckDB's interval on the driver, its text on Spark)."""
+    t = from_sql_type(text)
+    if t.base == "INTERVAL":
+        raise ValueError("a Python function cannot take or return an INTERVAL: pass a number, e.g. "
+                         "EXTRACT(EPOCH FROM i)")
+    return t
 
 
 class Udf:
@@ -44,8 +54,8 @@ class Udf:
         self.fn = fn
         self.name = (name or fn.__name__).lower()
         try:
-            self.returns = from_sql_type(returns)
-            self.params = None if params is None else tuple(from_sql_type(p) for p in params)
+            self.returns = python_type(returns)
+            self.params = None if params is None else tuple(python_type(p) for p in params)
         except ValueError as e:
             raise BindError(f"function {self.name}: {e}") from None
         self.vectorized = vectorized
@@ -92,8 +102,8 @@ class Udaf:
             raise BindError(f"aggregate function {self.name} needs the methods create(), accumulate(acc, *args) and "
                             f"finish(acc); it has no {', '.join(missing)}")
         try:
-            self.returns = from_sql_type(returns)
-            self.params = tuple(from_sql_type(p) for p in params)
+            self.returns = python_type(returns)
+            self.params = tuple(python_type(p) for p in params)
         except ValueError as e:
             raise BindError(f"aggregate function {self.name}: {e}") from None
         if not self.params:

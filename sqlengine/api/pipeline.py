@@ -18,6 +18,7 @@ from planner import compile_program
 from planner.clock import CLOCK
 from planner.user_functions import ad_hoc_calls, python_functions
 from planner.bind import DIALECT, name_of, position_of
+from planner.interval_literals import ReadDuckDB
 from planner.nested_types import empty_map_literals
 from planner.errors import BindError, EngineError, InputError, PermanentConnectorError, PipelineError, \
     UnsupportedError
@@ -558,7 +559,7 @@ class Pipeline:
             raise InputError("execute() is not available inside a transaction (it reads the tables as of the "
                              "input processed so far): use the input_* calls")
         try:
-            stmts = [empty_map_literals(s) for s in sqlglot.parse(sql, read=DIALECT) if s is not None]
+            stmts = [empty_map_literals(s) for s in sqlglot.parse(sql, read=ReadDuckDB) if s is not None]
         except sqlglot.errors.ParseError as e:
             raise InputError(f"syntax error: {str(e).splitlines()[0]}") from None
         if len(stmts) != 1:
@@ -764,9 +765,11 @@ class Pipeline:
                           else self.program.circuit.outputs[name].integral)
                     signature = tuple(eng.state_paths(op))
                     if self._snapshot.needs(name, signature):
-                        names = ([f.name for f in self.program.tables[name].fields] if name in self.program.tables
-                                 else list(self.program.circuit.outputs[name].names))
-                        self._snapshot.load(name, signature, load_relation(eng.state_rows(op), names))
+                        fields = (self.program.tables[name].fields if name in self.program.tables
+                                  else self.program.views[name].plan.fields)
+                        names = [f.name for f in fields]
+                        self._snapshot.load(name, signature, load_relation(eng.state_rows(op), names),
+                                            [f.name for f in fields if f.type.base == "INTERVAL"])
             return self._snapshot.run(q)
 
     def query_arrow(self, sql: str) -> pa.Table:

@@ -10,18 +10,19 @@ from __future__ import annotations
 
 import logging
 import threading
-from typing import Dict, List
+from typing import Dict, List, Sequence
 
 import duckdb
 import pyarrow as pa
 import sqlglot
 from sqlglot import exp
 
-from planner.bind import DIALECT, name_of, position_of
+from planner.bind import name_of, position_of
+from planner.interval_literals import ReadDuckDB
 from planner.nested_types import empty_map_literals
 from planner.errors import BindError, ParseError, UnsupportedError
 
-from sqlengine import private_duckdb
+from sqlengine import intervals, private_duckdb
 from sqlengine.executor.backends.python_calls import register_duckdb
 from sqlengine.zset import W, consolidate_arrow, expand_arrow
 
@@ -36,7 +37,7 @@ def check_query(sql: str, relations: Dict[str, bool]) -> exp.Expression:
     not stored)"""
     logging.getLogger("sqlglot").setLevel(logging.ERROR)
     try:
-        stmts = [empty_map_literals(s) for s in sqlglot.parse(sql, read=DIALECT) if s is not None]
+        stmts = [empty_map_literals(s) for s in sqlglot.parse(sql, read=ReadDuckDB) if s is not None]
     except sqlglot.errors.ParseError as e:
         raise ParseError(f"syntax error in query: {str(e).splitlines()[0]}") from None
     if len(stmts) != 1:
@@ -92,11 +93,17 @@ class Snapshot:
     def needs(self, name: str, signature: tuple) -> bool:
         return self.loaded.get(name) != signature
 
-    def load(self, name: str, signature: tuple, t: pa.Table) -> None:
+    def load(self, name: str, signature: tuple, t: pa.Table, interval_columns: Sequence[str] = ()) -> None:
+        """Load relation ``name``; ``interval_columns``: its INTERVAL columns (text on the data plane), which
+        queries see as INTERVALs."""
+        select = "*"
+        if interval_columns:
+            quoted = ['"' + c.replace('"', '""') + '"' for c in interval_columns]
+            select = f"* REPLACE ({', '.join(f'CAST({q} AS INTERVAL) AS {q}' for q in quoted)})"
         with self.lock:
             self.con.register("__load", t)
             try:
-                self.con.execute(f'CREATE OR REPLACE TABLE "{name}" AS SELECT * FROM __load')
+                self.con.execute(f'CREATE OR REPLACE TABLE "{name}" AS SELECT {select} FROM __load')
             finally:
                 self.con.unregister("__load")
             self.loaded[name] = signature
@@ -105,9 +112,19 @@ class Snapshot:
         text = q.sql(dialect="duckdb")
         with self.lock:
             try:
-                return self.con.sql(text).to_arrow_table()
+                result = self.con.sql(text).to_arrow_table()
             except duckdb.Error as e:
                 raise BindError(f"query failed: {str(e).splitlines()[0]}") from None
+        return _intervals_as_text(result)
+
+
+def _intervals_as_text(t: pa.Table) -> pa.Table:
+    """A query's INTERVAL columns as DuckDB's text of them, as the engine gives intervals everywhere (files,
+    Parquet and JSON have no interval of months, days and microseconds)."""
+    for i, f in enumerate(t.schema):
+        if f.type == pa.month_day_nano_interval():
+            t = t.set_column(i, pa.field(f.name, pa.string()), intervals.interval_texts(t.column(i)))
+    return t
 
 
 def load_relation(runs: pa.Table, names: List[str]) -> pa.Table:

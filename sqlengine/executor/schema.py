@@ -32,7 +32,7 @@ def spark_type(t: SqlType):
     return {"BOOLEAN": T.BooleanType(), "TINYINT": T.ByteType(), "SMALLINT": T.ShortType(),
             "INT": T.IntegerType(), "BIGINT": T.LongType(), "REAL": T.FloatType(), "DOUBLE": T.DoubleType(),
             "VARCHAR": T.StringType(), "DATE": T.DateType(), "TIMESTAMP": T.TimestampNTZType(),
-            "JSON": T.StringType(), "UUID": T.StringType(), "BLOB": T.BinaryType(), "TIME": T.TimeType(6)}[b]
+            "JSON": T.StringType(), "UUID": T.StringType(), "INTERVAL": T.StringType(), "BLOB": T.BinaryType(), "TIME": T.TimeType(6)}[b]
 
 
 def table_spark_schema(fields) -> T.StructType:

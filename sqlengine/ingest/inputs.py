@@ -31,7 +31,7 @@ from sqlengine import nested
 from sqlengine.types import arrow_type, to_decimal
 
 NESTED_BASES = nested.CONVERTED   # the column types whose values sqlengine.nested converts
-TEXT_VALUES = ("UUID", "TIME", "BLOB")   # of these, the ones whose text is the value itself (not JSON)
+TEXT_VALUES = ("UUID", "TIME", "BLOB", "INTERVAL")   # of these, the ones whose text is the value itself (not JSON)
 POLICIES = ("reject", "dead_letter")
 _CONVERT_ERRORS = (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError, TypeError, ValueError,
                    decimal.InvalidOperation, OverflowError)

@@ -277,3 +277,51 @@ def test_a_deleted_row_with_a_null_map_value_leaves_the_join(make_pipeline, exec
         problem = diff(bag([tuple(r.values()) for r in p.query(f"SELECT * FROM {name}")]), bag(con.execute(q).fetchall()))
         assert not problem, f"view {name} differs from DuckDB: {problem}"
     assert p.engine.stats.spark_fallbacks == 0, p.engine.stats.last_spark_error
+
+
+# ---------------------------------------------------------------------- unnamed ROWs: ROW(a, b), list_zip
+UNNAMED = {
+    "pairs": "SELECT id, ROW(a, b) AS r, list_zip([a, a + 1], [b]) AS z FROM u",
+    "by_pair": "SELECT ROW(a, b) AS r, COUNT(*) AS n FROM u GROUP BY ROW(a, b)",
+    "seconds": "SELECT r.element2 AS b, SUM(r.element1) AS s FROM (SELECT ROW(a, b) AS r FROM u) AS q "
+               "GROUP BY r.element2",
+}
+UNNAMED_ORACLE = {"seconds": "SELECT r[2] AS b, SUM(r[1]) AS s FROM (SELECT ROW(a, b) AS r FROM u) AS q GROUP BY r[2]"}
+
+
+def test_unnamed_rows_are_rows_with_duckdbs_field_names(make_pipeline, executor):
+    """A ROW without field names (DuckDB's unnamed STRUCT) is held as a ROW whose fields are named as DuckDB
+    names them in Arrow (element1, element2, ...): views compute, group and read them, against DuckDB."""
+    schema = "CREATE TABLE u (id INT, a INT, b VARCHAR);"
+    p = make_pipeline(schema + "".join(f"CREATE MATERIALIZED VIEW {n} AS {q};" for n, q in UNNAMED.items()))
+    rnd = random.Random(3)
+    live = []
+    for step in range(3 if executor == "driver" else 2):
+        new = [(rnd.randrange(4), rnd.choice([None, 1, 2]), rnd.choice([None, "x", "y"])) for _ in range(5)]
+        live += new
+        p.input_pandas("u", pd.DataFrame(new, columns=["id", "a", "b"], dtype=object))
+        if step:
+            gone = rnd.sample(live, 2)
+            for g in gone:
+                live.remove(g)
+            p.input_pandas("u", pd.DataFrame(gone, columns=["id", "a", "b"], dtype=object), delete=True)
+        p.wait_for_idle()
+        con = duckdb.connect()
+        con.execute(schema)
+        if live:
+            con.executemany("INSERT INTO u VALUES (?, ?, ?)", live)
+        for name, q in UNNAMED.items():
+            want = con.sql(UNNAMED_ORACLE.get(name, q)).to_arrow_table().to_pylist()
+            got = p.query_arrow(f"SELECT * FROM {name}").to_pylist()
+            problem = diff(bag([_frozen(r) for r in got]), bag([_frozen(r) for r in want]))
+            assert not problem, f"step {step}: view {name} differs from DuckDB: {problem}"
+        con.close()
+    assert p.engine.stats.spark_fallbacks == 0, p.engine.stats.last_spark_error
+
+
+def _frozen(v):
+    if isinstance(v, dict):
+        return tuple((k, _frozen(x)) for k, x in v.items())
+    if isinstance(v, list):
+        return tuple(_frozen(x) for x in v)
+    return v

@@ -1,7 +1,7 @@
 """A program that compiles never fails a step because of its types (planner/column_check.py).
 
-* Views whose columns, keys or aggregate arguments are INTERVALs, TIMEs, BLOBs, unsigned integers (or nested
-  values holding them) or of a type the planner cannot tell are rejected at compile time, naming the view, the
+* Views whose columns, keys or aggregate arguments are of a type the executors do not store (unsigned
+  integers, nested values holding INTERVALs, ...) or that the planner cannot tell are rejected at compile time, naming the view, the
   column and its type, at the expression.  Nested values of the other types compile, with DuckDB's types.
 * Every function of DuckDB's catalogue, called with typical arguments: if the binder accepts it, DuckDB's result
   type is one the executors store.
@@ -30,8 +30,6 @@ def rejected(view: str) -> UnsupportedError:
 
 
 @pytest.mark.parametrize("view, what, type_, at", [
-    ("SELECT ts - TIMESTAMP '2024-01-01' AS i FROM t", "column i", "INTERVAL", "ts -"),
-    ("SELECT k, to_days(k) AS i FROM t", "column i", "INTERVAL", "to_days"),
     ("SELECT k, CAST(k AS UBIGINT) AS u FROM t", "column u", "UBIGINT", "k AS"),
     ("SELECT [ts - TIMESTAMP '2024-01-01'] AS l FROM t", "column l", "INTERVAL[] (a LIST)", "ts -"),
     ("SELECT struct_pack(a := to_days(k)) AS s FROM t", "column s", "(a STRUCT)", "struct_pack"),
@@ -179,10 +177,9 @@ def test_each_reference_function_compiles_and_runs_or_is_rejected_at_compile_tim
         except UnsupportedError:
             continue
         accepted[f"f{i}"] = view
-    for must in ("UPPER(v)", "lpad(v, 5, '*')", "REPLACE(v, 'a', 'z')", "d - DATE '2024-01-01'"):
+    for must in ("UPPER(v)", "lpad(v, 5, '*')", "REPLACE(v, 'a', 'z')", "d - DATE '2024-01-01'",
+                 "ts - TIMESTAMP '2024-01-01'"):   # (an INTERVAL column: DuckDB's text of it)
         assert f"f{README_CALLS.index(must)}" in accepted, must
-    for never in ("ts - TIMESTAMP '2024-01-01'",):
-        assert f"f{README_CALLS.index(never)}" not in accepted, never
     p = make_pipeline(SCHEMA + ";\n" + ";\n".join(accepted.values()))
     p.execute(f"INSERT INTO t VALUES {ROW}")
     p.wait_for_idle()
@@ -203,6 +200,8 @@ def test_each_reference_function_compiles_and_runs_or_is_rejected_at_compile_tim
         g, e = got[0][1], expected[0][1]
         if getattr(e, "tzinfo", None) is not None:   # TIMESTAMP WITH TIME ZONE: the engine keeps naive UTC
             e = e.astimezone(datetime.timezone.utc).replace(tzinfo=None)
+        if isinstance(e, datetime.timedelta):   # an INTERVAL: DuckDB's text of it here
+            e = con.sql(f"SELECT CAST(r AS VARCHAR) FROM ({query})").fetchall()[0][0]
         if isinstance(e, float) or isinstance(g, float):
             assert g == pytest.approx(float(e), rel=1e-9), (view, g, e)
         else:
