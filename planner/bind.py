@@ -31,7 +31,7 @@ from .logical import (AggCall, Aggregate, Distinct, Expr, Field, Filter, Join, N
                       SetOp, UnionAll, col)
 from .scope import (DIALECT, LATERAL_PREFIX, Rel, Scope, is_comma, is_subquery_predicate, joining,  # noqa: F401
                     name_of, position_of, split_and)   # (re-exported)
-from .types import BIGINT, SqlType, from_sql_type
+from .types import BIGINT, SqlType, from_sql_type, typed_null
 from .user_functions import UserAggregate
 
 
@@ -275,7 +275,7 @@ class Binder(SubqueryBinder, WindowBinder, AsofBinder, StarBinder, RecursiveBind
                 if n.lower() in index:
                     exprs.append(Expr(col(index[n.lower()]), plan.fields[index[n.lower()]].type))
                 else:
-                    exprs.append(Expr("NULL" if t.sql == "UNKNOWN" else f"CAST(NULL AS {t.sql})", t.with_nullable(True)))
+                    exprs.append(Expr(typed_null(t), t.with_nullable(True)))
             return Project(plan, tuple(exprs), tuple(out))
 
         return padded(left, names), padded(right, rnames), out

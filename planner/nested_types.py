@@ -26,7 +26,7 @@ from typing import Optional, Sequence, Tuple
 
 from sqlglot import exp, parse_one
 
-from .types import SqlType, contains, element_type, from_datatype, map_types, struct_fields
+from .types import SqlType, contains, element_type, from_datatype, map_types, plane_sql, struct_fields
 
 CANONICAL_JSON = "__canonical_json"   # JSON -> its canonical text (registered by the executors and here)
 DUCKDB_MARK = "__duckdb"               # mark_duckdb's macro: its argument
@@ -122,7 +122,6 @@ DUCKDB_BASES = ("ARRAY", "MAP", "STRUCT", "JSON", "UUID", "TIME", "BLOB", "INTER
 # Spark too
 READ_AS = {"JSON": "JSON", "UUID": "UUID", "INTERVAL": "INTERVAL"}   # text on the data plane, read as this DuckDB
 # type in expressions
-PLANE_SQL = {"INTERVAL": "VARCHAR"}   # a computed value of this type is stored as its text
 
 
 def involves_nested(e: exp.Expression, types: Sequence[SqlType]) -> bool:
@@ -194,7 +193,7 @@ def mark_duckdb(e: exp.Expression, t: SqlType) -> exp.Expression:
     """``e`` marked as an expression over nested or JSON values, which Spark evaluates as DuckDB does (a UDF
     that runs DuckDB, ``sqlengine.executor.backends.duckdb_eval``): ``__duckdb(CAST(e AS t))``, where
     :data:`DUCKDB_MARK` is a macro of every DuckDB connection of the engine that gives its argument."""
-    stored = PLANE_SQL.get(t.base, t.sql)
+    stored = plane_sql(t)
     return exp.Anonymous(this=DUCKDB_MARK, expressions=[exp.Cast(this=e, to=exp.DataType.build(stored,
                                                                                              dialect="duckdb"))])
 
@@ -298,13 +297,15 @@ _NESTED_PREFIXES = ("Array", "List", "JSON", "Map", "Struct", "Transform", "Flat
 
 def nested_syntax(e: exp.Expression) -> bool:
     """Whether ``e`` builds, reads or transforms a nested or JSON value somewhere inside (a list literal, a
-    lambda, ``list_filter``, ``json_extract``, ...), even between scalar inputs and a scalar result
+    lambda, ``list_filter``, ``json_extract``, ...) or casts to an INTERVAL, even between scalar inputs and a scalar result
     (``len(list_filter([a, b], lambda x: x > 0))``): Spark has no faithful translation of these."""
     for n in e.walk():
         if isinstance(n, _NESTED_CLASSES) or type(n).__name__.startswith(_NESTED_PREFIXES):
             return True
         if isinstance(n, exp.Anonymous) and n.name.lower() in _NESTED_NAMES:
             return True
+        if isinstance(n, exp.Cast) and n.to.this == exp.DataType.Type.INTERVAL:   # (text read as DuckDB reads
+            return True                                                         # it: Spark's CAST gives NULL)
     return False
 
 

@@ -171,6 +171,21 @@ def struct_fields(t: SqlType) -> Tuple[Tuple[str, SqlType], ...]:
     return tuple((f.name, from_datatype(f.args["kind"])) for f in _parts(t).expressions)
 
 
+def plane_sql(t: SqlType) -> str:
+    """The SQL type of ``t``'s values on the data plane: VARCHAR for an INTERVAL (DuckDB's text of it, see
+    ``sqlengine.intervals``), ``t`` itself otherwise."""
+    return "VARCHAR" if t.base == "INTERVAL" else t.sql
+
+
+def typed_null(t: SqlType) -> str:
+    """A NULL of type ``t`` as the data plane holds it (an untyped NULL where the type is UNKNOWN).
+
+    >>> typed_null(SqlType("INT")), typed_null(SqlType("INTERVAL"))
+    ('CAST(NULL AS INT)', 'CAST(NULL AS VARCHAR)')
+    """
+    return "NULL" if t.sql == "UNKNOWN" else f"CAST(NULL AS {plane_sql(t)})"
+
+
 def is_nested(t: SqlType) -> bool:
     """An ARRAY, MAP or STRUCT type (JSON is text on the data plane)."""
     return t.base in NESTED

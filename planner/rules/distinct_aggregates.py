@@ -50,7 +50,7 @@ from typing import Dict, List
 
 from ..circuit import FLOATS, INVERTIBLE, UNORDERED, event_time_under, insert_only, running_extreme
 from ..logical import AggCall, Aggregate, Distinct, Expr, Filter, Node, Project, UnionAll, col
-from ..types import BOOLEAN, SqlType
+from ..types import BOOLEAN, SqlType, typed_null
 from .exprs import cannot_fail, column_index
 from .tree import with_inputs
 
@@ -117,7 +117,7 @@ def _value_sets(node: Aggregate) -> List[Expr]:
 
 
 def _null(t: SqlType) -> Expr:
-    return Expr(f"CAST(NULL AS {t.sql})", t.with_nullable(True))
+    return Expr(typed_null(t), t.with_nullable(True))
 
 
 def split(node: Aggregate) -> Aggregate:

@@ -50,6 +50,7 @@ from planner.circuit import FLOATS
 from planner.errors import UnsupportedError
 from planner.logical import Aggregate, Filter, Join, Project, Unnest, Window, col
 from planner.nested_types import ORDERED_OTHERWISE, marked, sort_key
+from planner.types import typed_null
 
 from sqlengine.executor.arrow_ops import column_index
 from sqlengine.executor.ops import accumulators as acc
@@ -140,10 +141,6 @@ def semi(rows: str, keys: Sequence[str], probe: str, columns: Sequence[str], map
     on = " AND ".join(null_safe_eq(_key("x", k, maps), f"t.{k}") for k in keys)
     return (f"SELECT {listed('x.' + c for c in columns)} FROM {rows} x SEMI JOIN "
             f"(SELECT DISTINCT {listed(distinct)} FROM {probe} q) t ON {on}")
-
-
-def typed_null(t) -> str:
-    return "NULL" if t.base == "UNKNOWN" else f"CAST(NULL AS {t.sql})"
 
 
 @lru_cache(maxsize=4096)   # built every step: parse each once

@@ -26,6 +26,8 @@ VIEWS = {
     "joined": "SELECT e.id, e.d, r.w, e.a + r.w AS due, COALESCE(e.d, r.w) AS either FROM e JOIN r ON e.id = r.id",
     "all_intervals": "SELECT d FROM e UNION ALL SELECT w FROM r",
     "spans": "SELECT id, CASE WHEN d IS NULL THEN b - a ELSE d END AS span FROM e WHERE id > 0",
+    "literals": "SELECT id, a + INTERVAL '1 month ago' AS x, a + INTERVAL '-1 day 02:00:00' AS y, "
+                "INTERVAL '1 day 2 hours' AS z FROM e WHERE a < TIMESTAMP '2024-02-29' + INTERVAL '1 day 2 hours'",
 }
 SPELLINGS = [None, "1 day", "24 hours", "1 month", "30 days", "-1 day 02:00:00", "00:00:00.000001", "2 years 3 months",
              "36:00:00", "1 month ago", dt.timedelta(days=2, seconds=7), dt.timedelta(microseconds=-5)]

@@ -50,6 +50,10 @@ VALUES.update({   # nested columns: NULLs at every level, empty values, equal ma
     "STRUCT(a INT, b VARCHAR)": [{"a": 1, "b": "x"}, {"a": None, "b": None}, {"a": 2, "b": ""}, {"a": 1, "b": "x"}],
     "JSON": ['{"k":"v","n":1}', "[1,2]", '{"k":null}', '"s"', "3", '{"n":[1,{"m":2}]}', "true"],
 })
+# INTERVAL columns (values only: the engine rejects them as keys), as DuckDB writes each: equal ones spelled
+# apart ('1 day' and '24:00:00'), months beside days, negative parts, a microsecond
+VALUES["INTERVAL"] = ["1 day", "24:00:00", "1 month", "30 days", "-1 day 02:00:00", "00:00:00.000001",
+                      "1 year 2 months 3 days 04:05:06", "-00:00:01", "00:00:00"]
 SMALL = {  # values for literals in views
     "int": ["0", "1", "2", "3", "-1", "7", "100"],
     "double": ["CAST(0.5 AS DOUBLE)", "CAST(2 AS DOUBLE)", "CAST(-1.5 AS DOUBLE)", "CAST('nan' AS DOUBLE)",
@@ -145,10 +149,33 @@ class ExprGen:
             options += [lambda: f"json_valid({pick('json')})"] if cols["json"] else []
         return r.choice(options)() if options else None
 
+    def from_interval(self, cat: str) -> Optional[str]:
+        """An expression of category ``cat`` that reads an INTERVAL column of the scope, if there is one."""
+        r = self.rnd
+        cols = [s for s, k in self.scope if k == "interval"]
+        if not cols:
+            return None
+        i = lambda: r.choice(cols)  # noqa: E731
+        options = {
+            "timestamp": [lambda: f"({self.leaf('timestamp')} + {i()})", lambda: f"({self.leaf('timestamp')} - {i()})"],
+            "int": [lambda: f"EXTRACT(DAY FROM {i()})", lambda: f"EXTRACT(MONTH FROM {i()})",
+                    lambda: f"EXTRACT(MICROSECONDS FROM {i()})"],
+            "double": [lambda: f"EXTRACT(EPOCH FROM {i()})"],
+            "varchar": [lambda: f"CAST({i()} AS VARCHAR)", lambda: f"CAST(({i()} * 2) AS VARCHAR)"],
+            "boolean": [lambda: f"({i()} > INTERVAL '1 day')", lambda: f"({i()} = INTERVAL '24 hours')",
+                        lambda: f"({i()} IS NULL)", lambda: f"({i()} < -{i()})"],
+            "date": [lambda: f"CAST(({self.leaf('date')} + {i()}) AS DATE)"],
+        }.get(cat, [])
+        return r.choice(options)() if options else None
+
     def expr(self, cat: str, depth: int = 2) -> str:
         r = self.rnd
         if r.random() < 0.12:
             got = self.from_nested(cat)
+            if got is not None:
+                return got
+        if r.random() < 0.1:
+            got = self.from_interval(cat)
             if got is not None:
                 return got
         if depth <= 0 or r.random() < 0.35:
@@ -289,6 +316,9 @@ class Generator:
             if self.rnd.random() < 0.2:   # a nested column (read by expressions, UNNEST, passed through)
                 j = self.rnd.randrange(1, n)
                 cols[j] = (f"c{j}", self.rnd.choice(list(NESTED_TYPES)))
+            if self.rnd.random() < 0.1:   # an INTERVAL column (read by expressions, passed through)
+                j = self.rnd.randrange(1, n)
+                cols[j] = (f"c{j}", "INTERVAL")
             t = Table(f"t{i}", cols, append_only=self.rnd.random() < 0.2)
             self.duck.execute(t.ddl(engine=False))
             out.append(t)

@@ -23,8 +23,8 @@ NESTED_CATEGORIES = tuple(NESTED_TYPES.values())
 
 
 def category(sql_type: str) -> str:
-    """The generator's type of a column: int, decimal, double, real, varchar, boolean, date, timestamp, one of
-    :data:`NESTED_CATEGORIES`, or other."""
+    """The generator's type of a column: int, decimal, double, real, varchar, boolean, date, timestamp, interval
+    (a value only: never a key), one of :data:`NESTED_CATEGORIES`, or other."""
     t = sql_type.upper()
     flat = t.replace("INTEGER", "INT").replace('"', "")
     if flat in ("INT[]", "BIGINT[]"):
@@ -37,6 +37,8 @@ def category(sql_type: str) -> str:
         return "struct"
     if flat == "JSON":
         return "json"
+    if flat == "INTERVAL":
+        return "interval"
     if t in ("BIGINT", "INT", "INTEGER", "HUGEINT", "SMALLINT", "TINYINT", "UBIGINT", "UINTEGER", "INT64", "INT32"):
         return "int"
     if t.startswith("DECIMAL") or t.startswith("NUMERIC"):
@@ -107,6 +109,8 @@ def literal(v, sql_type: str) -> str:
         return f"TIMESTAMP '{v.isoformat(sep=' ')}'"
     if c in NESTED_CATEGORIES:
         return f"CAST({nested_literal(v, c)} AS {sql_type})"
+    if c == "interval":   # (DuckDB's text of it, which DuckDB reads back)
+        return f"CAST('{v}' AS INTERVAL)"
     raise ValueError(sql_type)
 
 

@@ -360,6 +360,14 @@ def filters_as_case(sql: str) -> str:
     return tree.sql(dialect="duckdb")
 
 
+def fetch_rows(con, name: str) -> list:
+    """The rows of relation ``name`` in DuckDB, an INTERVAL as DuckDB's text of it (the engine's form of one)."""
+    cols = con.execute(f"DESCRIBE SELECT * FROM {name}").fetchall()
+    picks = ['"' + c.replace('"', '""') + '"' for c, *_ in cols]
+    picks = [f"CAST({q} AS VARCHAR)" if t == "INTERVAL" else q for q, (_, t, *_) in zip(picks, cols)]
+    return con.execute(f"SELECT {', '.join(picks)} FROM {name}").fetchall()
+
+
 def _expected_without_filter_errors(model: "Model", views: List[View], name: str):
     """DuckDB's result for view ``name`` with FILTERs written as CASE (:func:`filters_as_case`), and, where that
     still fails, with DuckDB's optimizer off; raises as DuckDB.  The optimizer may evaluate an expression on rows
@@ -368,10 +376,10 @@ def _expected_without_filter_errors(model: "Model", views: List[View], name: str
     con = model.duck([View(v.name, filters_as_case(v.sql), v.materialized) for v in views])
     try:
         try:
-            return bag(con.execute(f"SELECT * FROM {name}").fetchall())
+            return bag(fetch_rows(con, name))
         except duckdb.Error:
             con.execute("PRAGMA disable_optimizer")
-            return bag(con.execute(f"SELECT * FROM {name}").fetchall())
+            return bag(fetch_rows(con, name))
     finally:
         con.close()
 
@@ -470,7 +478,7 @@ def check_step(p, program: Program, views: List[View], model: Model, handlers, o
     try:
         for v in views:
             try:
-                want = bag(con.execute(f"SELECT * FROM {v.name}").fetchall())
+                want = bag(fetch_rows(con, v.name))
             except (ValueError, OverflowError):   # DuckDB's value has no Python form (a year after 9999)
                 out.unrepresentable += 1
                 continue
