@@ -13,6 +13,8 @@ rewriting into an equivalent DuckDB expression that Spark evaluates the same way
   NOT NULL THEN NaN ELSE a % b END``;
 * a DOUBLE or REAL cast to DECIMAL fails for NaN and the infinities (Spark: NULL) -> marked
   ``CAST(CAST(x AS DOUBLE) AS DECIMAL(p, s))``, which Spark lowers to a cast that raises for them;
+* a finite DOUBLE beyond REAL's range cast to REAL fails (Spark: infinity) -> marked ``CAST(CAST(x AS DOUBLE) AS
+  REAL)``, which Spark lowers to a cast that raises for it;
 * FLOOR / CEIL of a DOUBLE or REAL is a float (Spark: a BIGINT) -> ``CASE`` over NaN, infinities, zeros and
   values beyond 2^52, else the BIGINT cast back (:func:`_float_round`);
 * a DOUBLE or REAL as text (``CAST(x AS VARCHAR)``, and an operand of ``||`` or CONCAT) is DuckDB's shortest
@@ -170,6 +172,8 @@ def _rewrite(n: exp.Expression):
         return _as_text(n.this)
     if isinstance(n, exp.Cast) and n.to.this == T.DECIMAL and _is(n.this, FLOATING):
         return exp.Cast(this=exp.cast(_r(n.this), "DOUBLE"), to=n.to.copy())   # (marked for Spark: NaN, inf)
+    if isinstance(n, exp.Cast) and n.to.this == T.FLOAT and _is(n.this, {T.DOUBLE}):
+        return exp.Cast(this=exp.cast(_r(n.this), "DOUBLE"), to=n.to.copy())   # (marked for Spark: overflow)
     if isinstance(n, (exp.DPipe, exp.Concat)) and any(_is(x, FLOATING) for x in n.iter_expressions()):
         out = n.copy()
         for key, value in list(out.args.items()):

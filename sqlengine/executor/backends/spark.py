@@ -176,6 +176,16 @@ def _to_spark_semantics(n: exp.Expression) -> exp.Expression:
             "Conversion Error: a NaN or an infinity cannot be cast to DECIMAL")])
         guarded = exp.Case(ifs=[exp.If(this=bad, true=fail)], default=exp.cast(x, "DOUBLE"))
         return exp.Cast(this=guarded, to=n.to.copy())
+    if isinstance(n, exp.Cast) and n.to.this == exp.DataType.Type.FLOAT and isinstance(n.this, exp.Cast) and \
+            n.this.to.this == exp.DataType.Type.DOUBLE:   # (planner.semantics): a finite DOUBLE beyond REAL fails
+        x = exp.cast(n.this.this.transform(_to_spark_semantics), "DOUBLE")
+        real = exp.cast(x.copy(), "FLOAT")
+        inf = exp.cast(exp.Literal.string("Infinity"), "DOUBLE")
+        bad = exp.and_(exp.NEQ(this=exp.Abs(this=x.copy()), expression=inf.copy()),
+                       exp.EQ(this=exp.Abs(this=exp.cast(real.copy(), "DOUBLE")), expression=inf))
+        fail = exp.Anonymous(this="RAISE_ERROR", expressions=[exp.Literal.string(
+            "Conversion Error: a DOUBLE beyond REAL's range cannot be cast to REAL")])
+        return exp.Case(ifs=[exp.If(this=bad, true=fail)], default=real)
     if isinstance(n, exp.DateDiff) and n.args.get("unit") is not None:   # (the rules are DuckDB's: boundaries)
         boundary = _boundaries_between(n.args["unit"].name.upper(), n.expression.transform(_to_spark_semantics),
                                        n.this.transform(_to_spark_semantics))
