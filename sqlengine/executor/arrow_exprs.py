@@ -10,7 +10,7 @@ operator runs its rule on DuckDB:
 * ``IS [NOT] NULL``, ``AND``, ``OR`` and ``NOT`` (SQL's three-valued logic: Arrow's Kleene kernels), a plain
   BOOLEAN column;
 * in a projection, ``+``, ``-`` and ``*`` of DOUBLE columns and numbers (IEEE arithmetic, the same bits in
-  both).
+  both), and a ROW's field (``customer.tier``).
 
 >>> t = pa.table({"c0": [1, 5, None], "c1": [float("nan"), 0.25, 2.0], "c2": ["a", "b", None]})
 >>> predicate("c0 > 2 OR c1 > 1")(t).to_pylist()
@@ -25,6 +25,9 @@ operator runs its rule on DuckDB:
 [nan, 0.1875, -2.0]
 >>> predicate("c0 + 1 > 2") is None
 True
+>>> rows = pa.table({"c0": pa.array([{"tier": 2}, None], pa.struct([("tier", pa.int32())]))})
+>>> value("__duckdb(CAST(STRUCT_EXTRACT(c0, 'tier') AS INT))")(rows).to_pylist()
+[2, None]
 """
 from __future__ import annotations
 
@@ -39,6 +42,10 @@ import sqlglot
 from sqlglot import exp
 
 from planner.bind import DIALECT
+from planner.nested_types import DUCKDB_MARK
+from planner.types import from_sql_type
+
+from sqlengine.types import arrow_type
 
 Evaluator = Callable[[pa.Table], pa.Array]
 
@@ -92,7 +99,10 @@ def project_values(sqls, t: pa.Table) -> Optional[list]:
 def _compiled(sql: str, boolean: bool) -> Optional[Evaluator]:
     try:
         tree = sqlglot.parse_one(sql, read=DIALECT)
-        return _boolean(tree) if boolean else _double(tree)
+        if boolean:
+            return _boolean(tree)
+        field = _struct_field(tree)
+        return field if field is not None else _double(tree)
     except (_NotSimple, sqlglot.errors.SqlglotError):
         return None
 
@@ -218,6 +228,32 @@ def _comparison(e: exp.Expression, name: str) -> Evaluator:
             return out
         raise _NotSimple(f"{ty} beside a {kind} constant")
     return compare
+
+
+def _struct_field(e: exp.Expression) -> Optional[Evaluator]:
+    """``__duckdb(CAST(struct_extract(c<i>, 'f') AS T))``, a ROW's field (``customer.tier``), where the field is
+    of type T: Arrow's ``struct_field`` (NULL where the ROW is NULL, as in DuckDB), else None."""
+    if not (isinstance(e, exp.Anonymous) and e.name.upper() == DUCKDB_MARK.upper() and len(e.expressions) == 1):
+        return None
+    cast = e.expressions[0]
+    if not (isinstance(cast, exp.Cast) and isinstance(cast.this, exp.StructExtract)):
+        return None
+    i, name = _column(cast.this.this), cast.this.expression
+    if i is None or not (isinstance(name, exp.Literal) and name.is_string):
+        return None
+    try:
+        want = arrow_type(from_sql_type(cast.to.sql(dialect="duckdb")))
+    except ValueError:
+        return None
+    field = name.this
+
+    def get(t: pa.Table) -> pa.Array:
+        c = _column_of(t, i)
+        if not pa.types.is_struct(c.type) or c.type.get_field_index(field) < 0 or \
+                c.type.field(field).type != want:
+            raise _NotSimple("not a ROW with that field of that type")
+        return pc.struct_field(c, field)
+    return get
 
 
 def _double(e: exp.Expression) -> Evaluator:

@@ -63,6 +63,10 @@ def expression(rng: random.Random, depth: int = 0) -> str:
 
 
 def bits(v):
+    if isinstance(v, list):
+        return tuple(bits(x) for x in v)
+    if isinstance(v, dict):
+        return tuple((k, bits(x)) for k, x in v.items())
     if isinstance(v, float):
         return "nan" if math.isnan(v) else struct.pack("<d", v)
     return v
@@ -94,3 +98,49 @@ def test_filters_and_projections_in_arrow_are_duckdbs(seed):
             assert [bits(v) for v in vals[0].to_pylist()] == [bits(v) for v in want], e
         con.unregister("t")
     assert taken > 40   # (most of the generated forms are ones the module takes)
+
+
+# ---------------------------------------------------------------- UNNEST and ROW fields (sqlengine.executor.ops.map)
+ITEM = pa.struct([("sku", pa.string()), ("qty", pa.int32())])
+LISTS = [None, [], [1], [None], [1, None, 3], [2, 2]]
+ITEM_LISTS = [None, [], [None], [{"sku": "a", "qty": 1}], [{"sku": None, "qty": 2}, {"sku": "b", "qty": None}]]
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_unnest_in_arrow_is_the_rule(seed):
+    """``map.unnest_rows`` against ``delta_rules.unnest_sql`` run by DuckDB: NULL and empty arrays, NULL elements
+    (and NULL ROWs), ROW fields as columns, WITH ORDINALITY, outer (LEFT JOIN UNNEST); arrays sliced from a
+    bigger one (offsets not from 0)."""
+    from planner.logical import Expr, Field, Scan, Unnest
+    from planner.types import SqlType
+    from sqlengine.executor import delta_rules
+    from sqlengine.executor.ops.map import unnest_rows
+    rng = random.Random(seed)
+    con = duckdb.connect()
+    for structs in (False, True):
+        t = SqlType("STRUCT(sku VARCHAR, qty INT)[]" if structs else "INT[]")
+        scan = Scan("t", (Field("id", SqlType("INT")), Field("a", t)))
+        for ordinality in (False, True):
+            for outer in (False, True):
+                names = ("sku", "qty") if structs else ("x",)
+                types = (SqlType("VARCHAR"), SqlType("INT")) if structs else (SqlType("INT"),)
+                node = Unnest(scan, Expr("c1", t), names + (("n",) if ordinality else ()),
+                              types + ((SqlType("BIGINT"),) if ordinality else ()),
+                              fields_of=names if structs else (), ordinality=ordinality, outer=outer)
+                n = rng.randint(1, 12)
+                values = [rng.choice(ITEM_LISTS if structs else LISTS) for _ in range(n + 3)]
+                d = pa.table({"c0": pa.array(range(n + 3), pa.int32()),
+                              "c1": pa.array(values, pa.list_(ITEM if structs else pa.int32())),
+                              "__w": pa.array([rng.choice([1, -1, 2]) for _ in range(n + 3)], pa.int64())
+                              }).slice(2, n)
+                got = unnest_rows(node, d)
+                assert got is not None
+                want = con.sql(delta_rules.unnest_sql(node).replace(" FROM D)", " FROM d)")).to_arrow_table()
+                assert rows(got) == rows(want.rename_columns(got.column_names)), (structs, ordinality, outer)
+
+
+def test_a_row_field_in_arrow_is_duckdbs():
+    t = pa.table({"c0": pa.array([{"sku": "a", "qty": 1}, None, {"sku": None, "qty": None}], ITEM)})
+    got = arrow_exprs.project_values(["__duckdb(CAST(STRUCT_EXTRACT(c0, 'qty') AS INT))"], t)
+    assert got[0].to_pylist() == [1, None, None]
+    assert arrow_exprs.project_values(["__duckdb(CAST(STRUCT_EXTRACT(c0, 'qty') AS BIGINT))"], t) is None

@@ -89,6 +89,46 @@ def project_simple(node: Project, d: pa.Table) -> Optional[pa.Table]:
     return pa.table(cols + [d.column(W)], names=[col(j) for j in range(len(cols))] + [W])
 
 
+def unnest_rows(node: Unnest, d: pa.Table) -> Optional[pa.Table]:
+    """An UNNEST of an ARRAY column in Arrow (``delta_rules.unnest_sql``'s meaning): each row once per element
+    (a NULL element too), the element or its ROW's fields appended, and its position (from 1) with ORDINALITY;
+    a row whose array is NULL or empty gives none, or with ``outer`` one row of NULLs.  None where the
+    expression is not a column of ARRAY type, or a column's type is not the planned one."""
+    i = arrow_ops.column_index(node.expr.sql)
+    if i is None or d.num_rows == 0:
+        return None
+    arr = d.column(col(i)).combine_chunks()
+    if not pa.types.is_list(arr.type) or pa.types.is_map(arr.type):
+        return None
+    parents = pc.list_parent_indices(arr)
+    elements = pc.list_flatten(arr)
+    if node.fields_of:
+        if not pa.types.is_struct(elements.type) or \
+                any(elements.type.get_field_index(f) < 0 for f in node.fields_of):
+            return None
+        values = [pc.struct_field(elements, f) for f in node.fields_of]
+    else:
+        values = [elements]
+    if node.ordinality:
+        p = parents.to_numpy()   # (ascending: the position is the distance from its parent's first element)
+        k = np.arange(len(p))
+        first = np.maximum.accumulate(np.where(np.r_[True, p[1:] != p[:-1]] if len(p) else p, k, 0))
+        values.append(pa.array(k - first + 1, pa.int64()))
+    rows = d.take(parents)
+    if node.outer:
+        lengths = pc.fill_null(pc.list_value_length(arr), 0)
+        lonely = pc.indices_nonzero(pc.equal(lengths, 0))
+        if len(lonely):
+            rows = pa.concat_tables([rows, d.take(lonely)])
+            values = [pa.concat_arrays([v, pa.nulls(len(lonely), v.type)]) for v in values]
+    n = len(node.input.fields)
+    want = [arrow_type(t) for t in node.types]
+    if [v.type for v in values] != want:
+        return None
+    return pa.table([rows.column(col(k)) for k in range(n)] + values + [rows.column(W)],
+                    names=[col(k) for k in range(n + len(values))] + [W])
+
+
 def permutes_columns(node) -> bool:
     """Is ``node`` a projection that picks every column of its input (reordered, maybe repeated)?  It maps
     distinct rows to distinct rows."""
@@ -109,6 +149,10 @@ def local(lw, op, ins, reads=(), initial: bool = False) -> pa.Table:
             return fast
     if isinstance(node, Filter):
         fast = arrow_exprs.filter_rows(node.predicate.sql, d)
+        if fast is not None:
+            return fast
+    if isinstance(node, Unnest):
+        fast = unnest_rows(node, d)
         if fast is not None:
             return fast
     try:
