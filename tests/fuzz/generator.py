@@ -174,8 +174,8 @@ class ExprGen:
             got = self.from_nested(cat)
             if got is not None:
                 return got
-        if r.random() < 0.1:
-            got = self.from_interval(cat)
+        if any(k == "interval" for _, k in self.scope) and r.random() < 0.1:   # (no draw without one: the
+            got = self.from_interval(cat)                                       # programs of other seeds stay)
             if got is not None:
                 return got
         if depth <= 0 or r.random() < 0.35:
@@ -316,8 +316,9 @@ class Generator:
             if self.rnd.random() < 0.2:   # a nested column (read by expressions, UNNEST, passed through)
                 j = self.rnd.randrange(1, n)
                 cols[j] = (f"c{j}", self.rnd.choice(list(NESTED_TYPES)))
-            if self.rnd.random() < 0.1:   # an INTERVAL column (read by expressions, passed through)
-                j = self.rnd.randrange(1, n)
+            side = random.Random(self.seed * 1009 + i)   # (its own draws: the tables of other seeds stay)
+            if side.random() < 0.1:   # an INTERVAL column (read by expressions, passed through)
+                j = side.randrange(1, n)
                 cols[j] = (f"c{j}", "INTERVAL")
             t = Table(f"t{i}", cols, append_only=self.rnd.random() < 0.2)
             self.duck.execute(t.ddl(engine=False))
