@@ -164,3 +164,10 @@ def test_intervals_are_not_keys_orders_or_aggregated(view, what):
 def test_intervals_inside_nested_values_and_python_functions_are_rejected(sql, found):
     with pytest.raises(UnsupportedError, match=found.replace("[", r"\[").replace("(", r"\(")):
         Pipeline.from_sql(sql)
+
+
+def test_a_python_function_of_intervals_is_rejected_where_it_is_declared():
+    import sqlengine
+    from sqlengine.errors import BindError
+    with pytest.raises(BindError, match="cannot take or return an INTERVAL"):
+        sqlengine.udf("INTERVAL", ["INT"])(lambda x: x)
