@@ -196,9 +196,10 @@ def keeps_output(node: Node) -> bool:
     are equal in SQL, so which comes first depends on the order of the rows, and a Z-set keeps the sign of a
     zero).  Such an op reads the integral of its own output and retracts exactly the rows stored there.  Other
     outputs (counts, exact sums, MIN/MAX of exact types, ranks over exact types) recompute to the same value
-    from the same rows, and need no such state."""
-    if isinstance(node, Aggregate):
-        return any(a.type.base in FLOATS for a in node.aggs)
+    from the same rows, and need no such state.  A Python aggregate that raises for a group leaves the group
+    out (a row error): its old rows are then retracted as stored, since recomputing them may raise too."""
+    if isinstance(node, Aggregate):   # (and a Python aggregate: its value for a group may fail to compute)
+        return any(a.type.base in FLOATS or a.func == "UDAF" for a in node.aggs)
     if isinstance(node, Window):
         return any(f.type.base in FLOATS for f in node.fields)
     return False

@@ -339,3 +339,44 @@ def test_a_python_aggregate_takes_null_fields_last_on_both_executors(make_pipeli
     p.wait_for_idle()
     assert sorted(tuple(r.values()) for r in p.query("SELECT * FROM f")) == [(1, "a:0"), (2, "None:1")]
     assert p.engine.stats.spark_fallbacks == 0, p.engine.stats.last_spark_error
+
+
+@sqlengine.udaf("BIGINT", ["BIGINT"], name="picky_sum")
+class PickySum:
+    """A sum that cannot take 13: a group holding a 13 has no value."""
+
+    def create(self):
+        return 0
+
+    def accumulate(self, acc, x):
+        if x == 13:
+            raise ValueError("13 is unlucky")
+        return acc + (x or 0)
+
+    def finish(self, acc):
+        return acc
+
+
+def test_a_python_aggregate_that_raises_fails_the_group_not_the_pipeline(make_pipeline, executor):
+    """The group whose value raises is a row error (its key, the function's message) and has no row in the
+    view; the row it had is retracted as it was emitted; once the failing row is deleted, the group comes back.
+    The other groups, and the other aggregates of the same groups, go on."""
+    p = make_pipeline("CREATE TABLE t (g INT, x BIGINT);"
+                      "CREATE MATERIALIZED VIEW v AS SELECT g, picky_sum(x) AS s, COUNT(*) AS n FROM t GROUP BY g;"
+                      "CREATE MATERIALIZED VIEW w AS SELECT picky_sum(x) AS s FROM t;", udfs=[PickySum])
+    p.execute("INSERT INTO t VALUES (1, 1), (1, 2), (2, 5)")
+    p.wait_for_idle()
+    assert sorted(tuple(r.values()) for r in p.query("SELECT * FROM v")) == [(1, 3, 2), (2, 5, 1)]
+    p.execute("INSERT INTO t VALUES (1, 13), (2, 6)")
+    p.wait_for_idle()
+    assert sorted(tuple(r.values()) for r in p.query("SELECT * FROM v")) == [(2, 11, 2)]
+    assert list(p.query("SELECT * FROM w")) == []
+    errors = p.query_pandas("SELECT view, operator, error, row FROM sqlengine_errors")
+    assert p.status()["errors"] == {"v": 1, "w": 1}, errors
+    assert errors.error.str.contains("13 is unlucky").all()
+    assert errors[errors.view == "v"].row.str.contains('"k0": 1').all()
+    p.execute("DELETE FROM t WHERE x = 13")
+    p.wait_for_idle()
+    assert sorted(tuple(r.values()) for r in p.query("SELECT * FROM v")) == [(1, 3, 2), (2, 11, 2)]
+    assert [tuple(r.values()) for r in p.query("SELECT * FROM w")] == [(14,)]
+    assert p.status()["error"] is None

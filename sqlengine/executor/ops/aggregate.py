@@ -31,6 +31,7 @@ from sqlengine.executor import arrow_ops
 from sqlengine.executor import delta_rules as rules
 from sqlengine.executor.delta_rules import cols
 from sqlengine.executor.op_schemas import _nullable, data_types, with_weight
+from sqlengine.executor.row_errors import DATA_ERRORS, first_line
 from sqlengine.executor.ops import ProbeSpec
 from sqlengine.executor.ops import accumulators as acc
 from sqlengine.executor.arrow_ops import Consolidated
@@ -272,14 +273,61 @@ def local(lw, op, ins, reads, initial: bool = False) -> pa.Table:
         return lw.rule(rules.retract_sql(op.node), D=ins[0], O=reads[0])
     if initial:
         fast = aggregate_recompute(op.node, ins[0], None)
-        return fast if fast is not None else lw.rule(rules.aggregate_sql(op.node, initial=True), D=ins[0])
+        if fast is not None:
+            return fast
+        return _groups_apart(lw, op, ins[0], lambda d: lw.rule(rules.aggregate_sql(op.node, initial=True), D=d))
     emitted = reads[1] if len(reads) > 1 else None   # it retracts what it emitted (circuit.keeps_output)
     fast = aggregate_recompute(op.node, ins[0], reads[0], emitted)
     if fast is not None:
         return fast
     if emitted is not None:
-        return lw.rule(rules.aggregate_sql(op.node, emitted=True), S=reads[0], D=ins[0], O=emitted)
+        return _groups_apart(lw, op, ins[0], lambda d: lw.rule(rules.aggregate_sql(op.node, emitted=True),
+                                                               S=reads[0], D=d, O=emitted), emitted)
     return lw.rule(rules.aggregate_sql(op.node), S=reads[0], D=ins[0])
+
+
+def _python_calls(node: Aggregate) -> List[str]:
+    return [a.params[0].strip("'") for a in node.aggs if a.func == "UDAF"]
+
+
+def _groups_apart(lw, op, d: pa.Table, rule, emitted: Optional[pa.Table] = None) -> pa.Table:
+    """``rule(d)``; where a Python aggregate raises (a group's value cannot be computed), the change of each
+    touched group on its own: a group whose rule raises is recorded as a row error (its key, the function's
+    message) and left out of the view, its emitted rows retracted as stored (``emitted``: the op's own output,
+    read by the change's keys; every aggregate with a Python call keeps it, ``planner.circuit.keeps_output``)."""
+    calls = _python_calls(op.node)
+    try:
+        return rule(d)
+    except DATA_ERRORS:
+        if lw.careful or not calls:
+            raise
+    k = len(op.node.keys)
+    names = list(op.node.names[:k])
+    groups: dict = {}
+    for i, r in enumerate(d.select([col(j) for j in range(k)]).to_pylist() if k else [{}] * d.num_rows):
+        groups.setdefault(_key(r), (r, []))[1].append(i)
+    old = emitted.to_pylist() if emitted is not None else []
+    out = []
+    for key, (values, rows) in groups.items():
+        try:
+            out.append(rule(d.take(pa.array(rows, pa.int64()))))
+        except DATA_ERRORS as e:
+            if lw.errors is not None:
+                lw.errors.add(op.id, lw.op_views.get(op.id, []), ", ".join(f"{c}(...)" for c in calls),
+                              first_line(e), [{n: values[col(j)] for j, n in enumerate(names)}], [1],
+                              operator="GROUP BY")
+            gone = [r for r in old if _key({c: r[c] for c in values}) == key and r[W] > 0]
+            if gone:
+                out.append(pa.Table.from_pylist([{**r, W: -r[W]} for r in gone], schema=emitted.schema))
+    if not out:
+        return rule(d.slice(0, 0))
+    first = out[0].schema
+    return pa.concat_tables([t.select(first.names).cast(first) for t in out])
+
+
+def _key(row: dict) -> str:
+    """A group's key values as one comparable text (a ROW or LIST key as its values)."""
+    return repr([row[c] for c in sorted(row)])
 
 
 def partial_local(lw, op, d: pa.Table) -> pa.Table:
