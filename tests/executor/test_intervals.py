@@ -116,6 +116,7 @@ def test_intervals_in_queries_outputs_and_after_a_restart(tmp_path):
         assert [r["x"] for r in p.query("SELECT TIMESTAMP '2024-01-31' + d AS x FROM v ORDER BY id")] == [
             dt.datetime(2024, 2, 1), dt.datetime(2024, 2, 1, 12), dt.datetime(2024, 3, 31)]
         assert sorted(r["d3"] for r in p.query("SELECT d3 FROM v")) == ["108:00:00", "3 days", "6 months"]
+        assert [r["x"] for r in p.query("SELECT d + INTERVAL '1 month ago' AS x FROM v WHERE id = 3")] == ["1 month"]
         assert sorted((r["id"], r["d"]) for r in seen) == [(1, "1 day"), (2, "36:00:00"), (3, "2 months")]
         with pytest.raises(Exception, match="not an INTERVAL"):
             p.input_json("t", [{"id": 4, "d": "soon"}])
