@@ -14,7 +14,7 @@ import pytest
 from sqlengine import Pipeline
 from sqlengine.errors import UnsupportedError
 from sqlengine.intervals import interval_texts
-from tests.support.differential import bag, diff
+from tests.support.differential import bag, delete_some, diff
 
 SCHEMA = ("CREATE TABLE e (id INT, a TIMESTAMP, b TIMESTAMP, d INTERVAL);\n"
           "CREATE TABLE r (id INT, w INTERVAL NOT NULL);\n")
@@ -88,12 +88,8 @@ def test_interval_columns_against_duckdb(make_pipeline, executor):
         if ws:
             live_r += ws
             p.input_pandas("r", pd.DataFrame(ws, columns=["id", "w"], dtype=object))
-        if step and live_e:   # deleted with the same values (an interval's row is the text it was stored as)
-            gone = rnd.sample(live_e, rnd.randrange(0, min(3, len(live_e)) + 1))
-            for g in gone:
-                live_e.remove(g)
-            if gone:
-                p.input_pandas("e", pd.DataFrame(gone, columns=cols, dtype=object), delete=True)
+        if step:   # deleted with the same values (an interval's row is the text it was stored as)
+            delete_some(p, "e", live_e, cols, rnd, 3)
         p.wait_for_idle()
         for name, q in VIEWS.items():
             problem = diff(bag(_texts(p.query_arrow(f"SELECT * FROM {name}"))), _expected(live_e, live_r, q))

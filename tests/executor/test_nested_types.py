@@ -14,6 +14,7 @@ import pandas as pd
 import pyarrow as pa
 import pytest
 
+from ..support.differential import delete_some
 from ..support.oracle import bag, diff
 
 COLUMNS = [("id", "INT"), ("tags", "VARCHAR ARRAY"), ("attrs", "MAP<VARCHAR, INT>"),
@@ -216,12 +217,8 @@ def test_time_binary_uuid_columns_against_duckdb(make_pipeline, executor):
         new = [_scalar_row(rnd) for _ in range(rnd.randrange(1, 6))]
         live += new
         p.input_pandas("s", pd.DataFrame(new, columns=cols, dtype=object))
-        if step and live:
-            gone = rnd.sample(live, rnd.randrange(0, min(2, len(live)) + 1))
-            for r in gone:
-                live.remove(r)
-            if gone:
-                p.input_pandas("s", pd.DataFrame(gone, columns=cols, dtype=object), delete=True)
+        if step:
+            delete_some(p, "s", live, cols, rnd, 2)
         p.wait_for_idle()
         con = duckdb.connect()
         con.execute(DUCK_SCALARS)
@@ -301,10 +298,7 @@ def test_unnamed_rows_are_rows_with_duckdbs_field_names(make_pipeline, executor)
         live += new
         p.input_pandas("u", pd.DataFrame(new, columns=["id", "a", "b"], dtype=object))
         if step:
-            gone = rnd.sample(live, 2)
-            for g in gone:
-                live.remove(g)
-            p.input_pandas("u", pd.DataFrame(gone, columns=["id", "a", "b"], dtype=object), delete=True)
+            delete_some(p, "u", live, ["id", "a", "b"], rnd, 2, least=2)
         p.wait_for_idle()
         con = duckdb.connect()
         con.execute(schema)

@@ -138,3 +138,16 @@ def statements_against_duckdb(make_pipeline, schema: str, views: Dict[str, str],
     assert stats.spark_fallbacks == 0, stats.last_spark_error
     if executor == "spark":
         assert stats.steps_spark and not stats.steps_local
+
+
+def delete_some(p, table: str, live: list, columns: Sequence[str], rnd, most: int, least: int = 0) -> list:
+    """Delete between ``least`` and ``most`` random rows of ``live`` (the rows the test holds as inserted) from
+    ``table`` with ``input_pandas(delete=True)``, and from ``live``; the rows deleted."""
+    if not live:
+        return []
+    gone = rnd.sample(live, rnd.randrange(min(least, len(live)), min(most, len(live)) + 1))
+    for r in gone:
+        live.remove(r)
+    if gone:
+        p.input_pandas(table, pd.DataFrame(gone, columns=list(columns), dtype=object), delete=True)
+    return gone
