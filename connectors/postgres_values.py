@@ -8,11 +8,13 @@ both into the Python values :func:`sqlengine.ingest.inputs.convert_values` takes
 - an array (of any element type PostgreSQL prints, at any depth) into an ARRAY column, its NULL elements kept;
 - ``jsonb`` / ``json`` into a VARIANT (JSON) column as its JSON value, or into an ARRAY, MAP or ROW column
   (a JSON object for a MAP or ROW); a key given twice in ``json`` keeps its last value, as ``jsonb`` does;
-- ``uuid`` as its lower-case text, ``bytea`` as bytes, ``time`` as a time of day, ``timestamptz`` converted to UTC.
+- ``uuid`` as its lower-case text, ``bytea`` as bytes, ``time`` as a time of day, ``timestamptz`` converted to UTC,
+  ``interval`` as its text (months, days and microseconds kept apart, as an INTERVAL column keeps them).
 
 **Out.**  :func:`pg_type` names the PostgreSQL type of a column of the view: an ARRAY of a scalar type is that
 type's array (``INT[]`` -> ``integer[]``), a deeper ARRAY, an ARRAY of ROWs or MAPs, a MAP, a ROW and a VARIANT are
-``jsonb``, UUID ``uuid``, BLOB ``bytea``, TIME ``time``.  :func:`as_text` writes a column of such values as the text
+``jsonb``, UUID ``uuid``, BLOB ``bytea``, TIME ``time``, INTERVAL ``interval`` (written as DuckDB's text of it, which
+PostgreSQL reads).  :func:`as_text` writes a column of such values as the text
 PostgreSQL's COPY reads.
 """
 from __future__ import annotations
@@ -117,7 +119,19 @@ def _scalar(pg: str) -> Callable[[Any], Any]:
         return lambda v: str(v).lower()
     if pg in ("json", "jsonb"):
         return lambda v: nested.loads(v) if isinstance(v, str) else v
+    if pg == "interval":
+        return lambda v: pg_interval(v) if isinstance(v, str) else v
     return lambda v: v
+
+
+def pg_interval(text: str) -> str:
+    """PostgreSQL's text of an interval (its default ``IntervalStyle``) as DuckDB reads one: a time part after a
+    negative day is signed (``-1 days +02:00:00``), which DuckDB does not read with the ``+``.
+
+    >>> pg_interval("-1 days +02:00:00"), pg_interval("1 year 2 mons -00:00:01")
+    ('-1 days 02:00:00', '1 year 2 mons -00:00:01')
+    """
+    return text.replace(" +", " ")
 
 
 def _timestamp(text: str) -> dt.datetime:
@@ -145,7 +159,8 @@ def _deep(f: Callable[[Any], Any]) -> Callable[[Any], Any]:
     return each
 
 
-SPECIAL = ("ARRAY", "MAP", "STRUCT", "JSON", "UUID", "BLOB", "TIME")   # the SQL column types this module reads
+SPECIAL = ("ARRAY", "MAP", "STRUCT", "JSON", "UUID", "BLOB", "TIME", "INTERVAL")   # the SQL column types this
+# module reads
 
 
 def fits(pg: str, ftype: SqlType, reading: bool) -> Optional[bool]:
@@ -176,6 +191,8 @@ def fits(pg: str, ftype: SqlType, reading: bool) -> Optional[bool]:
         return pg == "bytea"
     if ftype.base == "TIME":
         return _is_time(pg) and "with time zone" not in pg
+    if ftype.base == "INTERVAL":
+        return pg.startswith("interval")
     return False
 
 
@@ -206,13 +223,16 @@ def decoder(pg: str, ftype: SqlType) -> Optional[Callable[[Any], Any]]:
         return _scalar(pg)
     if pg in ("bytea", "uuid") or _is_time(pg):
         return _scalar(pg)
+    if pg.startswith("interval"):
+        return _scalar("interval")
     return None
 
 
 def snapshot_column(pg: str, quoted_name: str) -> str:
     """The select-list item that reads a column for the driver's snapshot: ``json`` as its text (psycopg would
     parse it, keeping one value of a key given twice before we can see it)."""
-    return f"{quoted_name}::text" if pg.lower() in ("json", "jsonb", "json[]", "jsonb[]") else quoted_name
+    return f"{quoted_name}::text" if pg.lower() in ("json", "jsonb", "json[]", "jsonb[]") or \
+        pg.lower().startswith("interval") else quoted_name   # (psycopg's timedelta has no months)
 
 
 def text_column(pg: str, quoted_name: str) -> str:
@@ -223,11 +243,11 @@ def text_column(pg: str, quoted_name: str) -> str:
 
 def needs_text(pg: str) -> bool:
     pg = pg.lower()
-    return pg.endswith("[]") or pg in ("json", "jsonb", "uuid") or _is_time(pg)
+    return pg.endswith("[]") or pg in ("json", "jsonb", "uuid") or _is_time(pg) or pg.startswith("interval")
 
 
 # ------------------------------------------------------------------ out
-_SPECIAL_PG = {"UUID": "uuid", "BLOB": "bytea", "TIME": "time", "JSON": "jsonb"}
+_SPECIAL_PG = {"UUID": "uuid", "BLOB": "bytea", "TIME": "time", "JSON": "jsonb", "INTERVAL": "interval"}
 
 
 def pg_type(t: SqlType) -> Optional[str]:

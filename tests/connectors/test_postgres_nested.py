@@ -1,4 +1,4 @@
-"""PostgreSQL's arrays, ``jsonb`` / ``json``, ``uuid``, ``bytea``, ``time`` and ``timestamptz`` through
+"""PostgreSQL's arrays, ``jsonb`` / ``json``, ``uuid``, ``bytea``, ``time``, ``timestamptz`` and ``interval`` through
 ``postgres_input`` (the driver's snapshot, then CDC through wal2json; Spark's JDBC snapshot) and
 ``postgres_output``, against a real PostgreSQL 15: random inserts, updates and deletes in PostgreSQL, with NULLs at
 every level, empty arrays and JSON keys given twice; after every batch the engine's table equals PostgreSQL's
@@ -17,14 +17,14 @@ from tests.support.oracle import bag, diff
 from .test_postgres import decl, sink, source, wait_consumed, wait_delivered, wal_lsn
 
 PG_TABLE = ("CREATE TABLE ev (id bigint PRIMARY KEY, tags text[], scores float8[], grid int[], amounts numeric(6,2)[], "
-            "attrs jsonb, doc json, counts jsonb, u uuid, raw bytea, t time, ts timestamptz, days date[])")
+            "attrs jsonb, doc json, counts jsonb, u uuid, raw bytea, t time, ts timestamptz, days date[], gap interval)")
 TYPES = [("id", "BIGINT"), ("tags", "VARCHAR[]"), ("scores", "DOUBLE[]"), ("grid", "INT[][]"),
          ("amounts", "DECIMAL(6,2)[]"), ("attrs", "VARIANT"), ("doc", "VARIANT"), ("counts", "MAP(VARCHAR, INT)"),
-         ("u", "UUID"), ("raw", "BLOB"), ("t", "TIME"), ("ts", "TIMESTAMP"), ("days", "DATE[]")]
+         ("u", "UUID"), ("raw", "BLOB"), ("t", "TIME"), ("ts", "TIMESTAMP"), ("days", "DATE[]"), ("gap", "INTERVAL")]
 COLUMNS = "id BIGINT NOT NULL PRIMARY KEY, " + ", ".join(f"{n} {t}" for n, t in TYPES[1:])
 TAGS = "SELECT x AS tag, COUNT(*) AS n, SUM(id) AS ids FROM ev CROSS JOIN UNNEST(tags) AS u(x) GROUP BY x"
 WIDE = ("SELECT id, tags, scores, grid, counts, u, raw, t, ts, days, attrs, cardinality(tags) AS ntags, "
-        "attrs->>'$.k' AS k FROM ev")
+        "attrs->>'$.k' AS k, gap FROM ev")
 
 
 def program(uri, **src):
@@ -60,7 +60,9 @@ class Writer:
         t = self.maybe(dt.time(r.randint(0, 23), r.randint(0, 59), r.randint(0, 59), r.choice([0, 789000])))
         ts = self.maybe(dt.datetime(2024, 1, 2, 3, tzinfo=dt.timezone(dt.timedelta(hours=r.choice([0, 2, -5])))))
         days = self.maybe([self.maybe(dt.date(2024, 2, r.choice([1, 29])))])
-        return (i, tags, scores, grid, amounts, attrs, doc, counts, u, raw, t, ts, days)
+        gap = self.maybe(r.choice(["1 day 02:00:00", "-1 day 2 hours", "1 mon", "36:00:00", "00:00:00.000001",
+                                   "1 year 2 mons 3 days 04:05:06", "-1 mons -00:00:01", "0"]))
+        return (i, tags, scores, grid, amounts, attrs, doc, counts, u, raw, t, ts, days, gap)
 
     def batch(self, conn, n):
         ids = [x[0] for x in conn.execute("SELECT id FROM ev").fetchall()]
@@ -71,12 +73,12 @@ class Writer:
                     conn.execute("DELETE FROM ev WHERE id = %s", (ids.pop(self.rng.randrange(len(ids))),))
                 elif ids and k < 0.5:
                     i = self.rng.choice(ids)
-                    conn.execute("UPDATE ev SET (tags, scores, grid, amounts, attrs, doc, counts, u, raw, t, ts, days) = "
-                                 "(%s, %s, %s, %s::numeric[], %s::jsonb, %s::json, %s::jsonb, %s, %s, %s, %s, %s) "
-                                 "WHERE id = %s", self.row(i)[1:] + (i,))
+                    conn.execute("UPDATE ev SET (tags, scores, grid, amounts, attrs, doc, counts, u, raw, t, ts, days, "
+                                 "gap) = (%s, %s, %s, %s::numeric[], %s::jsonb, %s::json, %s::jsonb, %s, %s, %s, %s, "
+                                 "%s, %s::interval) WHERE id = %s", self.row(i)[1:] + (i,))
                 else:
                     conn.execute("INSERT INTO ev VALUES (%s, %s, %s, %s, %s::numeric[], %s::jsonb, %s::json, "
-                                 "%s::jsonb, %s, %s, %s, %s, %s)", self.row(self.next_id))
+                                 "%s::jsonb, %s, %s, %s, %s, %s, %s::interval)", self.row(self.next_id))
                     ids.append(self.next_id)
                     self.next_id += 1
 
@@ -86,16 +88,23 @@ def canonical_json(text):
     return None if text is None else json.dumps(json.loads(text), sort_keys=True, separators=(",", ":"))
 
 
+def canonical_interval(text):
+    """PostgreSQL's text of an interval as the engine keeps one (DuckDB's text of the same value)."""
+    from connectors.postgres_values import pg_interval
+    from sqlengine.intervals import interval_text
+    return None if text is None else interval_text(pg_interval(text))
+
+
 def pg_rows(conn):
     """PostgreSQL's rows as the engine holds them (JSON canonical, UUID lower case, timestamps in UTC)."""
     out = []
     for r in conn.execute("SELECT id, tags, scores, grid, amounts, attrs::text, doc::text, counts::text, u::text, "
-                          "raw, t, ts, days FROM ev").fetchall():
-        (i, tags, scores, grid, amounts, attrs, doc, counts, u, raw, t, ts, days) = r
+                          "raw, t, ts, days, gap::text FROM ev").fetchall():
+        (i, tags, scores, grid, amounts, attrs, doc, counts, u, raw, t, ts, days, gap) = r
         counts = None if counts is None else json.loads(counts)
         ts = None if ts is None else ts.astimezone(dt.timezone.utc).replace(tzinfo=None)
         out.append((i, tags, scores, grid, amounts, canonical_json(attrs), canonical_json(doc), counts, u,
-                    None if raw is None else bytes(raw), t, ts, days))
+                    None if raw is None else bytes(raw), t, ts, days, canonical_interval(gap)))
     return out
 
 
@@ -123,10 +132,10 @@ def check(p, conn):
     out = bag(conn.execute("SELECT tag, n, ids FROM out_tags").fetchall())
     assert not diff(out, views["tags"]), f"out_tags: {diff(out, views['tags'])}"
     wide = [(i, tags, scores, json.loads(grid) if grid else None, json.loads(counts) if counts else None, u,
-             None if raw is None else bytes(raw), t, ts, days, canonical_json(attrs), n, k)
-            for i, tags, scores, grid, counts, u, raw, t, ts, days, attrs, n, k in conn.execute(
-                "SELECT id, tags, scores, grid::text, counts::text, u::text, raw, t, ts, days, attrs::text, ntags, k "
-                "FROM out_wide").fetchall()]
+             None if raw is None else bytes(raw), t, ts, days, canonical_json(attrs), n, k, canonical_interval(gap))
+            for i, tags, scores, grid, counts, u, raw, t, ts, days, attrs, n, k, gap in conn.execute(
+                "SELECT id, tags, scores, grid::text, counts::text, u::text, raw, t, ts, days, attrs::text, ntags, k, "
+                "gap::text FROM out_wide").fetchall()]
     mine = bag(tuple(r.values()) for r in p.query("SELECT * FROM wide"))
     assert not diff(bag(wide), mine), f"out_wide: {diff(bag(wide), mine)}"
 
