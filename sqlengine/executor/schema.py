@@ -52,3 +52,13 @@ def spark_schema_of(schema: pa.Schema) -> T.StructType:
     """Spark schema for an Arrow schema of the data plane (TIMESTAMP is Spark's TIMESTAMP_NTZ)."""
     from pyspark.sql.pandas.types import from_arrow_schema
     return from_arrow_schema(schema, prefer_timestamp_ntz=True)
+
+
+def chunked(t: pa.Table) -> pa.Table:
+    """``t`` with a column of no chunks (an empty result) given one empty chunk: PySpark's conversion of a
+    nested column rebuilds it chunk by chunk and cannot build one of no chunks (``ArrowInvalid: cannot
+    construct ChunkedArray from empty vector``)."""
+    if all(c.num_chunks for c in t.columns):
+        return t
+    return pa.table([c if c.num_chunks else pa.chunked_array([pa.array([], c.type)], c.type) for c in t.columns],
+                    schema=t.schema)

@@ -20,6 +20,7 @@ from planner.errors import InternalError
 from sqlengine import nested
 from sqlengine.executor import delta_rules as rules, keyed_reads
 from sqlengine.executor.backends.spark import SparkBackend
+from sqlengine.executor.schema import chunked
 from sqlengine.executor.context import StepContext
 from sqlengine.executor.casts import cast_to
 from sqlengine.executor.local_step import NeedsSpark, outside_years, scannable
@@ -205,7 +206,7 @@ class SparkState:
         much faster than the rows ``createDataFrame`` ships (see :mod:`sqlengine.state.scratch`)."""
         self.ctx.stats.to_spark(t)
         if t.num_rows < self.ctx.placement.scratch_rows:
-            return self.spark.createDataFrame(t, schema=schema)
+            return self.spark.createDataFrame(chunked(t), schema=schema)
         return self.spark.read.schema(schema).parquet(self.scratch.write(t))
 
     def collect(self, df: DataFrame, arrow_schema: pa.Schema, consolidate: bool = True) -> Optional[pa.Table]:
@@ -220,3 +221,4 @@ class SparkState:
         if consolidate and t.num_rows:
             t = consolidate_arrow(t)
         return t if t.num_rows else EMPTY
+

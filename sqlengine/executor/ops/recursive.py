@@ -46,6 +46,7 @@ from planner.circuit import FLOATS
 from sqlengine.executor.backends.duckdb import quoted
 from sqlengine.executor.delta_rules import zero_sign
 from sqlengine.executor.op_schemas import with_weight
+from sqlengine.executor.schema import chunked
 from sqlengine.executor.ops import ProbeSpec
 from sqlengine.types import arrow_type
 from sqlengine.zset import W
@@ -423,4 +424,4 @@ def spark(lw, op, ins, reads, initial: bool = False):
         out = evaluate(be.con, op, arrow_ins, arrow_reads)
     finally:
         be.con.close()
-    return lw.spark.createDataFrame(out if stats is None else stats.to_spark(out))
+    return lw.spark.createDataFrame(chunked(out if stats is None else stats.to_spark(out)))
