@@ -29,6 +29,7 @@ import pyarrow.parquet as pq
 
 from planner.logical import Aggregate, Project
 
+from sqlengine import nested
 from sqlengine.executor import arrow_ops
 from sqlengine.executor import keyed_reads
 from sqlengine.executor import ops, step as step_loop
@@ -77,7 +78,14 @@ FIRST_DAY, LAST_DAY = -719162, 2932896   # 0001-01-01 and 9999-12-31, in days si
 
 
 def outside_years(c) -> Optional[pa.ChunkedArray]:
-    """Which values of a DATE or TIMESTAMP column fall outside the years 1 to 9999 (None: none do)."""
+    """Which values of a DATE or TIMESTAMP column fall outside the years 1 to 9999, or of a nested column hold
+    such a value at any depth (None: none do)."""
+    if nested.is_nested_arrow(c.type):
+        if not _holds_dates(c.type):
+            return None
+        arr = c.combine_chunks() if isinstance(c, pa.ChunkedArray) else c
+        outside = pa.array(_nested_outside(arr), pa.bool_())
+        return outside if pc.any(outside).as_py() else None
     if pa.types.is_date(c.type):
         days = c.cast(pa.date32()).cast(pa.int32())
         lo, hi = FIRST_DAY, LAST_DAY
@@ -86,6 +94,45 @@ def outside_years(c) -> Optional[pa.ChunkedArray]:
         lo, hi = FIRST_DAY * 86_400_000_000, (LAST_DAY + 1) * 86_400_000_000 - 1
     outside = pc.fill_null(pc.or_(pc.less(days, lo), pc.greater(days, hi)), False)
     return outside if pc.any(outside).as_py() else None
+
+
+def _holds_dates(t: pa.DataType) -> bool:
+    if pa.types.is_date(t) or pa.types.is_timestamp(t):
+        return True
+    if pa.types.is_struct(t):
+        return any(_holds_dates(t.field(i).type) for i in range(t.num_fields))
+    if pa.types.is_map(t):
+        return _holds_dates(t.key_type) or _holds_dates(t.item_type)
+    if pa.types.is_list(t) or pa.types.is_large_list(t):
+        return _holds_dates(t.value_type)
+    return False
+
+
+def _nested_outside(a: pa.Array) -> np.ndarray:
+    """Per value of ``a`` (any type): whether it is, or holds at any depth, a DATE or TIMESTAMP outside the years
+    1 to 9999."""
+    n = len(a)
+    t = a.type
+    if not _holds_dates(t):
+        return np.zeros(n, bool)
+    if pa.types.is_date(t) or pa.types.is_timestamp(t):
+        got = outside_years(a)
+        return np.zeros(n, bool) if got is None else got.to_numpy(zero_copy_only=False)
+    if pa.types.is_struct(t):
+        out = np.zeros(n, bool)
+        for i in range(t.num_fields):
+            out |= _nested_outside(pc.struct_field(a, [i]))
+        return out
+    offsets = a.offsets.to_numpy(zero_copy_only=False)   # (by the offsets: Arrow's list kernels abort on a map)
+    values = a.values.slice(offsets[0], offsets[-1] - offsets[0])
+    parents = np.repeat(np.arange(n), np.diff(offsets))
+    if pa.types.is_map(t):
+        inner = _nested_outside(pc.struct_field(values, [0])) | _nested_outside(pc.struct_field(values, [1]))
+    else:
+        inner = _nested_outside(values)
+    out = np.zeros(n, bool)
+    np.logical_or.at(out, parents[inner], True)
+    return out & a.is_valid().to_numpy(zero_copy_only=False)
 
 
 def field_labels(node) -> List[str]:
@@ -338,7 +385,7 @@ class LocalExecutor:
         over = {}   # column -> rows out of its type's range
         for f in schema:
             c = t.column(f.name)
-            if pa.types.is_date(c.type) or pa.types.is_timestamp(c.type):
+            if pa.types.is_date(c.type) or pa.types.is_timestamp(c.type) or nested.is_nested_arrow(c.type):
                 outside = outside_years(c)
                 if outside is not None:
                     over[f.name] = outside
@@ -360,8 +407,12 @@ class LocalExecutor:
             names = field_labels(op.node)
             shown = t.filter(new)
             for c in over:   # a date beyond 9999 has no Python value: shown as text
-                if pa.types.is_date(shown.schema.field(c).type) or pa.types.is_timestamp(shown.schema.field(c).type):
+                ct = shown.schema.field(c).type
+                if pa.types.is_date(ct) or pa.types.is_timestamp(ct):
                     shown = shown.set_column(shown.schema.get_field_index(c), c, shown.column(c).cast(pa.string()))
+                elif nested.is_nested_arrow(ct):
+                    shown = shown.set_column(shown.schema.get_field_index(c), c, pa.array(
+                        ["(a value holding a date outside the years 1 to 9999)"] * shown.num_rows))
             rows = shown.to_pylist()
             cols_over = {c: m.filter(new).to_pylist() for c, m in over.items()}
             what = op.node.describe()[:200]
@@ -370,6 +421,8 @@ class LocalExecutor:
                 failing = [c for c in cols_over if cols_over[c][i]]
                 labels = [names[int(c[1:])] for c in failing]
                 msg = "Out of Range Error: " + "; ".join(
+                    f"{n} holds a DATE or TIMESTAMP outside the years 1 to 9999"
+                    if nested.is_nested_arrow(schema.field(c).type) else
                     f"{n} = {r[c]} is outside the years 1 to 9999"
                     if not pa.types.is_integer(schema.field(c).type) else
                     f"{n} = {r[c]} does not fit in {SQL_INTEGER[schema.field(c).type.bit_width]}"

@@ -91,6 +91,27 @@ def test_a_date_after_9999_is_a_row_error(make_pipeline):
     assert all("outside the years 1 to 9999" in e["error"] for e in errors)
 
 
+def test_a_date_after_9999_inside_a_nested_value_is_a_row_error(make_pipeline, executor):
+    """The same for a date inside a ROW, an ARRAY or a MAP (fuzz seed 68954: a ROW holding one reached the view's
+    listener and failed the pipeline, on both executors)."""
+    p = make_pipeline("CREATE TABLE t (k INT, d DATE);"
+                      "CREATE VIEW v AS SELECT k, {'n': d + k, 'm': 1} AS r FROM t;"
+                      "CREATE MATERIALIZED VIEW w AS SELECT k, [d, d + k] AS l, MAP {'x': d + k} AS m FROM t;",
+                      start=False)
+    h = p.listen("v")
+    p.start()
+    p.execute("INSERT INTO t VALUES (2, '9999-12-31'), (1, '2024-01-01'), (0, '9999-12-31')")
+    p.wait_for_idle()
+    assert sorted(r for r in h.to_pandas()["k"]) == [0, 1]
+    assert sorted(r["k"] for r in p.query("SELECT * FROM w")) == [0, 1]
+    assert p.status()["errors"] == {"v": 1, "w": 1}
+    errors = list(p.query("SELECT error FROM sqlengine_errors ORDER BY view"))
+    assert all("outside the years 1 to 9999" in e["error"] for e in errors), errors
+    p.execute("DELETE FROM t WHERE k = 2")
+    p.wait_for_idle()
+    assert p.status()["error"] is None
+
+
 def test_a_row_that_fails_only_in_a_batch_is_a_row_error(make_pipeline, executor):
     """DuckDB fails ``NULLIF(c, c) / CAST(big AS DECIMAL(10,2))`` over a batch that holds a NULL, not over its one
     row alone (a one-row batch is a constant vector, which it takes shortcuts on), and TRY evaluates rows alone:

@@ -1,0 +1,2 @@
+CREATE TABLE t0 (c0 BIGINT, c2 DATE);
+CREATE MATERIALIZED VIEW v2 AS SELECT {'_0': a4.c2 + CAST(a4.c0 AS INT), '_1': {'c0': c0, 'b': 1}} AS o2 FROM t0 AS a4;
