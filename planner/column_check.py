@@ -2,11 +2,13 @@
 
 The executors keep view outputs, GROUP BY keys, join keys, DISTINCT rows, window partitions and aggregate
 arguments as Arrow and Parquet columns, and hash them; they handle the column types of
-:data:`planner.types.SUPPORTED_COLUMN_TYPES` only.  A LIST, STRUCT, MAP, INTERVAL or TIME value (or one whose
-type the planner cannot tell) would compile and then fail the pipeline's first step, so
-:func:`check_column_types` rejects the view instead, naming the view, the column and its type, at the
-expression that computes it.  Inside an expression any DuckDB value may occur
-(``len(string_split(v, ','))`` is a BIGINT column).
+:data:`planner.types.SUPPORTED_COLUMN_TYPES` only.  A value of another type (an unsigned integer or a UNION
+inside a nested value, an INTERVAL inside a LIST, or one whose type the planner cannot tell) would compile and
+then fail the pipeline's first step, so :func:`check_column_types` rejects the view instead, naming the view,
+the column and its type, at the expression that computes it.  An INTERVAL is stored as its exact text, while
+DuckDB compares intervals by their normalized value, so it is a value only: not a key, an order, a DISTINCT or
+set-operation column, nor an aggregate's argument (but COUNT's).  Inside an expression any DuckDB value may
+occur (``len(string_split(v, ','))`` is a BIGINT column).
 """
 from __future__ import annotations
 
@@ -116,8 +118,8 @@ def check_column_types(view: str, plan: Node, output: Tuple[str, ...], origins: 
 
 _INTERVAL_ADVICE = ("DuckDB compares intervals by their normalized value ('24 hours' = '1 day') and the executors "
                     "hold an INTERVAL as its exact text, so an INTERVAL may be a view's value but not a key, an "
-                    "order or an aggregate's argument: use a number, e.g. EXTRACT(EPOCH FROM i) or "
-                    "to_microseconds-style arithmetic")
+                    "order or an aggregate's argument: use a number there, e.g. EXTRACT(EPOCH FROM d) (its seconds, "
+                    "a month counted as 30 days)")
 
 
 def _interval_columns(sql: str, fields) -> bool:
@@ -135,7 +137,7 @@ def _check_interval_keys(view: str, node: Node, origins, sql: str, offset_of, de
     if isinstance(node, Aggregate):
         for k in node.keys:
             if k.type.base == "INTERVAL":
-                reject(f"the GROUP BY key {k.sql}", k)
+                reject("a GROUP BY key", k)
         for a in node.aggs:
             for arg in a.args:
                 if arg.type.base == "INTERVAL" and a.func != "COUNT":
