@@ -18,13 +18,12 @@ microseconds), an Arrow duration or month-day-nano interval as DuckDB reads one.
 from __future__ import annotations
 
 import datetime as dt
-from typing import Any, Optional
-
 import threading
+from typing import Any, Optional
 
 import pyarrow as pa
 
-__all__ = ["interval_text", "interval_texts", "to_arrow_intervals"]
+__all__ = ["interval_text", "interval_texts"]
 
 _DB: list = []
 _LOCK = threading.Lock()
@@ -90,15 +89,3 @@ def interval_text(v: Any) -> Optional[str]:
         return interval_texts(pa.array([v], pa.string()))[0].as_py()
     raise TypeError(f"{v!r} is not an INTERVAL (give text such as '1 day', or a timedelta)")
 
-
-def to_arrow_intervals(a) -> pa.Array:
-    """The canonical text of intervals -> Arrow's month-day-nano intervals (for results handed to the user)."""
-    if isinstance(a, pa.ChunkedArray):
-        a = a.combine_chunks()
-    con = _cursor()
-    try:
-        out = con.from_arrow(pa.table({"v": a.cast(pa.string())})).project("CAST(v AS INTERVAL) AS i").arrow()
-    finally:
-        con.close()
-    out = out.read_all() if hasattr(out, "read_all") else out
-    return out.column("i").combine_chunks()
