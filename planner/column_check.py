@@ -3,11 +3,11 @@
 The executors keep view outputs, GROUP BY keys, join keys, DISTINCT rows, window partitions and aggregate
 arguments as Arrow and Parquet columns, and hash them; they handle the column types of
 :data:`planner.types.SUPPORTED_COLUMN_TYPES` only.  A value of another type (an unsigned integer or a UNION
-inside a nested value, an INTERVAL inside a LIST, or one whose type the planner cannot tell) would compile and
+inside a nested value, a MAP keyed by an INTERVAL, or one whose type the planner cannot tell) would compile and
 then fail the pipeline's first step, so :func:`check_column_types` rejects the view instead, naming the view,
 the column and its type, at the expression that computes it.  An INTERVAL is stored as its exact text, while
-DuckDB compares intervals by their normalized value, so it is a value only: not a key, an order, a DISTINCT or
-set-operation column, nor an aggregate's argument (but COUNT's).  Inside an expression any DuckDB value may
+DuckDB compares intervals by their normalized value, so it is a value only (also inside a nested value): not a
+key, an order, a DISTINCT or set-operation column, nor an aggregate's argument (but COUNT's).  Inside an expression any DuckDB value may
 occur (``len(string_split(v, ','))`` is a BIGINT column).
 """
 from __future__ import annotations
@@ -23,24 +23,21 @@ from .typecheck import type_name, types_meet
 from .types import SUPPORTED_COLUMN_TYPES, SqlType, contains, element_type, map_types, struct_fields
 
 STORABLE = {"BOOLEAN", "TINYINT", "SMALLINT", "INT", "BIGINT", "DECIMAL", "REAL", "DOUBLE", "VARCHAR", "DATE",
-            "TIMESTAMP", "JSON", "TIME", "BLOB", "UUID"}
+            "TIMESTAMP", "JSON", "TIME", "BLOB", "UUID", "INTERVAL"}
 _PASS_THROUGH = re.compile(r"c\d+|NULL")   # a column of the input (checked there), or an untyped NULL
 
 
 def storable(t: SqlType) -> bool:
-    """Whether the executors can store a column of type ``t`` (a nested one: if they can store its parts; an
-    INTERVAL only as a column's own value, not inside a nested one)."""
-    return t.base == "INTERVAL" or _storable_part(t)
-
-
-def _storable_part(t: SqlType) -> bool:
+    """Whether the executors can store a column of type ``t`` (a nested one: if they can store its parts; not a
+    MAP keyed by an INTERVAL)."""
     try:
         if t.base == "ARRAY":
-            return _storable_part(element_type(t))
+            return storable(element_type(t))
         if t.base == "MAP":
-            return all(p is not None and _storable_part(p) for p in map_types(t))
+            k, v = map_types(t)
+            return k is not None and v is not None and storable(k) and storable(v) and not contains(k, "INTERVAL")
         if t.base == "STRUCT":
-            return all(p is not None and _storable_part(p) for _, p in struct_fields(t))
+            return all(p is not None and storable(p) for _, p in struct_fields(t))
     except Exception:   # a DuckDB type name sqlglot cannot read back (UNION, ...)
         return False
     return t.base in STORABLE
@@ -124,7 +121,7 @@ _INTERVAL_ADVICE = ("DuckDB compares intervals by their normalized value ('24 ho
 
 def _interval_columns(sql: str, fields) -> bool:
     """Whether the bound expression ``sql`` reads a column ``c<i>`` of ``fields`` that is an INTERVAL."""
-    return any(fields[int(i)].type.base == "INTERVAL" for i in re.findall(r"\bc(\d+)\b", sql)
+    return any(contains(fields[int(i)].type, "INTERVAL") for i in re.findall(r"\bc(\d+)\b", sql)
                if int(i) < len(fields))
 
 
@@ -136,27 +133,27 @@ def _check_interval_keys(view: str, node: Node, origins, sql: str, offset_of, de
                                offset=(offset_of(origin) if origin is not None else None) or default)
     if isinstance(node, Aggregate):
         for k in node.keys:
-            if k.type.base == "INTERVAL":
+            if contains(k.type, "INTERVAL"):
                 reject("a GROUP BY key", k)
         for a in node.aggs:
             for arg in a.args:
-                if arg.type.base == "INTERVAL" and a.func != "COUNT":
+                if contains(arg.type, "INTERVAL") and a.func != "COUNT":
                     reject(f"the argument of {a.func}", arg)
-                if arg.type.base == "INTERVAL" and a.distinct:
+                if contains(arg.type, "INTERVAL") and a.distinct:
                     reject("the argument of COUNT(DISTINCT ...)", arg)
     elif isinstance(node, Join):
         for k in node.left_keys + node.right_keys:
-            if k.type.base == "INTERVAL":
+            if contains(k.type, "INTERVAL"):
                 reject("a join key", k)
     elif isinstance(node, Window):
         for k in node.partition:
-            if k.type.base == "INTERVAL":
+            if contains(k.type, "INTERVAL"):
                 reject("a PARTITION BY key", k)
         for c in node.calls:
             if _interval_columns(c.sql, node.input.fields):
                 reject("a window function's argument or ORDER BY", c)
     elif isinstance(node, (Distinct, SetOp, Recursive)):
-        if any(f.type.base == "INTERVAL" for f in node.fields):
+        if any(contains(f.type, "INTERVAL") for f in node.fields):
             what = {Distinct: "a column of a DISTINCT (or of a UNION, which removes duplicates)",
                     SetOp: f"a column of an {getattr(node, 'op', '').upper()}",
                     Recursive: "a column of a recursive view"}[type(node)]

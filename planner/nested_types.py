@@ -26,7 +26,7 @@ from typing import Optional, Sequence, Tuple
 
 from sqlglot import exp, parse_one
 
-from .types import SqlType, contains, element_type, from_datatype, map_types, plane_sql, struct_fields
+from .types import NESTED, SqlType, contains, element_type, from_datatype, map_types, plane_sql, struct_fields
 
 CANONICAL_JSON = "__canonical_json"   # JSON -> its canonical text (registered by the executors and here)
 DUCKDB_MARK = "__duckdb"               # mark_duckdb's macro: its argument
@@ -148,8 +148,9 @@ def read_json_columns(e: exp.Expression, types: Sequence[SqlType]) -> exp.Expres
     def fix(n):
         if isinstance(n, exp.Column):
             i = _position(n)
-            if i is not None and i < len(types) and types[i].base in READ_AS:
-                want = exp.DataType.build(READ_AS[types[i].base])
+            if i is not None and i < len(types) and (types[i].base in READ_AS or
+                                                      (types[i].base in NESTED and contains(types[i], "INTERVAL"))):
+                want = exp.DataType.build(READ_AS.get(types[i].base) or types[i].sql, dialect="duckdb")
                 if not (isinstance(n.parent, exp.Cast) and n.parent.to == want):
                     return exp.Cast(this=n.copy(), to=want)
         return n

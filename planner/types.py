@@ -49,7 +49,7 @@ _CANONICAL = {
     exp.DataType.Type.BINARY: "BLOB",
     exp.DataType.Type.BLOB: "BLOB",
     exp.DataType.Type.UUID: "UUID",
-    exp.DataType.Type.INTERVAL: "INTERVAL",   # (months, days, microseconds); a column's own value, never a part
+    exp.DataType.Type.INTERVAL: "INTERVAL",   # (months, days, microseconds), not a MAP's key
 }
 
 SUPPORTED_COLUMN_TYPES = ("BOOLEAN", "TINYINT", "SMALLINT", "INT", "BIGINT", "DECIMAL(p, s)",
@@ -94,17 +94,17 @@ def _nested(dt: exp.DataType) -> SqlType | None:
     if dt.this in (exp.DataType.Type.JSON, exp.DataType.Type.VARIANT, exp.DataType.Type.JSONB):
         return SqlType("JSON")
     parts = [from_datatype(p) if isinstance(p, exp.DataType) else None for p in dt.expressions]
-    parts = [None if p is not None and contains(p, "INTERVAL") else p for p in parts]   # (text on the plane)
     if dt.this == exp.DataType.Type.ARRAY and len(parts) == 1 and parts[0] is not None and not dt.args.get("values"):
         return SqlType(parts[0].sql + "[]")
-    if dt.this == exp.DataType.Type.MAP and len(parts) == 2 and None not in parts:
+    if dt.this == exp.DataType.Type.MAP and len(parts) == 2 and None not in parts and \
+            not contains(parts[0], "INTERVAL"):   # (a key compares by value: DuckDB normalizes an interval)
         return SqlType(f"MAP({parts[0].sql}, {parts[1].sql})")
     if dt.this == exp.DataType.Type.STRUCT and dt.expressions:
         fields = []
         for f in dt.expressions:
             kind = f.args.get("kind") if isinstance(f, exp.ColumnDef) else None
             t = from_datatype(kind) if isinstance(kind, exp.DataType) else None
-            if t is None or not f.name or contains(t, "INTERVAL"):
+            if t is None or not f.name:
                 return None
             fields.append(f"{_field_name(f.name)} {t.sql}")
         names = [f.name.lower() for f in dt.expressions]
@@ -172,9 +172,22 @@ def struct_fields(t: SqlType) -> Tuple[Tuple[str, SqlType], ...]:
 
 
 def plane_sql(t: SqlType) -> str:
-    """The SQL type of ``t``'s values on the data plane: VARCHAR for an INTERVAL (DuckDB's text of it, see
-    ``sqlengine.intervals``), ``t`` itself otherwise."""
-    return "VARCHAR" if t.base == "INTERVAL" else t.sql
+    """The SQL type of ``t``'s values on the data plane: an INTERVAL is VARCHAR (DuckDB's text of it, see
+    ``sqlengine.intervals``), also inside a nested type; ``t`` itself otherwise.
+
+    >>> plane_sql(SqlType("STRUCT(a INTERVAL, b INT)[]")), plane_sql(SqlType("MAP(VARCHAR, INTERVAL)"))
+    ('STRUCT(a VARCHAR, b INT)[]', 'MAP(VARCHAR, VARCHAR)')
+    """
+    if not contains(t, "INTERVAL"):
+        return t.sql
+    if t.base == "INTERVAL":
+        return "VARCHAR"
+    if t.base == "ARRAY":
+        return plane_sql(element_type(t)) + "[]"
+    if t.base == "MAP":
+        k, v = map_types(t)
+        return f"MAP({plane_sql(k)}, {plane_sql(v)})"
+    return "STRUCT(" + ", ".join(f"{_field_name(n)} {plane_sql(ft)}" for n, ft in struct_fields(t)) + ")"
 
 
 def typed_null(t: SqlType) -> str:

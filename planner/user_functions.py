@@ -33,7 +33,7 @@ from sqlglot.tokens import Token
 from .errors import BindError, UnsupportedError
 from .scope import name_of, position_of
 from .typecheck import keep_position
-from .types import SUPPORTED_COLUMN_TYPES, SqlType, from_datatype
+from .types import SUPPORTED_COLUMN_TYPES, SqlType, contains, from_datatype
 
 DIALECT = "duckdb"
 LANGUAGES = ("SQL", "PYTHON")
@@ -140,7 +140,7 @@ def function_def(stmt: exp.Create, sql: str, tokens: Sequence[Token] = ()) -> Us
                         "types)", sql=sql, offset=at)
     body = stmt.expression
     if language == "PYTHON":
-        if any(t is not None and t.base == "INTERVAL" for t in (*types, returns)):
+        if any(t is not None and contains(t, "INTERVAL") for t in (*types, returns)):
             raise UnsupportedError(f"Python function {name} cannot take or return an INTERVAL: pass a number, e.g. "
                                    "EXTRACT(EPOCH FROM i)", sql=sql, offset=at)
         if not isinstance(body, (exp.Literal, exp.Heredoc)) or (isinstance(body, exp.Literal) and

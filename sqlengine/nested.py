@@ -83,7 +83,7 @@ def is_nested_arrow(t: pa.DataType) -> bool:
 
 def needs_canonical(t: SqlType) -> bool:
     """Whether values of ``t`` have a canonical form other than Arrow's own (a MAP, a JSON or a UUID inside)."""
-    return contains(t, "MAP") or contains(t, "JSON") or contains(t, "UUID") or t.base == "INTERVAL"
+    return contains(t, "MAP") or contains(t, "JSON") or contains(t, "UUID") or contains(t, "INTERVAL")
 
 
 # ------------------------------------------------------------------ JSON

@@ -29,7 +29,7 @@ from typing import Callable, Dict, Iterable, List, Optional, Sequence
 
 import pyarrow as pa
 
-from planner.types import SqlType, from_sql_type
+from planner.types import SqlType, contains, from_sql_type
 from planner.user_functions import UserFunction
 from sqlengine.errors import BindError
 from sqlengine.executor.backends.python_calls import batch_call
@@ -40,7 +40,7 @@ def python_type(text: str) -> SqlType:
     """The SQL type ``text`` of a Python function's parameter or result; an INTERVAL is none (the executors
     would hand the function different values: DuckDB's interval on the driver, its text on Spark)."""
     t = from_sql_type(text)
-    if t.base == "INTERVAL":
+    if contains(t, "INTERVAL"):
         raise ValueError("a Python function cannot take or return an INTERVAL: pass a number, e.g. "
                          "EXTRACT(EPOCH FROM i)")
     return t

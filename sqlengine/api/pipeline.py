@@ -20,6 +20,7 @@ from planner.user_functions import ad_hoc_calls, python_functions
 from planner.bind import DIALECT, name_of, position_of
 from planner.interval_literals import ReadDuckDB
 from planner.nested_types import empty_map_literals
+from planner.types import contains
 from planner.errors import BindError, EngineError, InputError, PermanentConnectorError, PipelineError, \
     UnsupportedError
 
@@ -769,7 +770,7 @@ class Pipeline:
                                   else self.program.views[name].plan.fields)
                         names = [f.name for f in fields]
                         self._snapshot.load(name, signature, load_relation(eng.state_rows(op), names),
-                                            [f.name for f in fields if f.type.base == "INTERVAL"])
+                                            [(f.name, f.type.sql) for f in fields if contains(f.type, "INTERVAL")])
             return self._snapshot.run(q)
 
     def query_arrow(self, sql: str) -> pa.Table:

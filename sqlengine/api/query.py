@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import logging
 import threading
-from typing import Dict, List, Sequence
+import re
+from typing import Dict, List, Sequence, Tuple
 
 import duckdb
 import pyarrow as pa
@@ -22,7 +23,7 @@ from planner.interval_literals import ReadDuckDB
 from planner.nested_types import empty_map_literals
 from planner.errors import BindError, ParseError, UnsupportedError
 
-from sqlengine import intervals, private_duckdb
+from sqlengine import private_duckdb
 from sqlengine.executor.backends.python_calls import register_duckdb
 from sqlengine.zset import W, consolidate_arrow, expand_arrow
 
@@ -93,13 +94,14 @@ class Snapshot:
     def needs(self, name: str, signature: tuple) -> bool:
         return self.loaded.get(name) != signature
 
-    def load(self, name: str, signature: tuple, t: pa.Table, interval_columns: Sequence[str] = ()) -> None:
-        """Load relation ``name``; ``interval_columns``: its INTERVAL columns (text on the data plane), which
-        queries see as INTERVALs."""
+    def load(self, name: str, signature: tuple, t: pa.Table, interval_columns: Sequence[Tuple[str, str]] = ()
+             ) -> None:
+        """Load relation ``name``; ``interval_columns``: (name, SQL type) of its columns that are or hold
+        INTERVALs (text on the data plane), which queries see as INTERVALs."""
         select = "*"
         if interval_columns:
-            quoted = ['"' + c.replace('"', '""') + '"' for c in interval_columns]
-            select = f"* REPLACE ({', '.join(f'CAST({q} AS INTERVAL) AS {q}' for q in quoted)})"
+            casts = [(c.replace('"', '""'), t) for c, t in interval_columns]
+            select = "* REPLACE (" + ", ".join(f'CAST("{c}" AS {t}) AS "{c}"' for c, t in casts) + ")"
         with self.lock:
             self.con.register("__load", t)
             try:
@@ -119,12 +121,35 @@ class Snapshot:
 
 
 def _intervals_as_text(t: pa.Table) -> pa.Table:
-    """A query's INTERVAL columns as DuckDB's text of them, as the engine gives intervals everywhere (files,
-    Parquet and JSON have no interval of months, days and microseconds)."""
-    for i, f in enumerate(t.schema):
-        if f.type == pa.month_day_nano_interval():
-            t = t.set_column(i, pa.field(f.name, pa.string()), intervals.interval_texts(t.column(i)))
-    return t
+    """A query's INTERVALs (also inside nested values) as DuckDB's text of them, as the engine gives intervals
+    everywhere (files, Parquet and JSON have no interval of months, days and microseconds)."""
+    held = [i for i, f in enumerate(t.schema) if _holds_interval(f.type)]
+    if not held:
+        return t
+    con = private_duckdb.cursor()
+    try:
+        rel = con.from_arrow(t)
+        items = [f'CAST("{n}" AS {_INTERVAL.sub("VARCHAR", str(ty))}) AS "{n}"' if i in held else f'"{n}"'
+                 for i, (n, ty) in enumerate(zip((c.replace('"', '""') for c in t.column_names), rel.types))]
+        out = rel.project(", ".join(items)).to_arrow_table()
+    finally:
+        con.close()
+    return out.rename_columns(t.column_names)
+
+
+_INTERVAL = re.compile(r"\bINTERVAL\b")
+
+
+def _holds_interval(t: pa.DataType) -> bool:
+    if t == pa.month_day_nano_interval():
+        return True
+    if pa.types.is_struct(t):
+        return any(_holds_interval(t.field(i).type) for i in range(t.num_fields))
+    if pa.types.is_map(t):
+        return _holds_interval(t.key_type) or _holds_interval(t.item_type)
+    if pa.types.is_list(t) or pa.types.is_large_list(t):
+        return _holds_interval(t.value_type)
+    return False
 
 
 def load_relation(runs: pa.Table, names: List[str]) -> pa.Table:

@@ -55,7 +55,7 @@ def test_parse_error_has_position():
 
 def test_unsupported_type_and_statement():
     with pytest.raises(UnsupportedError, match="column type"):
-        compile_program("CREATE TABLE t (a INTERVAL[])")
+        compile_program("CREATE TABLE t (a MAP(INTERVAL, INT))")
     with pytest.raises(UnsupportedError, match="INSERT"):
         compile_program("CREATE TABLE t (a INT); INSERT INTO t VALUES (1)")
 

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 import sys
 import threading
 from typing import Dict, Tuple
@@ -56,8 +57,8 @@ def extract(tree: exp.Expression) -> Tuple[exp.Expression, Dict[str, Tuple[str, 
             c.replace(exp.column(f"a{seen[key]}"))
         sql = body.sql(dialect="duckdb")
         type_sql = n.expressions[0].to.sql(dialect="duckdb")
-        if type_sql in ("TEXT", "VARCHAR"):   # text as DuckDB writes it (an INTERVAL's; Arrow casts no interval)
-            sql = f"CAST({sql} AS VARCHAR)"
+        if re.search(r"\b(TEXT|VARCHAR)\b", type_sql):   # text as DuckDB writes it (an INTERVAL's, also inside a
+            sql = f"CAST({sql} AS {type_sql})"             # nested value: Arrow casts no interval to text)
         name = "__duck_" + hashlib.sha1(f"{sql}\x00{type_sql}".encode()).hexdigest()[:16]
         found[name] = (sql, len(cols), type_sql)
         return exp.Anonymous(this=name, expressions=cols or [exp.Literal.number(0)])   # (a constant: one argument)
