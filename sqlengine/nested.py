@@ -45,7 +45,7 @@ from planner.types import SqlType, contains, element_type, map_types, struct_fie
 from sqlengine import intervals
 from sqlengine.types import arrow_type, to_decimal
 
-__all__ = ["from_python", "canonical", "canonical_json", "hash_key", "hashable", "is_nested_arrow",
+__all__ = ["from_python", "canonical", "canonical_json", "hash_key", "hashable", "holds", "is_nested_arrow",
            "needs_canonical"]
 
 
@@ -79,6 +79,24 @@ def loads(text):
 def is_nested_arrow(t: pa.DataType) -> bool:
     return pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_struct(t) or pa.types.is_map(t) \
         or pa.types.is_fixed_size_list(t) or pa.types.is_list_view(t)
+
+
+def holds(t: pa.DataType, leaf: Callable[[pa.DataType], bool]) -> bool:
+    """Whether the Arrow type ``t`` is, or holds at any depth (an element, a field, a map's key or value), a type
+    that ``leaf`` accepts.
+
+    >>> holds(pa.list_(pa.struct([("d", pa.date32())])), pa.types.is_date), holds(pa.int64(), pa.types.is_date)
+    (True, False)
+    """
+    if leaf(t):
+        return True
+    if pa.types.is_struct(t):
+        return any(holds(t.field(i).type, leaf) for i in range(t.num_fields))
+    if pa.types.is_map(t):
+        return holds(t.key_type, leaf) or holds(t.item_type, leaf)
+    if pa.types.is_list(t) or pa.types.is_large_list(t):
+        return holds(t.value_type, leaf)
+    return False
 
 
 def needs_canonical(t: SqlType) -> bool:

@@ -23,7 +23,7 @@ from planner.interval_literals import ReadDuckDB
 from planner.nested_types import empty_map_literals
 from planner.errors import BindError, ParseError, UnsupportedError
 
-from sqlengine import private_duckdb
+from sqlengine import nested, private_duckdb
 from sqlengine.executor.backends.python_calls import register_duckdb
 from sqlengine.zset import W, consolidate_arrow, expand_arrow
 
@@ -123,7 +123,7 @@ class Snapshot:
 def _intervals_as_text(t: pa.Table) -> pa.Table:
     """A query's INTERVALs (also inside nested values) as DuckDB's text of them, as the engine gives intervals
     everywhere (files, Parquet and JSON have no interval of months, days and microseconds)."""
-    held = [i for i, f in enumerate(t.schema) if _holds_interval(f.type)]
+    held = [i for i, f in enumerate(t.schema) if nested.holds(f.type, lambda x: x == pa.month_day_nano_interval())]
     if not held:
         return t
     con = private_duckdb.cursor()
@@ -139,17 +139,6 @@ def _intervals_as_text(t: pa.Table) -> pa.Table:
 
 _INTERVAL = re.compile(r"\bINTERVAL\b")
 
-
-def _holds_interval(t: pa.DataType) -> bool:
-    if t == pa.month_day_nano_interval():
-        return True
-    if pa.types.is_struct(t):
-        return any(_holds_interval(t.field(i).type) for i in range(t.num_fields))
-    if pa.types.is_map(t):
-        return _holds_interval(t.key_type) or _holds_interval(t.item_type)
-    if pa.types.is_list(t) or pa.types.is_large_list(t):
-        return _holds_interval(t.value_type)
-    return False
 
 
 def load_relation(runs: pa.Table, names: List[str]) -> pa.Table:

@@ -97,15 +97,7 @@ def outside_years(c) -> Optional[pa.ChunkedArray]:
 
 
 def _holds_dates(t: pa.DataType) -> bool:
-    if pa.types.is_date(t) or pa.types.is_timestamp(t):
-        return True
-    if pa.types.is_struct(t):
-        return any(_holds_dates(t.field(i).type) for i in range(t.num_fields))
-    if pa.types.is_map(t):
-        return _holds_dates(t.key_type) or _holds_dates(t.item_type)
-    if pa.types.is_list(t) or pa.types.is_large_list(t):
-        return _holds_dates(t.value_type)
-    return False
+    return nested.holds(t, lambda x: pa.types.is_date(x) or pa.types.is_timestamp(x))
 
 
 def _nested_outside(a: pa.Array) -> np.ndarray:
