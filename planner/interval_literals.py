@@ -12,12 +12,10 @@ AS INTERVAL)``, which DuckDB gives the same value as the literal, and which sqlg
 """
 from __future__ import annotations
 
-import re
-
 from sqlglot import exp
 from sqlglot.dialects.duckdb import DuckDB
 
-_ONE_PART = re.compile(r"\s*(-?[0-9]+(?:\.[0-9]+)?)\s*([a-zA-Z]+)\s*")   # (sqlglot's INTERVAL_STRING_RE)
+_ONE_PART = exp.INTERVAL_STRING_RE   # one '<n> <unit>', as sqlglot's parser finds it
 
 
 def whole_interval(this):

@@ -98,7 +98,7 @@ def unnest_rows(node: Unnest, d: pa.Table) -> Optional[pa.Table]:
     if i is None or d.num_rows == 0:
         return None
     arr = d.column(col(i)).combine_chunks()
-    if not pa.types.is_list(arr.type) or pa.types.is_map(arr.type):
+    if not pa.types.is_list(arr.type):   # (not a MAP either: its type is no list type)
         return None
     parents = pc.list_parent_indices(arr)
     elements = pc.list_flatten(arr)
@@ -112,8 +112,9 @@ def unnest_rows(node: Unnest, d: pa.Table) -> Optional[pa.Table]:
     if node.ordinality:
         p = parents.to_numpy()   # (ascending: the position is the distance from its parent's first element)
         k = np.arange(len(p))
-        first = np.maximum.accumulate(np.where(np.r_[True, p[1:] != p[:-1]] if len(p) else p, k, 0))
-        values.append(pa.array(k - first + 1, pa.int64()))
+        starts = np.ones(len(p), bool)
+        starts[1:] = p[1:] != p[:-1]
+        values.append(pa.array(k - np.maximum.accumulate(np.where(starts, k, 0)) + 1, pa.int64()))
     rows = d.take(parents)
     if node.outer:
         lengths = pc.fill_null(pc.list_value_length(arr), 0)
