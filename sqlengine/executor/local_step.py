@@ -40,6 +40,7 @@ from sqlengine.executor.backends.python_calls import register_duckdb
 from sqlengine.executor.backends.duckdb import DuckDBBackend, quoted, readable
 from sqlengine.executor.ops import aggregate as agg_op, join as join_op, map as map_op
 from sqlengine.executor.row_errors import RowErrors, named_row
+from sqlengine.executor.state_lookups import Lookup
 from sqlengine.state.store import Manifest, Run
 from sqlengine.state.cache import StateCache, is_column
 from sqlengine.state.row_groups import RowGroupReader
@@ -516,12 +517,21 @@ class LocalExecutor:
         reads = []
         kind = ops.of(op.kind)
         for j, (r, ps) in enumerate(zip(op.reads, kind.probes(op))):
+            if ps.spec is None:   # looked up by the op as it runs (see sqlengine.executor.state_lookups)
+                reads.append(Lookup(functools.partial(self._lookup, r, m, scan)))
+                continue
             if not kind.reads_state(op, j, ins):   # (an inner join's side whose other side did not change)
                 reads.append(self.ctx.state_arrow[r].empty_table())
                 continue
             reads.append(self.read(r, m, ps.spec, [ins[i] for i, _ in ps.sources], [s for _, s in ps.sources],
                                    scan))
         return reads
+
+    def _lookup(self, op_id: int, m: Manifest, scan: bool, spec: tuple, probe: Optional[pa.Table]) -> pa.Table:
+        if not spec:
+            return self.read(op_id, m, (), [], [], scan)
+        probe = probe.rename_columns([f"c{k}" for k in range(probe.num_columns)])   # (plain columns: hashed as they are)
+        return self.read(op_id, m, spec, [probe], [tuple(probe.column_names)], scan)
 
     def _accumulate(self, op, d: pa.Table, old: Manifest, step: int, initial: bool,
                     new_runs: Dict[str, List[Run]], write: bool = True, emit: bool = True) -> Optional[pa.Table]:

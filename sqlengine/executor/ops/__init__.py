@@ -47,7 +47,8 @@ KINDS = {
 class ProbeSpec:
     """How an op reads one state: by key expressions ``spec`` (over the state's columns), with the probe
     keys computed from ``sources``: (input index, key expressions over that input's change).  ``spec``
-    empty: the op reads the whole state."""
+    empty: the op reads the whole state; None: the op looks the state up by key itself as it runs (its read is
+    a :class:`sqlengine.executor.state_lookups.Lookup`)."""
 
     def __init__(self, spec: Tuple[str, ...], sources: List[Tuple[int, Tuple[str, ...]]]):
         self.spec = spec

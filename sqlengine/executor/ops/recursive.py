@@ -39,6 +39,7 @@ from collections import Counter
 from typing import Dict, List, Optional
 
 import duckdb
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -48,15 +49,19 @@ from sqlengine.executor.delta_rules import zero_sign
 from sqlengine.executor.op_schemas import with_weight
 from sqlengine.executor.schema import chunked
 from sqlengine.executor.ops import ProbeSpec
+from sqlengine.executor.ops.recursive_reads import Held, read, resolve
+from sqlengine.executor.state_lookups import ArrowLookup, Lookup
 from sqlengine.types import arrow_type
-from sqlengine.zset import W
+from sqlengine.zset import W, consolidate_arrow
 
 SKIPS_UNCHANGED = True
-THREADS = max(1, min(4, os.cpu_count() or 1))   # DuckDB's threads for an evaluation: its joins and scans are big
+THREADS = max(1, min(4, os.cpu_count() or 1))
+SMALL = 65536   # rows of state read that are consolidated in Arrow rather than by a query   # DuckDB's threads for an evaluation: its joins and scans are big
 _OCCURRENCE = re.compile(r"\b__o(\d+)\b")
 _REC = re.compile(r"\b__rec\b")
 _calls = itertools.count()
-# how often each way of evaluating ran, in this process (for tests and benchmarks): "from_scratch", "incremental"
+# how often each way of evaluating ran, in this process (for tests and benchmarks): "from_scratch", "incremental";
+# and the state rows the incremental evaluations read ("rows_read")
 evaluations: Counter = Counter()
 
 
@@ -65,7 +70,7 @@ class NoFixedPoint(Exception):
 
 
 def probes(op) -> List[ProbeSpec]:
-    return [ProbeSpec((), []) for _ in op.reads]   # the whole contents of each
+    return [ProbeSpec(None, []) for _ in op.reads]   # looked up as the iterations need them (recursive_reads)
 
 
 def change_schema(op, ins: List[pa.Schema], typer) -> pa.Schema:
@@ -81,24 +86,32 @@ def _per_row(schema: pa.Schema, data: List[str]) -> str:
 class _Run:
     """One evaluation on connection ``con``: the temporary relations it makes carry the prefix ``p``."""
 
-    def __init__(self, con, op, ins: List[Optional[pa.Table]], reads: List[pa.Table]):
+    def __init__(self, con, op, ins: List[Optional[pa.Table]], reads: List[Lookup]):
         self.con, self.op, self.node = con, op, op.node
         self.p = f"__fx{next(_calls)}_"
         self.made: List[str] = []
+        self.rows_read = 0
+        self._names = itertools.count()
+        self._wholes: Dict[int, str] = {}
+        self.sizes: Dict[str, int] = {}   # the row count of each table made
         self.names = [[f.name for f in cols] for cols in self.node.columns]   # per recursive relation
         self.types = [[f.type.sql for f in cols] for cols in self.node.columns]
         self.floats = [[f.type.base in FLOATS for f in cols] for cols in self.node.columns]
         self.ins, self.reads = ins, reads
 
     # ------------------------------------------------------------ relations
-    def sql(self, text: str) -> None:
-        self.con.execute(text).fetchall()   # (a result left unread blocks the connection)
+    def sql(self, text: str):
+        return self.con.execute(text).fetchall()   # (a result left unread blocks the connection)
 
     def table(self, name: str, query: str) -> str:
         full = self.p + name
-        self.sql(f"CREATE OR REPLACE TEMP TABLE {full} AS {query}")
+        self.sizes[full] = self.sql(f"CREATE OR REPLACE TEMP TABLE {full} AS {query}")[0][0]   # (its row count)
         self.made.append(full)
         return full
+
+    def insert(self, target: str, source: str) -> None:
+        """Add table ``source``'s rows to table ``target``."""
+        self.sizes[target] += self.sql(f"INSERT INTO {target} SELECT * FROM {source}")[0][0]
 
     def view(self, name: str, query: str) -> str:
         full = self.p + name
@@ -112,12 +125,35 @@ class _Run:
         self.made.append("@" + full)
         return full
 
+    def fresh(self, prefix: str) -> str:
+        return f"{prefix}{next(self._names)}"
+
+    def whole(self, held: Held) -> str:
+        """A view of all of ``held``'s rows (read once per evaluation)."""
+        if id(held) not in self._wholes:
+            self._wholes[id(held)] = read(self, held, self.fresh("all"))
+        return self._wholes[id(held)]
+
+    def held_in(self, i: int, held: Held, rows: str) -> str:
+        """A view of the rows of ``held`` (rows of relation ``i``) that are rows of table ``rows`` (and a few
+        more): looked up by all their columns."""
+        probe = self.con.sql(f"SELECT DISTINCT * FROM {rows}").to_arrow_table()
+        return read(self, held, self.fresh("in"), list(range(len(self.names[i]))), probe)
+
     def contents(self, name: str, raw: pa.Table, columns) -> str:
         """A view of the bag that the Z-set ``raw`` (c0.., W; runs, unconsolidated) holds, its columns named
         ``columns``: consolidated only when some weight is negative, expanded where a weight is above 1."""
-        src = self.arrow(name + "_raw", raw)
         data = [f.name for f in raw.schema if f.name != W]
         w = raw.column(W)
+        if raw.num_rows <= SMALL:   # consolidated and expanded here, without a query
+            if raw.num_rows and pc.any(pc.less(w, 0)).as_py():
+                raw = consolidate_arrow(raw)
+                raw = raw.filter(pc.greater(raw.column(W), 0))
+            w = raw.column(W).to_numpy()
+            if len(w) and w.max() > 1:
+                raw = raw.take(np.repeat(np.arange(len(w)), w))
+            return self.arrow(name, raw.select(data).rename_columns(list(columns)))
+        src = self.arrow(name + "_raw", raw)
         negative = pc.less(w, 0)
         if raw.num_rows and pc.any(negative).as_py():
             # only the rows that some run deletes are summed (the runs since the last merge: few); the others
@@ -153,15 +189,30 @@ class _Run:
                 pass
 
     # ------------------------------------------------------------ the parts
-    def part(self, text: str, i: int, versions: Dict[int, str], rec: Optional[str]) -> str:
-        """``text`` (a branch of relation ``i``) reading ``versions[k]`` for occurrence k and ``rec`` for
-        ``__rec``, its columns cast to relation ``i``'s types and named as its columns."""
-        body = _OCCURRENCE.sub(lambda m: versions[int(m.group(1))], text)
+    def part(self, text: str, i: int, versions: Dict[int, object], rec=None, j: Optional[int] = None,
+             want: Optional[str] = None) -> str:
+        """``text`` (a branch of relation ``i``) reading ``versions[k]`` for occurrence k and ``rec`` (relation
+        ``j``) for ``__rec``, its columns cast to relation ``i``'s types and named as its columns.  A version
+        is a table's name, or a :class:`Held` relation, read as narrowly as the other versions allow
+        (``want``: only result rows in that table are needed; see :mod:`.recursive_reads`)."""
+        tokens = {f"__o{k}": versions[k] for k in {int(m) for m in _OCCURRENCE.findall(text)}}
         if rec is not None:
-            body = _REC.sub(rec, body)
+            tokens["__rec"] = rec
+        types = {t: self.token_types(t, j) for t, v in tokens.items()}
+        bound = resolve(self, text, tokens, types, self.types[i], self.names[i], want)
+        body = _OCCURRENCE.sub(lambda m: bound[f"__o{m.group(1)}"], text)
+        if rec is not None:
+            body = _REC.sub(bound["__rec"], body)
         cols = ", ".join(f"{self.value(i, k, f'CAST(#{k + 1} AS {t})')} AS {quoted(n)}"
                          for k, (t, n) in enumerate(zip(self.types[i], self.names[i])))
         return f"SELECT {cols} FROM ({body})"
+
+    def token_types(self, token: str, j: Optional[int]) -> Dict[str, str]:
+        """The SQL types of ``token``'s columns by lower-case name (``__rec``: recursive relation ``j``)."""
+        if token == "__rec":
+            return {n.lower(): t for n, t in zip(self.names[j], self.types[j])}
+        r = self.node.occurrences[int(token[3:])]
+        return {n.lower(): f.type.sql for n, f in zip(self.node.relation_columns[r], self.node.relations[r].fields)}
 
     def value(self, i: int, k: int, e: str) -> str:
         """Column ``k`` of relation ``i`` as ``e``; in a set (UNION) a float one with its zeros made 0.0: the set
@@ -177,12 +228,12 @@ class _Run:
         """Each occurrence reading its relation's ``tables[j]``."""
         return {k: tables[j] for k, j in enumerate(self.node.occurrences)}
 
-    def base(self, i: int, tables: List[str]) -> List[str]:
-        return [self.part(b, i, self.everywhere(tables), None) for b in self.node.bases[i]]
+    def base(self, i: int, tables: List[object], want: Optional[str] = None) -> List[str]:
+        return [self.part(b, i, self.everywhere(tables), want=want) for b in self.node.bases[i]]
 
-    def steps_into(self, i: int, tables: List[str], recs: List[Optional[str]]) -> List[str]:
+    def steps_into(self, i: int, tables: List[object], recs: List[object], want: Optional[str] = None) -> List[str]:
         """The steps that derive rows of relation ``i``, each reading its recursive relation as ``recs[j]``."""
-        return [self.part(text, i, self.everywhere(tables), recs[j])
+        return [self.part(text, i, self.everywhere(tables), recs[j], j, want)
                 for target, j, text in self.node.steps if target == i and recs[j] is not None]
 
     def match(self, i: int, t: str) -> str:
@@ -202,6 +253,8 @@ class _Run:
         return f"SELECT DISTINCT * FROM ({query}) AS x WHERE {condition}"
 
     def count(self, name: str) -> int:
+        if name in self.sizes:
+            return self.sizes[name]
         return self.con.sql(f"SELECT COUNT(*) FROM {name}").fetchall()[0][0]
 
     def tables(self, prefix: str, queries: List[str]) -> List[str]:
@@ -211,21 +264,22 @@ class _Run:
     def evaluate(self) -> pa.Table:
         node = self.node
         rels, n = len(node.relations), len(node.names)
-        old = [self.contents(f"old{j}", self.reads[j], node.relation_columns[j]) for j in range(rels)]
+        old = []
+        for j in range(rels):
+            fields = node.relations[j].fields
+            old.append(Held(self.reads[j], [f"c{k}" for k in range(len(fields))], node.relation_columns[j],
+                            [f.type.sql for f in fields]))
         changed = [j for j in range(rels) if self.ins[j] is not None and self.ins[j].num_rows]
         new = list(old)
         for j in changed:
-            both = pa.concat_tables([self.reads[j], self.ins[j].select(self.reads[j].schema.names)
-                                     .cast(self.reads[j].schema)])
-            new[j] = self.contents(f"new{j}", both, node.relation_columns[j])
+            new[j] = old[j].plus(self.ins[j])
         if n == 1:
-            r_old = [self.contents("R", self.reads[rels], self.names[0])]
+            r_old = [Held(self.reads[rels], [f"c{k}" for k in range(len(self.names[0]))], self.names[0],
+                          self.types[0])]
         else:   # (the relation's number, then each relation's columns in turn)
-            slots = ["__relation"] + [f"__r{i}_{k}" for i in range(n) for k in range(len(self.names[i]))]
-            every = self.contents("R", self.reads[rels], slots)
-            r_old = [self.view(f"R{i}", f"SELECT {', '.join(f'__r{i}_{k} AS {quoted(c)}' for k, c in enumerate(self.names[i]))} "
-                                        f"FROM {every} WHERE __relation = {i}") for i in range(n)]
-        incremental = all(node.distinct) and sum(self.count(r) for r in r_old) > 0 and all(
+            r_old = [Held(self.reads[rels], [f"c{s}" for s in node.slots(i)], self.names[i], self.types[i],
+                          relation=i) for i in range(n)]
+        incremental = all(node.distinct) and sum(r.weight() for r in r_old) > 0 and all(
             node.monotone[k] for k, j in enumerate(node.occurrences) if j in changed)
         evaluations["incremental" if incremental else "from_scratch"] += 1
         if incremental:
@@ -240,11 +294,18 @@ class _Run:
                 plus[j] = self.table(f"plus{j}", f"SELECT {cols} FROM {summed} WHERE {W} > 0")
                 minus[j] = self.table(f"minus{j}", f"SELECT {cols} FROM {summed} WHERE {W} < 0")
             added, removed = self.incremental(old, new, plus, minus, r_old)
+            evaluations["rows_read"] += self.rows_read
             changes = [f"SELECT *, 1::BIGINT AS {W} FROM (SELECT * FROM {added[i]} EXCEPT SELECT * FROM {removed[i]}) "
                        f"UNION ALL SELECT *, -1::BIGINT AS {W} FROM (SELECT * FROM {removed[i]} EXCEPT "
                        f"SELECT * FROM {added[i]})" for i in range(n)]
         else:
-            fixed = self.from_scratch(new)
+            threads = self.con.sql("SELECT current_setting('threads')").fetchall()[0][0]
+            self.sql(f"SET threads = {THREADS}")   # (the steps' connection runs one thread: enough for small reads)
+            try:
+                fixed = self.from_scratch([self.whole(x) for x in new])
+            finally:
+                self.sql(f"SET threads = {threads}")
+            r_old = [self.whole(r) for r in r_old]
             changes = []
             for i in range(n):
                 cols = ", ".join(quoted(c) for c in self.names[i])
@@ -280,7 +341,7 @@ class _Run:
             if not sum(self.count(t) for t in frontier):
                 return fixed
             for i in range(n):
-                self.sql(f"INSERT INTO {fixed[i]} SELECT * FROM {frontier[i]}")
+                self.insert(fixed[i], frontier[i])
         raise NoFixedPoint(self.limit_message())
 
     def limit_message(self) -> str:
@@ -306,15 +367,15 @@ class _Run:
             """Per relation: one step's rows derived with an occurrence of a changed relation reading ``delta``
             (the other occurrences ``others``, the recursive relations ``recs``)."""
             out: List[List[str]] = [[] for _ in range(n)]
-            parts = [(i, b, None) for i in range(n) for b in node.bases[i]] + \
-                [(i, text, recs[j]) for i, j, text in node.steps]
-            for i, text, rec in parts:
+            parts = [(i, b, None, None) for i in range(n) for b in node.bases[i]] + \
+                [(i, text, recs[j], j) for i, j, text in node.steps]
+            for i, text, rec, r in parts:
                 for k in sorted({int(m) for m in _OCCURRENCE.findall(text)}):
                     j = node.occurrences[k]
                     if j in delta:
                         versions = self.everywhere(others)
                         versions[k] = delta[j]
-                        out[i].append(self.part(text, i, versions, rec))
+                        out[i].append(self.part(text, i, versions, rec, r))
             return out
 
         gone = None   # each relation's rows of the old fixed point that are deleted (after rederiving)
@@ -323,33 +384,30 @@ class _Run:
             # 1. over-delete: what the deleted rows derived in the old fixed point, transitively
             first = self.tables("del0c", [self.distinct_where(self.union(i, q), "TRUE")
                                           for i, q in enumerate(seeds(dict(minus), old, r_old))])
-            frontier = self.tables("del0", [f"SELECT * FROM {first[i]} AS x WHERE {self.match(i, r_old[i])}"
-                                            for i in range(n)])
+            frontier = self.tables("del0", [f"SELECT * FROM {first[i]} AS x WHERE "
+                                            f"{self.match(i, self.held_in(i, r_old[i], first[i]))}" for i in range(n)])
             for i in range(n):
-                self.sql(f"INSERT INTO {removed[i]} SELECT * FROM {frontier[i]}")
+                self.insert(removed[i], frontier[i])
             while sum(self.count(t) for t in frontier):
                 check()
                 more = self.tables(f"del{iterations}c", [self.distinct_where(
                     self.union(i, self.steps_into(i, old, frontier)), "TRUE") for i in range(n)])
                 frontier = self.tables(f"del{iterations}", [
-                    f"SELECT * FROM {more[i]} AS x WHERE {self.match(i, r_old[i])} AND NOT {self.match(i, removed[i])}"
-                    for i in range(n)])
+                    f"SELECT * FROM {more[i]} AS x WHERE {self.match(i, self.held_in(i, r_old[i], more[i]))} "
+                    f"AND NOT {self.match(i, removed[i])}" for i in range(n)])
                 for i in range(n):
-                    self.sql(f"INSERT INTO {removed[i]} SELECT * FROM {frontier[i]}")
+                    self.insert(removed[i], frontier[i])
             # 2. rederive: the removed rows the new contents derive in one step from what is left
-            left = [self.view(f"left{i}", f"SELECT * FROM {r_old[i]} AS x WHERE NOT {self.match(i, removed[i])}")
-                    for i in range(n)]
+            left = [r_old[i].without(removed[i], i) for i in range(n)]
             again = self.tables("again", [self.distinct_where(
-                self.union(i, self.base(i, new) + self.steps_into(i, new, left)), self.match(i, removed[i]))
-                for i in range(n)])
+                self.union(i, self.base(i, new, removed[i]) + self.steps_into(i, new, left, removed[i])),
+                self.match(i, removed[i])) for i in range(n)])
             gone = self.tables("gone", [f"SELECT * FROM {removed[i]} AS x WHERE NOT {self.match(i, again[i])}"
                                         for i in range(n)])
             candidates = [[f"SELECT * FROM {again[i]}"] + self.steps_into(i, new, again) for i in range(n)]
         # 3. semi-naive: what the inserted rows (and the rederived ones) derive, until nothing is new
         if plus:
-            current = r_old if gone is None else [
-                self.view(f"current{i}", f"SELECT * FROM {r_old[i]} AS x WHERE NOT {self.match(i, gone[i])}")
-                for i in range(n)]
+            current = r_old if gone is None else [r_old[i].without(gone[i], i) for i in range(n)]
             for i, more in enumerate(seeds(plus, new, current)):
                 candidates[i] += more
         result = gone if gone is not None else removed
@@ -362,7 +420,7 @@ class _Run:
             out = []
             for i, c in enumerate(self.tables(name + "c", [self.distinct_where(self.union(i, q), "TRUE")
                                                            for i, q in enumerate(queries)])):
-                fresh = f"SELECT * FROM {c} AS x WHERE NOT {self.match(i, r_old[i])}"
+                fresh = f"SELECT * FROM {c} AS x WHERE NOT {self.match(i, self.held_in(i, r_old[i], c))}"
                 if gone is not None:
                     fresh += f" UNION ALL SELECT * FROM {c} AS x WHERE {self.match(i, gone[i])}"
                 out.append(f"SELECT * FROM ({fresh}) AS x WHERE NOT {self.match(i, added[i])}")
@@ -372,12 +430,12 @@ class _Run:
         while sum(self.count(t) for t in frontier):
             check()
             for i in range(n):
-                self.sql(f"INSERT INTO {added[i]} SELECT * FROM {frontier[i]}")
+                self.insert(added[i], frontier[i])
             frontier = unseen(f"ins{iterations}", [self.steps_into(i, new, frontier) for i in range(n)])
         return added, result
 
 
-def evaluate(con, op, ins: List[Optional[pa.Table]], reads: List[pa.Table]) -> pa.Table:
+def evaluate(con, op, ins: List[Optional[pa.Table]], reads: List[Lookup]) -> pa.Table:
     """The change of recursive op ``op`` on DuckDB connection ``con`` (raises :class:`NoFixedPoint`, or DuckDB's
     error for a row the SQL fails on)."""
     run = _Run(con, op, ins, reads)
@@ -387,22 +445,18 @@ def evaluate(con, op, ins: List[Optional[pa.Table]], reads: List[pa.Table]) -> p
         run.cleanup()
 
 
-def _emptied(op, reads: List[pa.Table]) -> pa.Table:
+def _emptied(op, reads: List[Lookup]) -> pa.Table:
     """The change that retracts everything the op emitted (its own integral's rows, negated)."""
-    own = reads[-1]
+    own = reads[-1].rows()
     return own.set_column(own.schema.get_field_index(W), W, pc.negate(own.column(W)))
 
 
 def local(lw, op, ins, reads, initial: bool = False) -> pa.Table:
     with lw.lock:
-        threads = lw.con.sql("SELECT current_setting('threads')").fetchall()[0][0]
-        lw.con.execute(f"SET threads = {THREADS}").fetchall()   # (the steps' connection runs one thread)
         try:
             return evaluate(lw.con, op, ins, reads)
         except (NoFixedPoint, duckdb.Error) as e:
             message = str(e).splitlines()[0] if str(e) else type(e).__name__
-        finally:
-            lw.con.execute(f"SET threads = {threads}").fetchall()
     if lw.errors is not None:
         lw.errors.add(op.id, lw.op_views.get(op.id, []), f"WITH RECURSIVE {op.node.name}", message, [{}], [1],
                       operator=f"Recursive {op.node.name}")
@@ -419,7 +473,7 @@ def spark(lw, op, ins, reads, initial: bool = False):
     stats = getattr(lw, "stats", None)
     count = stats.from_spark if stats is not None else (lambda t: t)
     arrow_ins = [None if d is None else count(d.toArrow()) for d in ins]
-    arrow_reads = [count(r.toArrow()) for r in reads]
+    arrow_reads = [ArrowLookup(count(r.toArrow())) for r in reads]
     try:
         out = evaluate(be.con, op, arrow_ins, arrow_reads)
     finally:
