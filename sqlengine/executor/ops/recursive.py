@@ -49,7 +49,7 @@ from sqlengine.executor.delta_rules import zero_sign
 from sqlengine.executor.op_schemas import with_weight
 from sqlengine.executor.schema import chunked
 from sqlengine.executor.ops import ProbeSpec
-from sqlengine.executor.ops.recursive_reads import Held, read, resolve
+from sqlengine.executor.ops.recursive_reads import Held, keyable, read, resolve
 from sqlengine.executor.state_lookups import ArrowLookup, Lookup
 from sqlengine.types import arrow_type
 from sqlengine.zset import W, consolidate_arrow
@@ -136,9 +136,13 @@ class _Run:
 
     def held_in(self, i: int, held: Held, rows: str) -> str:
         """A view of the rows of ``held`` (rows of relation ``i``) that are rows of table ``rows`` (and a few
-        more): looked up by all their columns."""
-        probe = self.con.sql(f"SELECT DISTINCT * FROM {rows}").to_arrow_table()
-        return read(self, held, self.fresh("in"), list(range(len(self.names[i]))), probe)
+        more): looked up by all their columns of types a lookup compares (whole when there is none)."""
+        by = [k for k, t in enumerate(self.types[i]) if keyable(t)]
+        if not by:
+            return self.whole(held)
+        listed = ", ".join(quoted(self.names[i][k]) for k in by)
+        probe = self.con.sql(f"SELECT DISTINCT {listed} FROM {rows}").to_arrow_table()
+        return read(self, held, self.fresh("in"), by, probe)
 
     def contents(self, name: str, raw: pa.Table, columns) -> str:
         """A view of the bag that the Z-set ``raw`` (c0.., W; runs, unconsolidated) holds, its columns named

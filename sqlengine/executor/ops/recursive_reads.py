@@ -42,6 +42,11 @@ from sqlengine.zset import W
 
 _NUMBERS = set(INTEGERS) | {"DECIMAL", "REAL", "DOUBLE", "HUGEINT"}
 _INSTANTS = {"DATE", "TIMESTAMP"}
+KEYS = _NUMBERS | _INSTANTS | {"VARCHAR", "BOOLEAN"}   # the types a state is looked up by (nested ones: never)
+
+
+def keyable(t: str) -> bool:
+    return t.split("(")[0] in KEYS
 
 
 @dataclass(frozen=True)
@@ -116,6 +121,8 @@ def shape(text: str) -> Optional[Shape]:
 
 def linkable(a: str, b: str) -> bool:
     """Do the key hashes of columns of SQL types ``a`` and ``b`` agree wherever ``=`` holds?"""
+    if not (keyable(a) and keyable(b)):
+        return False
     if a == b:
         return True
     ba, bb = a.split("(")[0], b.split("(")[0]
@@ -125,7 +132,7 @@ def linkable(a: str, b: str) -> bool:
 def outputs_as(source: str, out: str) -> bool:
     """Is a value of type ``source`` cast to ``out`` (a branch's result cast to its relation's type) equal,
     as a key, to what it was?"""
-    return source == out or (source in INTEGERS and out in INTEGERS)
+    return keyable(source) and (source == out or (source in INTEGERS and out in INTEGERS))
 
 
 class Held:
