@@ -27,8 +27,6 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from planner.logical import Aggregate, Project
-
 from sqlengine import nested
 from sqlengine.executor import arrow_ops
 from sqlengine.executor import keyed_reads
@@ -37,9 +35,9 @@ from sqlengine.executor.casts import cast_to
 from sqlengine.executor.context import StepContext
 from sqlengine.executor.delta_rules import cols
 from sqlengine.executor.backends.python_calls import register_duckdb
-from sqlengine.executor.backends.duckdb import DuckDBBackend, quoted, readable
+from sqlengine.executor.backends.duckdb import DuckDBBackend, quoted
 from sqlengine.executor.ops import aggregate as agg_op, join as join_op, map as map_op
-from sqlengine.executor.row_errors import RowErrors, named_row
+from sqlengine.executor.row_errors import RowErrors, field_labels, named_row
 from sqlengine.executor.state_lookups import Lookup
 from sqlengine.state.store import Manifest, Run
 from sqlengine.state.cache import StateCache, is_column
@@ -126,27 +124,6 @@ def _nested_outside(a: pa.Array) -> np.ndarray:
     out = np.zeros(n, bool)
     np.logical_or.at(out, parents[inner], True)
     return out & a.is_valid().to_numpy(zero_copy_only=False)
-
-
-def field_labels(node) -> List[str]:
-    """Names for the columns of ``node``'s rows in error records: an aggregate's internal key and call
-    columns are shown as the expressions they compute, over the input's column names."""
-    if isinstance(node, Aggregate):
-        ins = [f.name for f in node.input.fields]
-        pre = node.input
-        exprs = list(pre.exprs) if isinstance(pre, Project) else []
-        base = [f.name for f in pre.input.fields] if isinstance(pre, Project) else ins
-
-        def label(sql):
-            if sql[1:].isdigit() and exprs and int(sql[1:]) < len(exprs):
-                return readable(exprs[int(sql[1:])].sql, base)
-            return readable(sql, ins)
-        out = [label(k.sql) for k in node.keys]
-        for a in node.aggs:
-            out.append("COUNT(*)" if a.func == "COUNT_STAR" else
-                       f"{a.func}({'DISTINCT ' if a.distinct else ''}{', '.join(label(x.sql) for x in a.args)})")
-        return out
-    return [f.name for f in node.fields]
 
 
 class LocalExecutor:

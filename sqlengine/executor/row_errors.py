@@ -29,6 +29,11 @@ from typing import Dict, List, Optional, Sequence, Tuple
 
 import duckdb
 import pyarrow as pa
+import sqlglot
+from sqlglot import exp
+
+from planner.bind import DIALECT
+from planner.logical import Aggregate, Project
 
 ERRORS_KEY = "errors"                 # state key of the error relation's runs
 ERRORS_RELATION = "sqlengine_errors"  # its name in ad-hoc queries
@@ -98,3 +103,33 @@ def read_errors(store, runs: Optional[List[str]] = None) -> pa.Table:
     paths = store.paths(ERRORS_KEY) if runs is None else [os.path.join(store.root, r) for r in runs]
     parts = [pq.read_table(p).cast(SCHEMA) for p in paths]
     return pa.concat_tables(parts) if parts else SCHEMA.empty_table()
+
+
+def readable(sql: str, names: Sequence[str]) -> str:
+    """A planner expression with its positional columns ``c<i>`` named as the user wrote them."""
+    e = sqlglot.parse_one(sql, read=DIALECT)
+    for c in e.find_all(exp.Column):
+        if c.name.startswith("c") and c.name[1:].isdigit() and int(c.name[1:]) < len(names):
+            c.set("this", exp.to_identifier(names[int(c.name[1:])]))
+    return e.sql(dialect="duckdb")
+
+
+def field_labels(node) -> List[str]:
+    """Names for the columns of ``node``'s rows in error records: an aggregate's internal key and call
+    columns are shown as the expressions they compute, over the input's column names."""
+    if isinstance(node, Aggregate):
+        ins = [f.name for f in node.input.fields]
+        pre = node.input
+        exprs = list(pre.exprs) if isinstance(pre, Project) else []
+        base = [f.name for f in pre.input.fields] if isinstance(pre, Project) else ins
+
+        def label(sql):
+            if sql[1:].isdigit() and exprs and int(sql[1:]) < len(exprs):
+                return readable(exprs[int(sql[1:])].sql, base)
+            return readable(sql, ins)
+        out = [label(k.sql) for k in node.keys]
+        for a in node.aggs:
+            out.append("COUNT(*)" if a.func == "COUNT_STAR" else
+                       f"{a.func}({'DISTINCT ' if a.distinct else ''}{', '.join(label(x.sql) for x in a.args)})")
+        return out
+    return [f.name for f in node.fields]

@@ -374,7 +374,7 @@ def test_a_python_aggregate_that_raises_fails_the_group_not_the_pipeline(make_pi
     errors = p.query_pandas("SELECT view, operator, error, row FROM sqlengine_errors")
     assert p.status()["errors"] == {"v": 1, "w": 1}, errors
     assert errors.error.str.contains("13 is unlucky").all()
-    assert errors[errors.view == "v"].row.str.contains('"k0": 1').all()
+    assert errors[errors.view == "v"].row.str.contains('"g": 1').all()
     p.execute("DELETE FROM t WHERE x = 13")
     p.wait_for_idle()
     assert sorted(tuple(r.values()) for r in p.query("SELECT * FROM v")) == [(1, 3, 2), (2, 11, 2)]

@@ -36,7 +36,7 @@ from planner.types import UNKNOWN
 from sqlengine import private_duckdb
 from sqlengine.executor import delta_rules as rules
 from sqlengine.executor import ops
-from sqlengine.executor.row_errors import DATA_ERRORS, MAX_MESSAGES, RowErrors, first_line, named_row, user_names
+from sqlengine.executor.row_errors import DATA_ERRORS, MAX_MESSAGES, RowErrors, first_line, named_row, readable, user_names
 
 
 def _to_duckdb(n: exp.Expression) -> exp.Expression:
@@ -64,15 +64,6 @@ def beside_nulls(t: pa.Table) -> pa.Table:
 def shift_columns(sql: str, by: int) -> str:
     """``sql`` with every positional column ``c<i>`` renamed ``c<i+by>`` (the planner's renumbering)."""
     return shift(Expr(sql, UNKNOWN), by).sql
-
-
-def readable(sql: str, names: Sequence[str]) -> str:
-    """A planner expression with its positional columns ``c<i>`` named as the user wrote them."""
-    e = sqlglot.parse_one(sql, read=DIALECT)
-    for c in e.find_all(exp.Column):
-        if c.name.startswith("c") and c.name[1:].isdigit() and int(c.name[1:]) < len(names):
-            c.set("this", exp.to_identifier(names[int(c.name[1:])]))
-    return e.sql(dialect="duckdb")
 
 
 class DuckDBBackend:

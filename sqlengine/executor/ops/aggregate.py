@@ -31,7 +31,7 @@ from sqlengine.executor import arrow_ops
 from sqlengine.executor import delta_rules as rules
 from sqlengine.executor.delta_rules import cols
 from sqlengine.executor.op_schemas import _nullable, data_types, with_weight
-from sqlengine.executor.row_errors import DATA_ERRORS, first_line
+from sqlengine.executor.row_errors import DATA_ERRORS, field_labels, first_line
 from sqlengine.executor.ops import ProbeSpec
 from sqlengine.executor.ops import accumulators as acc
 from sqlengine.executor.arrow_ops import Consolidated
@@ -302,7 +302,7 @@ def _groups_apart(lw, op, d: pa.Table, rule, emitted: Optional[pa.Table] = None)
         if lw.careful or not calls:
             raise
     k = len(op.node.keys)
-    names = list(op.node.names[:k])
+    names = field_labels(op.node)[:k]   # (the keys as the user wrote them, not the internal k0, ...)
     groups: dict = {}
     for i, r in enumerate(d.select([col(j) for j in range(k)]).to_pylist() if k else [{}] * d.num_rows):
         groups.setdefault(_key(r), (r, []))[1].append(i)
