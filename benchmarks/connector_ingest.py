@@ -174,6 +174,14 @@ def kafka_malformed(df: pd.DataFrame, fraction: float, repeat: int = 1) -> dict:
         wants = {"ev": expected(df), "evm": expected(df[good])}
         split = messages._split_fast
         for _ in range(repeat):
+            rate = bare_consume(broker.bootstrap, len(df))   # the client's ceiling, in turn with the runs
+            bare = out.setdefault("bare confluent-kafka consumer", {
+                "wall_s": len(df) / rate, "rows_per_s": rate, "dead_letter_rows": 0, "slow_rows": 0,
+                "correct": True, "split_batches": 0, "runs": []})
+            bare["runs"].append(rate)
+            if rate > bare["rows_per_s"]:
+                bare.update(wall_s=len(df) / rate, rows_per_s=rate)
+            print("bare client", rate, flush=True)
             for run, topic, mask, off in (("kafka json, clean", "ev", clean, False),
                                           (f"kafka json, {name}", "evm", good, False),
                                           (f"kafka json, {name}, split off", "evm", good, True)):
@@ -192,12 +200,12 @@ def kafka_malformed(df: pd.DataFrame, fraction: float, repeat: int = 1) -> dict:
     return out
 
 
-def bare_consume(bootstrap: str, n: int) -> float:
-    """Messages/s of a bare confluent-kafka consumer reading the topic (values only): the ceiling here."""
+def bare_consume(bootstrap: str, n: int, topic: str = "ev") -> float:
+    """Messages/s of a bare confluent-kafka consumer reading ``topic`` (values only): the ceiling here."""
     from confluent_kafka import Consumer, TopicPartition
     c = Consumer({"bootstrap.servers": bootstrap, "group.id": "bare", "enable.auto.commit": False,
                   "fetch.wait.max.ms": 100, "max.partition.fetch.bytes": 8 << 20})
-    c.assign([TopicPartition("ev", p, 0) for p in range(3)])
+    c.assign([TopicPartition(topic, p, 0) for p in range(3)])
     got, t0 = 0, time.perf_counter()
     while got < n:
         got += len([m.value() for m in c.consume(num_messages=10_000, timeout=0.5)])
@@ -313,13 +321,15 @@ def main(argv=None) -> int:
 def malformed_report(a, before: str, df: pd.DataFrame) -> int:
     results = kafka_malformed(df, a.malformed, a.repeat)
     clean = results["kafka json, clean"]["rows_per_s"]
+    client = results["bare confluent-kafka consumer"]["rows_per_s"]
     lines = [f"## Kafka JSON ingest with malformed messages: {a.rows:,} messages into a GROUP BY view", "",
              f"`python -m benchmarks.connector_ingest --rows {a.rows} --malformed {a.malformed} "
              f"--repeat {a.repeat}` — {before}", "",
-             "| run | wall s | rows/s | vs clean | dead-lettered | converted row by row | notes |",
-             "|---|---|---|---|---|---|---|"]
+             "| run | wall s | rows/s | vs clean | vs the bare client | dead-lettered | converted row by row | notes |",
+             "|---|---|---|---|---|---|---|---|"]
     for name, r in results.items():
         lines.append(f"| {name} | {r['wall_s']:.2f} | {fmt_rate(r['rows_per_s'])} | {r['rows_per_s'] / clean:.2f} | "
+                     f"{r['rows_per_s'] / client:.2f} | "
                      f"{r['dead_letter_rows']:,} | {r['slow_rows']:,} | "
                      f"{'view = DuckDB over the good messages' if r['correct'] else '**view differs**'}; "
                      f"{r['split_batches']} split batches; runs: {', '.join(fmt_rate(x) for x in r['runs'])} |")

@@ -294,6 +294,8 @@ class KafkaInput(Source):
                 if tp not in seen:
                     seen.add(tp)
                     nxt[tp] = m.offset() + 1
+                    if len(seen) == len(nxt):   # (every assigned partition's last message found)
+                        break
             vals = [m.value() for m in got]
             size += sum(len(v) for v in vals if v is not None)
             if all(vals):

@@ -429,6 +429,9 @@ def _split_fast(dec: "JsonDecoder", batch: Batch, errs: Errors, chunk_rows: int)
         prev = s + 1
     good = [i for r in runs for i in r]
     pk = bool(dec.t.primary_key)
+    whole = _all_but_malformed(dec, batch, errs, chunk_rows, suspects, good)
+    if whole is not None:
+        return whole
     # every piece keeps its place: the rows of a batch are applied in message order (a delete before its
     # insert in the same batch would be clamped away), so the pieces are put back in order at the end
     pieces: List[Tuple[int, List[Chunk]]] = []
@@ -494,6 +497,32 @@ def _split_fast(dec: "JsonDecoder", batch: Batch, errs: Errors, chunk_rows: int)
     dec.split_next = bool(suspects) or fast_rows < len(good)   # (a clean batch: back to one attempt)
     dec.split_batches += dec.split_next
     dec.slow_rows += slow_rows
+    return out
+
+
+def _all_but_malformed(dec: "JsonDecoder", batch: Batch, errs: Errors, chunk_rows: int, suspects: List[int],
+                       good: List[int]) -> Optional[List[Chunk]]:
+    """The usual split (a few truncated or garbled messages): when every suspect is malformed JSON (so none of
+    them is a row to place among the others), the other messages in one fast conversion, in their order, and
+    the suspects dead-lettered; None when a suspect parses, or the fast path rejects the others."""
+    values = batch.values
+    mal = Errors(errs.table, "dead_letter")
+    for i in suspects:
+        try:
+            nested.loads(values[i])
+            return None
+        except (ValueError, UnicodeDecodeError) as e:
+            _bad_message(mal, i, _malformed(e), _text(values[i]))
+    sub = _Renumbered(errs.table, good)
+    try:
+        out = list(dec._fast(Batch([values[i] for i in good]), sub, chunk_rows)) if good else []
+    except _FAST_ERRORS:
+        return None
+    errs.bad.update(mal.bad)
+    errs.bad.update(sub.bad)
+    batch.annotate(errs)
+    dec.split_next = bool(suspects)
+    dec.split_batches += dec.split_next
     return out
 
 
