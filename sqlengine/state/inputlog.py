@@ -28,7 +28,7 @@ import pyarrow.ipc as ipc
 from planner.errors import InputError, PipelineError
 
 from sqlengine.state.faults import describe
-from sqlengine.state.store import atomic_write_arrow, atomic_write_bytes, fsync_dir
+from sqlengine.state.store import atomic_write_arrow, atomic_write_bytes, fsync_dir, synced_write_arrow
 
 
 @dataclass
@@ -102,13 +102,18 @@ class InputLog:
         return InputError(f"input for table {table} was not accepted: cannot write the input log: {path}: "
                           f"{describe(e)}")
 
-    def _write(self, name: str, table: str, data: pa.Table, meta: Optional[dict] = None) -> None:
-        """Write one entry file durably (temporary file, fsync, rename); nothing remains on error."""
+    def _write(self, name: str, table: str, data: pa.Table, meta: Optional[dict] = None, chunk: bool = False) -> None:
+        """Write one entry file durably (temporary file, fsync, rename); nothing remains on error.  A batch's
+        ``chunk`` is written in place, its data fsynced: it is visible (and its name made durable) only by the
+        batch's commit record, and a restart removes the chunks of a batch without one."""
         path = os.path.join(self.root, name)
         try:
-            atomic_write_arrow(path, data.replace_schema_metadata(_schema_meta(table, meta)), fault="log_write")
+            if chunk:
+                synced_write_arrow(path, data.replace_schema_metadata(_schema_meta(table, meta)), fault="log_write")
+            else:
+                atomic_write_arrow(path, data.replace_schema_metadata(_schema_meta(table, meta)), fault="log_write")
         except OSError as e:
-            raise self._error(table, path + ".tmp", e) from e
+            raise self._error(table, path if chunk else path + ".tmp", e) from e
 
     def append(self, table: str, data: pa.Table, meta: Optional[dict] = None) -> int:
         """Durably append one batch; returns its sequence number.  ``meta``: the source and the position
@@ -243,7 +248,7 @@ class Batch:
 
     def _write_chunk(self, data: pa.Table, table: str) -> None:
         name = f"{self.log.next_seq + len(self.names):012d}-b{self.id}.arrow"
-        self.log._write(name, table, data, self.meta)
+        self.log._write(name, table, data, self.meta, chunk=True)
         self.names.append(name)
 
     def commit(self) -> int:

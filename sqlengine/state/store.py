@@ -107,6 +107,27 @@ def atomic_write_arrow(path: str, table: pa.Table, fault: Optional[str] = None) 
     atomic_write(path, write, fault)
 
 
+def synced_write_arrow(path: str, table: pa.Table, fault: Optional[str] = None) -> None:
+    """``table`` as an Arrow IPC file at ``path``, its data fsynced, neither renamed into place nor its
+    directory fsynced: for a file that something written after it makes visible (an input batch's chunk, made
+    visible by its commit record, whose directory fsync makes the chunk's name durable too); on error the file
+    is removed and the error raised."""
+    try:
+        with open(path, "wb") as f:
+            with ipc.new_file(f, table.schema) as w:
+                w.write_table(table, max_chunksize=1 << 20)
+            f.flush()
+            if fault:
+                io_point(fault, path)
+            os.fsync(f.fileno())
+    except OSError:
+        try:
+            os.remove(path)
+        except OSError:
+            pass
+        raise
+
+
 def atomic_write(path: str, write, fault: Optional[str] = None) -> None:
     """``write(file)`` into a temporary file, fsync, rename to ``path``, fsync the directory; on error the
     temporary file is removed and the error raised (``fault``: a ``faults.io_point`` name, for the tests)."""

@@ -144,6 +144,14 @@ def test_huge_batches_are_converted_and_logged_in_chunks_atomically(make_pipelin
     finally:
         clear_io()
     assert log_files(p) == files and p.log.next_seq == seq
+    # a full disk at a chunk file (written in place, made visible by the commit record): no chunk survives
+    inject_io("log_write", after=3)
+    try:
+        with pytest.raises(InputError, match=r"cannot write the input log: .*-b[0-9a-f]+\.arrow: ENOSPC"):
+            p.input_pandas("t", df)
+    finally:
+        clear_io()
+    assert log_files(p) == files and p.log.next_seq == seq
     # dead-letter mode across chunks: row numbers count from the start of the batch
     p.input_pandas("t", bad, on_error="dead_letter")
     p.wait_for_idle()
