@@ -148,13 +148,22 @@ def read_json_columns(e: exp.Expression, types: Sequence[SqlType]) -> exp.Expres
     def fix(n):
         if isinstance(n, exp.Column):
             i = _position(n)
-            if i is not None and i < len(types) and (types[i].base in READ_AS or
-                                                      (types[i].base in NESTED and contains(types[i], "INTERVAL"))):
-                want = exp.DataType.build(READ_AS.get(types[i].base) or types[i].sql, dialect="duckdb")
+            read = _read_as(types[i]) if i is not None and i < len(types) else None
+            if read is not None:
+                want = exp.DataType.build(read, dialect="duckdb")
                 if not (isinstance(n.parent, exp.Cast) and n.parent.to == want):
                     return exp.Cast(this=n.copy(), to=want)
         return n
     return e.transform(fix)
+
+
+def _read_as(t: SqlType) -> Optional[str]:
+    """The DuckDB type an expression reads a column of type ``t`` as, where its data plane holds text: JSON,
+    UUID and INTERVAL as themselves, a nested type holding an INTERVAL as its own type (DuckDB casts the text
+    at every depth); None for the others."""
+    if t.base in READ_AS:
+        return READ_AS[t.base]
+    return t.sql if t.base in NESTED and contains(t, "INTERVAL") else None
 
 
 def canonical_value(x: exp.Expression, t: SqlType, depth: int = 0) -> exp.Expression:
