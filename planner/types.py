@@ -24,6 +24,7 @@ from functools import lru_cache
 from typing import Tuple
 
 from sqlglot import exp
+from sqlglot.dialects.duckdb import DuckDB as DuckDBDialect
 
 # sqlglot type kind -> canonical name used throughout the engine
 _CANONICAL = {
@@ -83,10 +84,14 @@ BOOLEAN = SqlType("BOOLEAN")
 
 
 _PLAIN_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_KEYWORDS = frozenset(DuckDBDialect.Tokenizer.KEYWORDS)
 
 
 def _field_name(name: str) -> str:
-    return name if _PLAIN_NAME.fullmatch(name) else '"' + name.replace('"', '""') + '"'
+    """A ROW field's name in a type's SQL: quoted unless a plain name that is no keyword (``"select"``)."""
+    if _PLAIN_NAME.fullmatch(name) and name.upper() not in _KEYWORDS:
+        return name
+    return '"' + name.replace('"', '""') + '"'
 
 
 def _nested(dt: exp.DataType) -> SqlType | None:

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import logging
 import threading
-import re
 from typing import Dict, List, Sequence, Tuple
 
 import duckdb
@@ -21,6 +20,7 @@ from sqlglot import exp
 from planner.bind import name_of, position_of
 from planner.interval_literals import ReadDuckDB
 from planner.nested_types import empty_map_literals
+from planner.types import SqlType, plane_sql
 from planner.errors import BindError, ParseError, UnsupportedError
 
 from sqlengine import nested, private_duckdb
@@ -129,16 +129,12 @@ def _intervals_as_text(t: pa.Table) -> pa.Table:
     con = private_duckdb.cursor()
     try:
         rel = con.from_arrow(t)
-        items = [f'CAST("{n}" AS {_INTERVAL.sub("VARCHAR", str(ty))}) AS "{n}"' if i in held else f'"{n}"'
+        items = [f'CAST("{n}" AS {plane_sql(SqlType(str(ty)))}) AS "{n}"' if i in held else f'"{n}"'
                  for i, (n, ty) in enumerate(zip((c.replace('"', '""') for c in t.column_names), rel.types))]
         out = rel.project(", ".join(items)).to_arrow_table()
     finally:
         con.close()
     return out.rename_columns(t.column_names)
-
-
-_INTERVAL = re.compile(r"\bINTERVAL\b")
-
 
 
 def load_relation(runs: pa.Table, names: List[str]) -> pa.Table:

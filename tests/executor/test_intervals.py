@@ -247,3 +247,16 @@ def test_intervals_inside_nested_values_against_duckdb(make_pipeline, executor):
             assert not problem, f"step {step}: view {name} differs from DuckDB: {problem}"
         con.close()
     assert p.engine.stats.spark_fallbacks == 0, p.engine.stats.last_spark_error
+
+
+def test_rows_whose_fields_are_named_by_keywords_hold_intervals(make_pipeline):
+    """A ROW's fields named ``select`` and ``interval`` (SQL keywords): the types' SQL quotes them, so the view,
+    and an ad-hoc query that gives the INTERVAL field as text, work."""
+    p = make_pipeline('CREATE TABLE t (r ROW("select" INT, "interval" INTERVAL, v VARCHAR));'
+                      'CREATE MATERIALIZED VIEW v AS SELECT r."select" AS s, r AS whole FROM t')
+    p.input_json("t", [{"r": {"select": 1, "interval": "36:00:00", "v": "x"}}, {"r": None}])
+    p.wait_for_idle()
+    assert sorted(map(repr, p.query("SELECT * FROM v"))) == sorted(map(repr, [
+        {"s": 1, "whole": {"select": 1, "interval": "36:00:00", "v": "x"}}, {"s": None, "whole": None}]))
+    assert [r["i"] for r in p.query('SELECT r."interval" + INTERVAL 1 DAY AS i FROM t WHERE r IS NOT NULL')] == \
+        ["1 day 36:00:00"]
