@@ -288,15 +288,13 @@ class _Run:
         evaluations["incremental" if incremental else "from_scratch"] += 1
         if incremental:
             plus, minus = {}, {}
-            for j in changed:
-                d = self.arrow(f"chg{j}", self.ins[j])
-                data = [f.name for f in self.ins[j].schema if f.name != W]
-                cols = ", ".join(f"{c} AS {quoted(nm)}" for c, nm in zip(data, node.relation_columns[j]))
-                by = _per_row(self.ins[j].schema, data)
-                summed = self.table(f"dsum{j}", f"SELECT {', '.join(data)}, SUM({W})::BIGINT AS {W} FROM {d} "
-                                                f"GROUP BY {by} HAVING SUM({W}) <> 0")
-                plus[j] = self.table(f"plus{j}", f"SELECT {cols} FROM {summed} WHERE {W} > 0")
-                minus[j] = self.table(f"minus{j}", f"SELECT {cols} FROM {summed} WHERE {W} < 0")
+            for j in changed:   # each changed relation's rows inserted and deleted (as sets), summed here
+                summed = consolidate_arrow(self.ins[j])   # (-0.0 apart from 0.0, as a Z-set row keeps it)
+                data = [f.name for f in summed.schema if f.name != W]
+                for out, name, keep in ((plus, "plus", pc.greater), (minus, "minus", pc.less)):
+                    rows = summed.filter(keep(summed.column(W), 0)).select(data)
+                    out[j] = self.arrow(f"{name}{j}", rows.rename_columns(list(node.relation_columns[j])))
+                    self.sizes[out[j]] = rows.num_rows
             added, removed = self.incremental(old, new, plus, minus, r_old)
             evaluations["rows_read"] += self.rows_read
             changes = [f"SELECT *, 1::BIGINT AS {W} FROM (SELECT * FROM {added[i]} EXCEPT SELECT * FROM {removed[i]}) "
