@@ -276,6 +276,38 @@ def _to_spark_semantics(n: exp.Expression) -> exp.Expression:
 _RELATION = re.compile(r"__rel_(\w+?)__")
 
 
+_PROPAGATING = (exp.Add, exp.Sub, exp.Mul, exp.Div, exp.Mod, exp.IntDiv, exp.EQ, exp.NEQ, exp.GT, exp.GTE, exp.LT,
+                exp.LTE, exp.DPipe)
+
+
+def _simple(e: exp.Expression) -> bool:
+    while isinstance(e, exp.Paren):
+        e = e.this
+    return isinstance(e, (exp.Column, exp.Literal, exp.Null, exp.Boolean))
+
+
+def _right_operands_evaluated(tree: exp.Expression) -> exp.Expression:
+    """``tree`` with the right operand of each NULL-propagating operator (arithmetic, comparisons, ``||``) that
+    is computed evaluated even where the left one is NULL: Spark's generated code skips it then (the result is
+    NULL either way), but DuckDB evaluates it, so a value it fails on (a failed cast, an overflow) fails the
+    row there; on Spark it must fail the step (which then runs on the driver and records the row error), not
+    pass silently.  ``a OP b`` becomes ``CASE WHEN b IS NULL THEN NULL ELSE a OP b END`` (the same value;
+    Spark evaluates ``b`` once).  Not in join conditions (an equi-join must stay one) nor over a subquery."""
+    skip = {id(x) for j in tree.find_all(exp.Join) if j.args.get("on") is not None for x in j.args["on"].walk()}
+
+    def force(n: exp.Expression) -> exp.Expression:
+        if id(n) in skip or not isinstance(n, _PROPAGATING) or _simple(n.expression) or \
+                (isinstance(n.this, exp.Literal) and not isinstance(n.this, exp.Null)) or \
+                n.expression.find(exp.Select, exp.Subquery) is not None:
+            return n
+        op = n.copy()
+        op.set("this", n.this.copy().transform(force))
+        op.set("expression", n.expression.copy().transform(force))
+        return exp.Case(ifs=[exp.If(this=exp.Is(this=op.expression.copy(), expression=exp.Null()), true=exp.Null())],
+                        default=op)
+    return tree.transform(force, copy=False)
+
+
 def _arrow_of_duckdb_type(type_sql: str):
     """The data plane's Arrow type of a DuckDB type name (of a marked expression)."""
     from planner.nested_types import from_duckdb_name
@@ -299,7 +331,7 @@ def spark_rule_and_udfs(sql: str):
             t.set("alias", exp.TableAlias(this=exp.to_identifier(t.name)))
         if t.name not in ctes:
             t.set("this", exp.to_identifier(f"__rel_{t.name}__"))
-    return tree.transform(_to_spark_semantics).sql(dialect="spark"), udfs
+    return _right_operands_evaluated(tree.transform(_to_spark_semantics)).sql(dialect="spark"), udfs
 
 
 def union_all(frames: Sequence[DataFrame]) -> DataFrame:
