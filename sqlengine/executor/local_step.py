@@ -143,6 +143,7 @@ class LocalExecutor:
         self._writer: Optional[ThreadPoolExecutor] = None   # writes a step's state runs while the step goes on
         self._writes: List[Future] = []
         self._bulk: Optional[DuckDBBackend] = None   # DuckDB for scans of whole states (scan_runs)
+        self._run_weights: Dict[str, int] = {}   # run path -> the sum of its weights (_weight; a run never changes)
         # scans the runs of an op for the keys of probes: (op id, files, schema, spec, probes, limit) -> rows (set by
         # the engine: ``scan_runs`` with a local master, a Spark job with a cluster master)
         self.scanner: Optional[Callable] = None
@@ -165,7 +166,9 @@ class LocalExecutor:
         by key): the run, and its rows as written (for the cache)."""
         order = self.run_order(op_id)
         t = keyed_reads.sorted_run(t, order)
-        return self.ctx.store.write_run(self.ctx.keys[op_id], t, step, tag=tag, small_groups=order is not None), t
+        run = self.ctx.store.write_run(self.ctx.keys[op_id], t, step, tag=tag, small_groups=order is not None)
+        self._run_weights.pop(run.path, None)   # (a failed attempt of the step may have written one of that name)
+        return run, t
 
     def scan_with_duckdb(self, op_id: int, files: List[str], schema: pa.Schema, spec: tuple, probes: List[tuple],
                          limit: Optional[int]) -> pa.Table:
@@ -495,7 +498,7 @@ class LocalExecutor:
         kind = ops.of(op.kind)
         for j, (r, ps) in enumerate(zip(op.reads, kind.probes(op))):
             if ps.spec is None:   # looked up by the op as it runs (see sqlengine.executor.state_lookups)
-                reads.append(Lookup(functools.partial(self._lookup, r, m, scan)))
+                reads.append(Lookup(functools.partial(self._lookup, r, m, scan), functools.partial(self._weight, r, m)))
                 continue
             if not kind.reads_state(op, j, ins):   # (an inner join's side whose other side did not change)
                 reads.append(self.ctx.state_arrow[r].empty_table())
@@ -509,6 +512,22 @@ class LocalExecutor:
             return self.read(op_id, m, (), [], [], scan)
         probe = probe.rename_columns([f"c{k}" for k in range(probe.num_columns)])   # (plain columns: hashed as they are)
         return self.read(op_id, m, spec, [probe], [tuple(probe.column_names)], scan)
+
+    def _weight(self, op_id: int, m: Manifest) -> int:
+        """The sum of the weights of ``op_id``'s state as of ``m``: each run's, summed once (runs are immutable)."""
+        if op_id in self.ctx.derived:
+            w = self.read(op_id, m, (), [], []).column(W)
+            return int(pc.sum(w).as_py() or 0) if len(w) else 0
+        total, schema = 0, self.ctx.state_arrow[op_id]
+        if len(self._run_weights) > 4096:   # (the runs of earlier steps, merged away since)
+            self._run_weights.clear()
+        for p in self._runs(op_id, m):
+            w = self._run_weights.get(p)
+            if w is None:
+                t = self.run_table(p, schema)
+                w = self._run_weights[p] = int(pc.sum(t.column(W)).as_py() or 0) if t.num_rows else 0
+            total += w
+        return total
 
     def _accumulate(self, op, d: pa.Table, old: Manifest, step: int, initial: bool,
                     new_runs: Dict[str, List[Run]], write: bool = True, emit: bool = True) -> Optional[pa.Table]:

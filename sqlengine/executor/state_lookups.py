@@ -14,16 +14,20 @@ from typing import Callable, Optional, Sequence
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from sqlengine.state.cache import KeyHasher
+from sqlengine.zset import W
 
 
 class Lookup:
     """A state read by key: ``read(spec, probe)`` (``spec``: state columns, ``c<n>``; ``probe``: a table with one
     column per key column, in the same order), or whole (``spec`` empty)."""
 
-    def __init__(self, read: Callable[[tuple, Optional[pa.Table]], pa.Table]):
+    def __init__(self, read: Callable[[tuple, Optional[pa.Table]], pa.Table],
+                 weight: Optional[Callable[[], int]] = None):
         self._read = read
+        self._weight = weight
 
     def rows(self, spec: Sequence[str] = (), probe: Optional[pa.Table] = None) -> pa.Table:
         """Raw rows (a Z-set's runs: columns, then the weight) whose ``spec`` columns can equal a row of
@@ -31,6 +35,13 @@ class Lookup:
         if not spec:
             return self._read((), None)
         return self._read(tuple(spec), probe)
+
+    def weight(self) -> int:
+        """The sum of the state's weights: how many rows it holds."""
+        if self._weight is not None:
+            return self._weight()
+        w = self.rows().column(W)
+        return int(pc.sum(w).as_py() or 0) if len(w) else 0
 
 
 class ArrowLookup(Lookup):

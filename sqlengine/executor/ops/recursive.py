@@ -283,7 +283,7 @@ class _Run:
         else:   # (the relation's number, then each relation's columns in turn)
             r_old = [Held(self.reads[rels], [f"c{s}" for s in node.slots(i)], self.names[i], self.types[i],
                           relation=i) for i in range(n)]
-        incremental = all(node.distinct) and sum(r.weight() for r in r_old) > 0 and all(
+        incremental = all(node.distinct) and self.reads[rels].weight() > 0 and all(
             node.monotone[k] for k, j in enumerate(node.occurrences) if j in changed)
         evaluations["incremental" if incremental else "from_scratch"] += 1
         if incremental:

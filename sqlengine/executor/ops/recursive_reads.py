@@ -168,11 +168,6 @@ class Held:
             t = pa.concat_tables([t, self.extra.select(t.schema.names).cast(t.schema)])
         return t
 
-    def weight(self) -> int:
-        """How many rows it holds (the sum of its runs' weights)."""
-        w = self.raw().column(W)
-        return int(pc.sum(w).as_py() or 0) if len(w) else 0
-
 
 def read(run, held: Held, name: str, by: Optional[List[int]] = None, probe: Optional[pa.Table] = None) -> str:
     """A DuckDB view of ``held``'s rows (whole, or those whose columns ``by`` can equal a row of ``probe``),
