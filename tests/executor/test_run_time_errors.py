@@ -46,6 +46,20 @@ def test_a_failing_cast_under_not_in_is_a_row_error(make_pipeline, executor):
     assert json.loads(err["row"])["s"] == "abc" and "Could not convert" in err["error"]
 
 
+def test_a_failing_operand_beside_a_null_is_a_row_error(make_pipeline, executor):
+    """DuckDB evaluates the right operand of ``<`` (and of NULLIF's comparison) where the left one is NULL, so a
+    cast that fails there fails the row; Spark's generated code skips it (fuzz seed 69195): it must be a row
+    error on both executors, not a silent NULL."""
+    schema = "CREATE TABLE t (a INT, x INT, s VARCHAR);"
+    rows = ["INSERT INTO t VALUES (1, NULL, 'abc'), (2, 3, '4'), (3, NULL, '7')"]
+    p = run(make_pipeline, schema, {"v": "SELECT a, x < CAST(s AS INT) AS lt, NULLIF(x, CAST(s AS INT)) AS n FROM t"},
+            rows)
+    assert got(p, "v") == bag([(2, True, 3), (3, None, None)])
+    assert p.status()["errors"] == {"v": 1}
+    (err,) = p.query("SELECT * FROM sqlengine_errors")
+    assert json.loads(err["row"])["s"] == "abc" and "Could not convert" in err["error"]
+
+
 def test_an_overflow_in_an_outer_join_key_fails_the_row_not_the_pipeline(make_pipeline, executor):
     schema = "CREATE TABLE t (a INT); CREATE TABLE u (k INT);"
     rows = ["INSERT INTO t VALUES (2147483647), (1), (5)", "INSERT INTO u VALUES (2), (6)"]

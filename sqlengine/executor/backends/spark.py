@@ -292,18 +292,20 @@ def _right_operands_evaluated(tree: exp.Expression) -> exp.Expression:
     NULL either way), but DuckDB evaluates it, so a value it fails on (a failed cast, an overflow) fails the
     row there; on Spark it must fail the step (which then runs on the driver and records the row error), not
     pass silently.  ``a OP b`` becomes ``CASE WHEN b IS NULL THEN NULL ELSE a OP b END`` (the same value;
-    Spark evaluates ``b`` once).  Not in join conditions (an equi-join must stay one) nor over a subquery."""
+    Spark evaluates ``b`` once); likewise ``NULLIF(a, b)``, which compares ``a = b``.  Not in join conditions (an equi-join must stay one) nor over a subquery."""
     skip = {id(x) for j in tree.find_all(exp.Join) if j.args.get("on") is not None for x in j.args["on"].walk()}
 
     def force(n: exp.Expression) -> exp.Expression:
-        if id(n) in skip or not isinstance(n, _PROPAGATING) or _simple(n.expression) or \
+        if id(n) in skip or not isinstance(n, _PROPAGATING + (exp.Nullif,)) or _simple(n.expression) or \
                 (isinstance(n.this, exp.Literal) and not isinstance(n.this, exp.Null)) or \
                 n.expression.find(exp.Select, exp.Subquery) is not None:
             return n
         op = n.copy()
         op.set("this", n.this.copy().transform(force))
         op.set("expression", n.expression.copy().transform(force))
-        return exp.Case(ifs=[exp.If(this=exp.Is(this=op.expression.copy(), expression=exp.Null()), true=exp.Null())],
+        # (NULLIF(a, b) is a where b is NULL; Spark compares a = b, skipping b where a is NULL)
+        when_null = op.this.copy() if isinstance(n, exp.Nullif) else exp.Null()
+        return exp.Case(ifs=[exp.If(this=exp.Is(this=op.expression.copy(), expression=exp.Null()), true=when_null)],
                         default=op)
     return tree.transform(force, copy=False)
 
