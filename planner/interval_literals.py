@@ -29,8 +29,32 @@ def whole_interval(this):
     return None
 
 
+def list_indexes_as_written(tree: exp.Expression) -> exp.Expression:
+    """``tree`` with each ``list[i]`` holding DuckDB's 1-based index as written, marked as such (``offset`` 1).
+
+    sqlglot's parser shifts an index to 0-based only where it knows the index is an integer (a constant), and
+    its DuckDB writer shifts back wherever it knows that by then: the planner types every column, so ``l[i]``
+    of an INT column ``i`` was written ``l[i + 1]`` (a silent wrong answer).  With the index as written and
+    the offset recorded, DuckDB's writer leaves it as it is, and another dialect's shifts it from 1-based."""
+    for b in tree.find_all(exp.Bracket):
+        if b.args.get("json_access") or b.args.get("offset") or len(b.expressions) != 1:
+            continue
+        i = b.expressions[0]
+        holder = b.this.type.this if b.this.type is not None else None
+        constant = isinstance(i.this if isinstance(i, exp.Neg) else i, exp.Literal) and \
+            (i.this if isinstance(i, exp.Neg) else i).is_int
+        if holder in (exp.DataType.Type.UNKNOWN, exp.DataType.Type.ARRAY) and (constant or i.type is not None and
+                                                                              i.type.this in exp.DataType.INTEGER_TYPES):
+            # (what the parser shifted: an integer constant, or an index it knew to be an integer)
+            from sqlglot.optimizer.simplify import simplify
+            b.set("expressions", [simplify(exp.Add(this=i.copy(), expression=exp.Literal.number(1)))])
+        b.set("offset", 1)
+    return tree
+
+
 class ReadDuckDB(DuckDB):
-    """DuckDB's dialect, reading INTERVAL literals whole (:func:`whole_interval`)."""
+    """DuckDB's dialect, reading INTERVAL literals whole (:func:`whole_interval`) and list indexes as written
+    (:func:`list_indexes_as_written`)."""
 
     class Parser(DuckDB.Parser):
         def _parse_interval_span(self, this, parse_function_unit=True):
@@ -38,3 +62,6 @@ class ReadDuckDB(DuckDB):
             if whole is not None:
                 return whole
             return super()._parse_interval_span(this, parse_function_unit=parse_function_unit)
+
+        def parse(self, raw_tokens, sql=None):
+            return [None if e is None else list_indexes_as_written(e) for e in super().parse(raw_tokens, sql)]

@@ -283,8 +283,8 @@ def json_brackets(e: exp.Expression, types) -> exp.Expression:
         if inner is None or inner.base != "JSON":
             return n
         key = n.expressions[0]
-        if isinstance(key, exp.Literal) and key.is_string:
-            written: exp.Expression = key.copy()
+        if n.args.get("offset") == 1 or isinstance(key, exp.Literal) and key.is_string:
+            written: exp.Expression = key.copy()   # (as written: planner.interval_literals.list_indexes_as_written)
         elif isinstance(key, exp.Literal):
             written = exp.Literal.number(int(key.this) + 1)
         elif isinstance(key, exp.Neg) and isinstance(key.this, exp.Literal) and not key.this.is_string:

@@ -30,6 +30,10 @@ VIEWS = {
     "access": ("SELECT id, tags, cardinality(tags) AS n, tags[1] AS first, tags[-1] AS last, attrs['a'] AS a, "
                "cust.name AS name, o.cust.tier AS tier, doc->>'$.k' AS k, doc['k'] AS k2, doc.n AS n2, items[1].qty "
                "AS q FROM o", (9, 10)),
+    # a list indexed by a column (1-based, negative from the end, NULL out of range and at 0; sqlglot had shifted
+    # such an index by one when writing DuckDB SQL) or by a constant
+    "indexed": ("SELECT id, [id, 10, 20][id % 5 - 2] AS at, tags[id % 4 - 2] AS tag, [id, 7][-1] AS last, "
+                "[id, 7][2] AS second FROM o", ()),
     "by_tags": ("SELECT tags, COUNT(*) AS c, SUM(id) AS s FROM o GROUP BY tags", ()),
     "by_map_row": ("SELECT attrs, cust, COUNT(*) AS c, SUM(id) AS s FROM o GROUP BY attrs, cust", ()),
     # recomputed from the groups' rows, read by a MAP key (on Spark by its entries: Spark compares no MAP)

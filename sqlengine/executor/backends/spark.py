@@ -18,7 +18,7 @@ import itertools
 import re
 import threading
 from functools import lru_cache, reduce
-from typing import Dict, List, Sequence
+from typing import Dict, List, Optional, Sequence
 
 import sqlglot
 from sqlglot import exp
@@ -104,6 +104,16 @@ def _ieee_div(a: exp.Expression, b: exp.Expression) -> exp.Expression:
     return exp.Coalesce(this=exp.Anonymous(this="TRY_DIVIDE", expressions=[a, b]), expressions=[by_zero])
 
 
+def _int_index(i: exp.Expression) -> Optional[int]:
+    """The value of an integer constant (as sqlglot keeps a list index: shifted to 0-based), else None."""
+    if isinstance(i, exp.Neg):
+        inner = _int_index(i.this)
+        return None if inner is None else -inner
+    if isinstance(i, exp.Literal) and not i.is_string and i.this.lstrip("-").isdigit():
+        return int(i.this)
+    return None
+
+
 def _is_ordered_list(n: exp.Expression) -> bool:
     """Is ``n`` the ordered LIST of ``planner.aggregate_functions.ordered_list``?"""
     return isinstance(n, exp.Filter) and isinstance(n.this, exp.ArrayAgg) and isinstance(n.this.this, exp.Order)
@@ -155,6 +165,24 @@ def _to_spark_semantics(n: exp.Expression) -> exp.Expression:
     """DuckDB meanings that sqlglot's transpiler does not carry over (type-dependent ones are fixed by the
     planner, see ``planner.semantics``): division by zero (:func:`_ieee_div`), day-of-week numbering, EPOCH,
     WEEK, ROUND_EVEN."""
+    if isinstance(n, exp.Bracket) and isinstance(n.this, exp.Array) and len(n.expressions) == 1 and \
+            not isinstance(n.expressions[0], exp.Slice) and \
+            not (isinstance(n.expressions[0], exp.Literal) and n.expressions[0].is_string):
+        # a list made in the expression (of scalars: no DuckDB UDF), indexed: DuckDB counts from 1, a negative
+        # index from the end, and gives NULL out of range and at 0; sqlglot writes Spark's 0-based [] (which
+        # fails out of range and reads a negative index otherwise), shifting a constant index by one and an
+        # expression not at all.  So: DuckDB's index, looked up 1-based (an index DuckDB rounds, as a cast does)
+        arr = n.this.transform(_to_spark_semantics)
+        k = _int_index(n.expressions[0])
+        if k is not None:
+            k += 1
+            return exp.Null() if k == 0 else exp.Anonymous(this="TRY_ELEMENT_AT", expressions=[
+                arr, exp.Literal.number(k)])
+        i = exp.Paren(this=n.expressions[0].transform(_to_spark_semantics))
+        outside = sqlglot.parse_one("__i = 0 OR __i < -2147483647 OR __i > 2147483647", read="spark").transform(
+            lambda x: i.copy() if isinstance(x, exp.Column) and x.name == "__i" else x)
+        at = exp.Anonymous(this="TRY_ELEMENT_AT", expressions=[arr, exp.cast(exp.Round(this=i.copy()), "INT")])
+        return exp.Case(ifs=[exp.If(this=outside, true=exp.Null())], default=at)
     if _is_ordered_list(n):
         return sqlglot.parse_one(_array_agg(n), read="spark")
     if isinstance(n, exp.MapFromEntries) and isinstance(n.this, exp.ArrayFilter) and _is_ordered_list(n.this.this):
@@ -281,7 +309,7 @@ _PROPAGATING = (exp.Add, exp.Sub, exp.Mul, exp.Div, exp.Mod, exp.IntDiv, exp.EQ,
 
 
 def _simple(e: exp.Expression) -> bool:
-    while isinstance(e, exp.Paren):
+    while isinstance(e, (exp.Paren, exp.Neg)) and not (isinstance(e, exp.Neg) and not isinstance(e.this, exp.Literal)):
         e = e.this
     return isinstance(e, (exp.Column, exp.Literal, exp.Null, exp.Boolean))
 
