@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from sqlglot import exp
 from sqlglot.dialects.duckdb import DuckDB
+from sqlglot.optimizer.simplify import simplify
 
 _ONE_PART = exp.INTERVAL_STRING_RE   # one '<n> <unit>', as sqlglot's parser finds it
 
@@ -41,12 +42,11 @@ def list_indexes_as_written(tree: exp.Expression) -> exp.Expression:
             continue
         i = b.expressions[0]
         holder = b.this.type.this if b.this.type is not None else None
-        constant = isinstance(i.this if isinstance(i, exp.Neg) else i, exp.Literal) and \
-            (i.this if isinstance(i, exp.Neg) else i).is_int
-        if holder in (exp.DataType.Type.UNKNOWN, exp.DataType.Type.ARRAY) and (constant or i.type is not None and
-                                                                              i.type.this in exp.DataType.INTEGER_TYPES):
+        number = i.this if isinstance(i, exp.Neg) else i
+        integer = (isinstance(number, exp.Literal) and number.is_int) or \
+            (i.type is not None and i.type.this in exp.DataType.INTEGER_TYPES)
+        if holder in (exp.DataType.Type.UNKNOWN, exp.DataType.Type.ARRAY) and integer:
             # (what the parser shifted: an integer constant, or an index it knew to be an integer)
-            from sqlglot.optimizer.simplify import simplify
             b.set("expressions", [simplify(exp.Add(this=i.copy(), expression=exp.Literal.number(1)))])
         b.set("offset", 1)
     return tree

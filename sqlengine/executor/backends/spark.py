@@ -320,7 +320,8 @@ def _right_operands_evaluated(tree: exp.Expression) -> exp.Expression:
     NULL either way), but DuckDB evaluates it, so a value it fails on (a failed cast, an overflow) fails the
     row there; on Spark it must fail the step (which then runs on the driver and records the row error), not
     pass silently.  ``a OP b`` becomes ``CASE WHEN b IS NULL THEN NULL ELSE a OP b END`` (the same value;
-    Spark evaluates ``b`` once); likewise ``NULLIF(a, b)``, which compares ``a = b``.  Not in join conditions (an equi-join must stay one) nor over a subquery."""
+    Spark evaluates ``b`` once); likewise ``NULLIF(a, b)``, which compares ``a = b``.  Not in join conditions
+    (an equi-join must stay one) nor over a subquery."""
     skip = {id(x) for j in tree.find_all(exp.Join) if j.args.get("on") is not None for x in j.args["on"].walk()}
 
     def force(n: exp.Expression) -> exp.Expression:

@@ -55,8 +55,8 @@ from sqlengine.types import arrow_type
 from sqlengine.zset import W, consolidate_arrow
 
 SKIPS_UNCHANGED = True
-THREADS = max(1, min(4, os.cpu_count() or 1))
-SMALL = 65536   # rows of state read that are consolidated in Arrow rather than by a query   # DuckDB's threads for an evaluation: its joins and scans are big
+THREADS = max(1, min(4, os.cpu_count() or 1))   # DuckDB's threads for a recomputation: its joins and scans are big
+SMALL = 65536   # rows of state read that are consolidated in Arrow rather than by a query
 _OCCURRENCE = re.compile(r"\b__o(\d+)\b")
 _REC = re.compile(r"\b__rec\b")
 _calls = itertools.count()

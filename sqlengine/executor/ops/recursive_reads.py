@@ -187,8 +187,9 @@ def resolve(run, text: str, tokens: Dict[str, object], types: Dict[str, Dict[str
             out_names: Sequence[str], want: Optional[str] = None) -> Dict[str, str]:
     """Each token of branch ``text`` (``__rec``, ``__o<k>``) bound to a DuckDB table or view name: those
     ``tokens`` holds as names as they are, each :class:`Held` one read as narrowly as the module's docstring
-    says.  ``types``: each token's column types by lower-case name; ``out_types`` / ``out_names``: the branch's relation's column types and names; ``want``: a table
-    of that relation's rows, when only result rows in it are needed."""
+    says.  ``types``: each token's column types by lower-case name; ``out_types`` / ``out_names``: the
+    branch's relation's column types and names; ``want``: a table of that relation's rows, when only result rows
+    in it are needed."""
     out = {t: v for t, v in tokens.items() if isinstance(v, str)}
     held = {t: v for t, v in tokens.items() if isinstance(v, Held)}
     sh = shape(text) if held else None
