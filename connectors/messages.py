@@ -492,9 +492,17 @@ def _split_fast(dec: "JsonDecoder", batch: Batch, errs: Errors, chunk_rows: int)
         pieces.append((idx[0], got))
         slow_rows += len(records)
     out: List[Chunk] = [c for _, got in sorted(pieces, key=lambda x: x[0]) for c in got]
+    # (a clean batch: back to one attempt)
+    return _split_done(dec, batch, errs, bad, out, bool(suspects) or fast_rows < len(good), slow_rows)
+
+
+def _split_done(dec: "JsonDecoder", batch: Batch, errs: Errors, bad: Dict[int, dict], out: List[Chunk],
+                split_next: bool, slow_rows: int = 0) -> List[Chunk]:
+    """A split batch's chunks ``out``, its bad messages ``bad`` recorded in ``errs`` and the decoder's counts
+    kept (``split_next``: split the next batch at once)."""
     errs.bad.update(bad)
     batch.annotate(errs)
-    dec.split_next = bool(suspects) or fast_rows < len(good)   # (a clean batch: back to one attempt)
+    dec.split_next = split_next
     dec.split_batches += dec.split_next
     dec.slow_rows += slow_rows
     return out
@@ -518,12 +526,7 @@ def _all_but_malformed(dec: "JsonDecoder", batch: Batch, errs: Errors, chunk_row
         out = list(dec._fast(Batch([values[i] for i in good]), sub, chunk_rows)) if good else []
     except _FAST_ERRORS:
         return None
-    errs.bad.update(mal.bad)
-    errs.bad.update(sub.bad)
-    batch.annotate(errs)
-    dec.split_next = bool(suspects)
-    dec.split_batches += dec.split_next
-    return out
+    return _split_done(dec, batch, errs, {**mal.bad, **sub.bad}, out, bool(suspects))
 
 
 def _kind(t: pa.DataType) -> str:

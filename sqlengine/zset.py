@@ -103,6 +103,11 @@ def all_positive(t: pa.Table) -> bool:
     return t.num_rows == 0 or pa.compute.min(t.column(W)).as_py() > 0
 
 
+def total_weight(t: pa.Table) -> int:
+    """The sum of ``t``'s weights: how many rows the Z-set holds (0 for no rows)."""
+    return int(pa.compute.sum(t.column(W)).as_py() or 0)
+
+
 def negate_arrow(t: pa.Table) -> pa.Table:
     idx = t.column_names.index(W)
     return t.set_column(idx, W, pa.compute.negate(t.column(W)))

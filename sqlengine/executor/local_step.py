@@ -42,7 +42,7 @@ from sqlengine.executor.state_lookups import Lookup
 from sqlengine.state.store import Manifest, Run
 from sqlengine.state.cache import StateCache, is_column
 from sqlengine.state.row_groups import RowGroupReader
-from sqlengine.zset import W, all_positive, consolidate_arrow, with_zero_signs
+from sqlengine.zset import W, all_positive, consolidate_arrow, total_weight, with_zero_signs
 
 SQL_INTEGER = {8: "TINYINT", 16: "SMALLINT", 32: "INT", 64: "BIGINT"}
 
@@ -516,16 +516,14 @@ class LocalExecutor:
     def _weight(self, op_id: int, m: Manifest) -> int:
         """The sum of the weights of ``op_id``'s state as of ``m``: each run's, summed once (runs are immutable)."""
         if op_id in self.ctx.derived:
-            w = self.read(op_id, m, (), [], []).column(W)
-            return int(pc.sum(w).as_py() or 0) if len(w) else 0
+            return total_weight(self.read(op_id, m, (), [], []))
         total, schema = 0, self.ctx.state_arrow[op_id]
         if len(self._run_weights) > 4096:   # (the runs of earlier steps, merged away since)
             self._run_weights.clear()
         for p in self._runs(op_id, m):
             w = self._run_weights.get(p)
             if w is None:
-                t = self.run_table(p, schema)
-                w = self._run_weights[p] = int(pc.sum(t.column(W)).as_py() or 0) if t.num_rows else 0
+                w = self._run_weights[p] = total_weight(self.run_table(p, schema))
             total += w
         return total
 

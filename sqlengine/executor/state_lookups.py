@@ -14,10 +14,9 @@ from typing import Callable, Optional, Sequence
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from sqlengine.state.cache import KeyHasher
-from sqlengine.zset import W
+from sqlengine.zset import total_weight
 
 
 class Lookup:
@@ -38,10 +37,7 @@ class Lookup:
 
     def weight(self) -> int:
         """The sum of the state's weights: how many rows it holds."""
-        if self._weight is not None:
-            return self._weight()
-        w = self.rows().column(W)
-        return int(pc.sum(w).as_py() or 0) if len(w) else 0
+        return self._weight() if self._weight is not None else total_weight(self.rows())
 
 
 class ArrowLookup(Lookup):

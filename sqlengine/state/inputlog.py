@@ -107,11 +107,9 @@ class InputLog:
         ``chunk`` is written in place, its data fsynced: it is visible (and its name made durable) only by the
         batch's commit record, and a restart removes the chunks of a batch without one."""
         path = os.path.join(self.root, name)
+        write = synced_write_arrow if chunk else atomic_write_arrow
         try:
-            if chunk:
-                synced_write_arrow(path, data.replace_schema_metadata(_schema_meta(table, meta)), fault="log_write")
-            else:
-                atomic_write_arrow(path, data.replace_schema_metadata(_schema_meta(table, meta)), fault="log_write")
+            write(path, data.replace_schema_metadata(_schema_meta(table, meta)), fault="log_write")
         except OSError as e:
             raise self._error(table, path if chunk else path + ".tmp", e) from e
 

@@ -99,12 +99,17 @@ def atomic_write_bytes(path: str, data: bytes, fault: Optional[str] = None) -> N
     atomic_write(path, lambda f: f.write(data), fault)
 
 
-def atomic_write_arrow(path: str, table: pa.Table, fault: Optional[str] = None) -> None:
-    """``table`` as an Arrow IPC file at ``path`` (its schema's metadata kept), atomically and durably."""
+def _ipc(table: pa.Table):
+    """A ``write(file)`` of ``table`` as an Arrow IPC file (its schema's metadata kept)."""
     def write(f) -> None:
         with ipc.new_file(f, table.schema) as w:
             w.write_table(table, max_chunksize=1 << 20)
-    atomic_write(path, write, fault)
+    return write
+
+
+def atomic_write_arrow(path: str, table: pa.Table, fault: Optional[str] = None) -> None:
+    """``table`` as an Arrow IPC file at ``path``, atomically and durably."""
+    atomic_write(path, _ipc(table), fault)
 
 
 def synced_write_arrow(path: str, table: pa.Table, fault: Optional[str] = None) -> None:
@@ -112,10 +117,15 @@ def synced_write_arrow(path: str, table: pa.Table, fault: Optional[str] = None) 
     directory fsynced: for a file that something written after it makes visible (an input batch's chunk, made
     visible by its commit record, whose directory fsync makes the chunk's name durable too); on error the file
     is removed and the error raised."""
+    synced_write(path, _ipc(table), fault)
+
+
+def synced_write(path: str, write, fault: Optional[str] = None) -> None:
+    """``write(file)`` into ``path``, fsynced; on error the file is removed and the error raised (``fault``: a
+    ``faults.io_point`` name, for the tests)."""
     try:
         with open(path, "wb") as f:
-            with ipc.new_file(f, table.schema) as w:
-                w.write_table(table, max_chunksize=1 << 20)
+            write(f)
             f.flush()
             if fault:
                 io_point(fault, path)
@@ -133,12 +143,7 @@ def atomic_write(path: str, write, fault: Optional[str] = None) -> None:
     temporary file is removed and the error raised (``fault``: a ``faults.io_point`` name, for the tests)."""
     tmp = path + ".tmp"
     try:
-        with open(tmp, "wb") as f:
-            write(f)
-            f.flush()
-            if fault:
-                io_point(fault, tmp)
-            os.fsync(f.fileno())
+        synced_write(tmp, write, fault)
         os.replace(tmp, path)
         fsync_dir(os.path.dirname(path))
     except OSError:

@@ -36,7 +36,8 @@ from planner.types import UNKNOWN
 from sqlengine import private_duckdb
 from sqlengine.executor import delta_rules as rules
 from sqlengine.executor import ops
-from sqlengine.executor.row_errors import DATA_ERRORS, MAX_MESSAGES, RowErrors, first_line, named_row, readable, user_names
+from sqlengine.executor.row_errors import (DATA_ERRORS, MAX_MESSAGES, RowErrors, first_line, named_row, readable,
+                                           user_names)
 
 
 def _to_duckdb(n: exp.Expression) -> exp.Expression:

@@ -109,9 +109,7 @@ def _int_index(i: exp.Expression) -> Optional[int]:
     if isinstance(i, exp.Neg):
         inner = _int_index(i.this)
         return None if inner is None else -inner
-    if isinstance(i, exp.Literal) and not i.is_string and i.this.lstrip("-").isdigit():
-        return int(i.this)
-    return None
+    return int(i.this) if isinstance(i, exp.Literal) and i.is_int else None
 
 
 def _is_ordered_list(n: exp.Expression) -> bool:
@@ -309,7 +307,8 @@ _PROPAGATING = (exp.Add, exp.Sub, exp.Mul, exp.Div, exp.Mod, exp.IntDiv, exp.EQ,
 
 
 def _simple(e: exp.Expression) -> bool:
-    while isinstance(e, (exp.Paren, exp.Neg)) and not (isinstance(e, exp.Neg) and not isinstance(e.this, exp.Literal)):
+    """A column or a constant (in parentheses, or a negative number): nothing that can fail."""
+    while isinstance(e, exp.Paren) or isinstance(e, exp.Neg) and isinstance(e.this, exp.Literal):
         e = e.this
     return isinstance(e, (exp.Column, exp.Literal, exp.Null, exp.Boolean))
 

@@ -39,7 +39,6 @@ from collections import Counter
 from typing import Dict, List, Optional
 
 import duckdb
-import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -52,7 +51,7 @@ from sqlengine.executor.ops import ProbeSpec
 from sqlengine.executor.ops.recursive_reads import Held, keyable, read, resolve
 from sqlengine.executor.state_lookups import ArrowLookup, Lookup
 from sqlengine.types import arrow_type
-from sqlengine.zset import W, consolidate_arrow
+from sqlengine.zset import W, consolidate_arrow, expand_arrow, negate_arrow
 
 SKIPS_UNCHANGED = True
 THREADS = max(1, min(4, os.cpu_count() or 1))   # DuckDB's threads for a recomputation: its joins and scans are big
@@ -153,10 +152,7 @@ class _Run:
             if raw.num_rows and pc.any(pc.less(w, 0)).as_py():
                 raw = consolidate_arrow(raw)
                 raw = raw.filter(pc.greater(raw.column(W), 0))
-            w = raw.column(W).to_numpy()
-            if len(w) and w.max() > 1:
-                raw = raw.take(np.repeat(np.arange(len(w)), w))
-            return self.arrow(name, raw.select(data).rename_columns(list(columns)))
+            return self.arrow(name, expand_arrow(raw).select(data).rename_columns(list(columns)))
         src = self.arrow(name + "_raw", raw)
         negative = pc.less(w, 0)
         if raw.num_rows and pc.any(negative).as_py():
@@ -271,18 +267,18 @@ class _Run:
         old = []
         for j in range(rels):
             fields = node.relations[j].fields
-            old.append(Held(self.reads[j], [f"c{k}" for k in range(len(fields))], node.relation_columns[j],
-                            [f.type.sql for f in fields]))
+            old.append(Held(self.reads[j], tuple(f"c{k}" for k in range(len(fields))), tuple(node.relation_columns[j]),
+                            tuple(f.type.sql for f in fields)))
         changed = [j for j in range(rels) if self.ins[j] is not None and self.ins[j].num_rows]
         new = list(old)
         for j in changed:
             new[j] = old[j].plus(self.ins[j])
         if n == 1:
-            r_old = [Held(self.reads[rels], [f"c{k}" for k in range(len(self.names[0]))], self.names[0],
-                          self.types[0])]
+            r_old = [Held(self.reads[rels], tuple(f"c{k}" for k in range(len(self.names[0]))), tuple(self.names[0]),
+                          tuple(self.types[0]))]
         else:   # (the relation's number, then each relation's columns in turn)
-            r_old = [Held(self.reads[rels], [f"c{s}" for s in node.slots(i)], self.names[i], self.types[i],
-                          relation=i) for i in range(n)]
+            r_old = [Held(self.reads[rels], tuple(f"c{s}" for s in node.slots(i)), tuple(self.names[i]),
+                          tuple(self.types[i]), relation=i) for i in range(n)]
         incremental = all(node.distinct) and self.reads[rels].weight() > 0 and all(
             node.monotone[k] for k, j in enumerate(node.occurrences) if j in changed)
         evaluations["incremental" if incremental else "from_scratch"] += 1
@@ -449,8 +445,7 @@ def evaluate(con, op, ins: List[Optional[pa.Table]], reads: List[Lookup]) -> pa.
 
 def _emptied(op, reads: List[Lookup]) -> pa.Table:
     """The change that retracts everything the op emitted (its own integral's rows, negated)."""
-    own = reads[-1].rows()
-    return own.set_column(own.schema.get_field_index(W), W, pc.negate(own.column(W)))
+    return negate_arrow(reads[-1].rows())
 
 
 def local(lw, op, ins, reads, initial: bool = False) -> pa.Table:

@@ -27,7 +27,7 @@ or OFFSET makes a result row depend on other rows.
 from __future__ import annotations
 
 import functools
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Dict, List, Optional, Sequence, Tuple
 
 import pyarrow as pa
@@ -135,24 +135,28 @@ def outputs_as(source: str, out: str) -> bool:
     return keyable(source) and (source == out or (source in INTEGERS and out in INTEGERS))
 
 
+@dataclass(frozen=True)
 class Held:
     """A relation whose rows are state: read whole or by key (``lookup``; its rows in columns ``state``,
     or, for one of several recursive relations, those whose ``c0`` is ``relation``), plus the rows of ``extra``
-    (a change: the relation's new contents), minus the rows in DuckDB table ``minus``.  ``names`` and
-    ``types``: its columns as the SQL names them, and their SQL types."""
+    (a change: the relation's new contents), minus the rows in DuckDB table ``minus`` (rows of recursive
+    relation ``target``).  ``names`` and ``types``: its columns as the SQL names them, and their SQL types."""
 
-    def __init__(self, lookup: Lookup, state: Sequence[str], names: Sequence[str], types: Sequence[str],
-                 relation: Optional[int] = None, extra: Optional[pa.Table] = None, minus: Optional[str] = None,
-                 target: Optional[int] = None):
-        self.lookup, self.state, self.names, self.types = lookup, tuple(state), tuple(names), tuple(types)
-        self.relation, self.extra, self.minus, self.target = relation, extra, minus, target
+    lookup: Lookup
+    state: Tuple[str, ...]
+    names: Tuple[str, ...]
+    types: Tuple[str, ...]
+    relation: Optional[int] = None
+    extra: Optional[pa.Table] = None
+    minus: Optional[str] = None
+    target: Optional[int] = None
 
     def plus(self, extra: pa.Table) -> "Held":
-        return Held(self.lookup, self.state, self.names, self.types, self.relation, extra, self.minus, self.target)
+        return replace(self, extra=extra)
 
     def without(self, minus: str, target: int) -> "Held":
         """These rows but those in table ``minus`` (rows of recursive relation ``target``)."""
-        return Held(self.lookup, self.state, self.names, self.types, self.relation, self.extra, minus, target)
+        return replace(self, minus=minus, target=target)
 
     def column(self, name: str) -> Optional[int]:
         low = [n.lower() for n in self.names]
