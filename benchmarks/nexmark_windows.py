@@ -29,7 +29,7 @@ Systems, one query at a time:
   changes (the blackhole).  Each run is a fresh subprocess with Spark lazy (the steps run on the driver).  The
   events are pushed with ``input_pandas`` in ``--batch`` slices, then ``wait_for_idle``; timed from the first push until
   idle (conversion to Arrow, the input log, the steps, the callbacks).  First with the pushes queued (a step
-  takes all pending input, up to ``MAX_STEP_ROWS`` = 1M rows, so the steps are larger than the slices), then
+  takes all pending input, up to ``RuntimeConfig.max_step_bytes``, so the steps are larger than the slices), then
   with ``wait_for_idle`` after every push (one step per slice).  The view emits its changes every step
   (open windows are updated and retracted), not only final windows.
 * **Flink** (``.peer-flink``, apache-flink 2.3.0, a local mini-cluster): ``CREATE TABLE bid (..., date_time

@@ -4,7 +4,8 @@ engine, commits the step, writes the outbox and delivers the outputs.
 :class:`sqlengine.Pipeline` (the embedded API) owns one :class:`Controller` and delegates to it; the server and
 :class:`sqlengine.api.client.RemotePipeline` sit on top of ``Pipeline``.  A step:
 
-1. takes every pending entry of the input log, up to ``MAX_STEP_ROWS`` rows (:meth:`Controller.take_batch`);
+1. takes every pending entry of the input log, up to ``max_step_bytes`` of it (RuntimeConfig; a backlog is taken
+   in big steps, input that comes as fast as it is stepped in small ones; :meth:`Controller.take_batch`);
 2. takes out the rows that came after their table's watermark (:meth:`Controller.drop_late`);
 3. runs the circuit on the tables' changes, and the clock's of ``NOW()`` (``Engine.run_step``);
 4. adds the rows that the watermark closed to emit-final views (:meth:`Controller.emit_final`);
@@ -36,7 +37,7 @@ from sqlengine.state.faults import SimulatedCrash, crash_point
 from sqlengine.state.store import Manifest, StorageError
 from sqlengine.zset import W, WEIGHT
 
-MAX_STEP_ROWS = 1_000_000
+MAX_STEP_BYTES = 1 << 30   # RuntimeConfig.max_step_bytes's default
 STORAGE_RETRY_S = 1.0   # wait before retrying a step whose commit failed (disk full, read-only storage)
 log = logging.getLogger(__name__)
 
@@ -54,7 +55,7 @@ class Controller:
 
     def __init__(self, name: str, program, store, log_, event_time, outbox, dispatcher, *, storage_dir: str,
                  declared: list, sources: dict, sink_runners: dict, pipeline_id: str, lock,
-                 batching=(0, 0), clock_resolution_usecs: int = 1):
+                 batching=(0, 0), max_step_bytes: int = MAX_STEP_BYTES, clock_resolution_usecs: int = 1):
         self.name = name
         self.program = program
         self.store = store
@@ -70,6 +71,7 @@ class Controller:
         self.lock = lock   # the storage's StorageLock: released when a simulated crash "kills the process"
         # (rows, seconds): how long a step waits for input to accumulate (RuntimeConfig); (0, 0): not at all
         self.batching = batching
+        self.max_step_bytes = max_step_bytes   # how much of a backlog one step takes (RuntimeConfig)
         # NOW() in views (planner/clock.py): the clock table, its resolution, and a manual clock (set_clock)
         self.clock = CLOCK if CLOCK in program.tables else None
         self.clock_resolution = clock_resolution_usecs
@@ -327,16 +329,16 @@ class Controller:
             self.cv.wait(timeout=min(0.01, max(0.0, end - time.monotonic())))
 
     def take_batch(self):
-        """Entries for the next step: everything pending, up to ``MAX_STEP_ROWS`` rows (a bigger batch is
-        split across steps, but a transaction, ``Pipeline.transaction``, is taken whole).  Per table, the
-        batches stay in order: deletes see earlier inserts."""
+        """Entries for the next step: everything pending, up to ``max_step_bytes`` of Arrow data (a bigger
+        backlog is split across steps, but a transaction, ``Pipeline.transaction``, is taken whole).  Per
+        table, the batches stay in order: deletes see earlier inserts."""
         m = self.store.current
         seq, offset = m.log_position
         per_table: Dict[str, List[pa.Table]] = {}
-        rows = 0
+        size = 0
         positions = {}   # source -> the position its last consumed batch ends at
         whole = -1       # the last entry of a transaction being taken
-        while seq < self.log.next_seq and (rows < MAX_STEP_ROWS or seq <= whole):
+        while seq < self.log.next_seq and (size < self.max_step_bytes or seq <= whole):
             whole = max(whole, self.log.atomic_ends.get(seq, -1))
             e = self.log.read(seq)
             if e.meta is not None:
@@ -345,14 +347,16 @@ class Controller:
                 seq, offset = seq + 1, 0
                 continue
             data = e.data.slice(offset) if offset else e.data
-            take = data.num_rows if seq <= whole else min(data.num_rows, MAX_STEP_ROWS - rows)
+            nbytes = data.nbytes
+            take = data.num_rows
+            if seq > whole and size + nbytes > self.max_step_bytes:   # the rows that fit (at least one)
+                take = max(1, (self.max_step_bytes - size) * data.num_rows // max(nbytes, 1))
             if take < data.num_rows:
                 per_table.setdefault(e.table, []).append(data.slice(0, take))
                 offset += take
-                rows += take
                 break
             per_table.setdefault(e.table, []).append(data)
-            rows += data.num_rows
+            size += nbytes
             seq, offset = seq + 1, 0
         return per_table, [seq, offset], positions
 
@@ -484,4 +488,4 @@ class Controller:
         crash_point("delivered", step)
 
 
-__all__ = ["Controller", "MAX_STEP_ROWS", "STORAGE_RETRY_S"]
+__all__ = ["Controller", "MAX_STEP_BYTES", "STORAGE_RETRY_S"]

@@ -118,7 +118,7 @@ class Pipeline:
             self.name, self.program, self.store, self.log, self._event_time, self._outbox, self._dispatcher,
             storage_dir=self.storage_dir, declared=self._declared, sources=self._sources,
             sink_runners=self._sink_runners, pipeline_id=self._pipeline_id, lock=self._lock,
-            batching=self.runtime_config.batching(),
+            batching=self.runtime_config.batching(), max_step_bytes=self.runtime_config.max_step_bytes,
             clock_resolution_usecs=self.runtime_config.clock_resolution_usecs)
 
     # the controller's state, under the names the server, the CLI and tests read

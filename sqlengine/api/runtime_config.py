@@ -59,6 +59,7 @@ class RuntimeConfig:
     storage: Optional[str] = None
     min_batch_size_records: int = 0
     max_buffering_delay_usecs: int = 0
+    max_step_bytes: int = 1 << 30
     clock_resolution_usecs: int = 1_000_000
     spark_conf: Dict[str, str] = field(default_factory=dict)
     checkpoint_interval_secs: Optional[float] = None
@@ -75,7 +76,8 @@ class RuntimeConfig:
             if not isinstance(self.storage, (str, os.PathLike)):
                 raise PipelineError(f"RuntimeConfig: storage must be a directory path, not {self.storage!r}")
             self.storage = os.fspath(self.storage)
-        for name in ("workers", "min_batch_size_records", "max_buffering_delay_usecs", "clock_resolution_usecs"):
+        for name in ("workers", "min_batch_size_records", "max_buffering_delay_usecs", "clock_resolution_usecs",
+                     "max_step_bytes"):
             v = getattr(self, name)
             if not (v is None and name == "workers") and (isinstance(v, bool) or not isinstance(v, int)):
                 raise PipelineError(f"RuntimeConfig: {name} must be an integer, not {v!r}")
@@ -88,6 +90,8 @@ class RuntimeConfig:
             raise PipelineError(f"RuntimeConfig: workers must be at least 1, not {self.workers}")
         if self.clock_resolution_usecs < 1:
             raise PipelineError("RuntimeConfig: clock_resolution_usecs must be positive")
+        if self.max_step_bytes < 1:
+            raise PipelineError("RuntimeConfig: max_step_bytes must be positive")
         if self.min_batch_size_records < 0 or self.max_buffering_delay_usecs < 0:
             raise PipelineError("RuntimeConfig: min_batch_size_records and max_buffering_delay_usecs must be >= 0")
         if not isinstance(self.spark_conf, dict) or \

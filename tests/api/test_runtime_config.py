@@ -17,6 +17,7 @@ LAZY = {"sqlengine.spark.start": "lazy"}
 def every_field_set(storage: str) -> RuntimeConfig:
     """A config in which every field differs from its default (so that a dropped field shows)."""
     rc = RuntimeConfig(workers=2, storage=storage, min_batch_size_records=7, max_buffering_delay_usecs=123_456,
+                       max_step_bytes=1 << 20,
                        clock_resolution_usecs=250_000, spark_conf={**LAZY, "spark.sql.shuffle.partitions": "3"},
                        checkpoint_interval_secs=60, wait_for_lock_secs=2.5, placement={"scan_rows": 1_000_000})
     default = RuntimeConfig()

@@ -9,7 +9,7 @@ import time
 import pandas as pd
 import pytest
 
-from sqlengine import InputError, Pipeline
+from sqlengine import InputError, Pipeline, RuntimeConfig
 
 SQL = """CREATE TABLE orders (id INT, total INT);
 CREATE TABLE items (order_id INT, amount INT);
@@ -59,10 +59,10 @@ def test_no_view_sees_part_of_a_transaction(make_pipeline):
     assert list(p.query("SELECT * FROM totals")) == [{"n": 7, "t": 10 + sum(3 * k if k % 2 else 10 for k in range(2, 8))}]
 
 
-def test_a_transaction_is_one_step_however_big(make_pipeline, monkeypatch):
-    from sqlengine import controller
-    monkeypatch.setattr(controller, "MAX_STEP_ROWS", 10)
-    p = make_pipeline(SQL)
+def test_a_transaction_is_one_step_however_big(make_pipeline):
+    import pyarrow as pa
+    ten_rows = pa.Table.from_pandas(orders([(i, 0) for i in range(10)]), preserve_index=False).nbytes
+    p = make_pipeline(SQL, runtime_config=RuntimeConfig(max_step_bytes=ten_rows))
     p.wait_for_idle()
     before = p.status()["step"]
     p.input_pandas("orders", orders([(i, 0) for i in range(30)]))   # an input call: split in steps of 10 rows
@@ -152,3 +152,31 @@ def test_sigkill_inside_or_after_a_transaction(spark, tmp_path, commit):
         assert list(p.query("SELECT * FROM mismatched")) == []
     finally:
         p.stop()
+
+
+def test_a_backlog_is_taken_in_steps_of_max_step_bytes(make_pipeline):
+    """Input that waits (here: pushed while paused) is taken in as few steps as ``max_step_bytes`` allows,
+    not one step per input call."""
+    import pyarrow as pa
+    call = orders([(i, 1) for i in range(1000)])
+    p = make_pipeline(SQL)
+    p.wait_for_idle()
+    p.pause()
+    for _ in range(8):
+        p.input_pandas("orders", call)
+    before = p.status()["step"]
+    p.resume()
+    p.wait_for_idle()
+    assert p.status()["step"] - before == 1
+    assert list(p.query("SELECT * FROM totals")) == [{"n": 8000, "t": 8000}]
+    three_calls = 3 * pa.Table.from_pandas(call, preserve_index=False).nbytes
+    q = make_pipeline(SQL, runtime_config=RuntimeConfig(max_step_bytes=three_calls))
+    q.wait_for_idle()
+    q.pause()
+    for _ in range(8):
+        q.input_pandas("orders", call)
+    before = q.status()["step"]
+    q.resume()
+    q.wait_for_idle()
+    assert q.status()["step"] - before == 3
+    assert list(q.query("SELECT * FROM totals")) == [{"n": 8000, "t": 8000}]
