@@ -2,6 +2,7 @@
 
 >>> from sqlengine import Pipeline  # doctest: +SKIP
 """
+from . import arrow_memory  # noqa: F401 - first: Arrow's pool is chosen when pyarrow loads
 from .errors import (BindError, ConnectorError, EngineError, InputError, InternalError, ParseError,
                      PermanentConnectorError, PipelineError, UnsupportedError)
 from .api.output import OutputHandler

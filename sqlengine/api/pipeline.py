@@ -24,6 +24,7 @@ from planner.types import contains
 from planner.errors import BindError, EngineError, InputError, PermanentConnectorError, PipelineError, \
     UnsupportedError
 
+from sqlengine.arrow_memory import use_jemalloc
 from sqlengine.ingest import inputs, statement_rows
 from sqlengine.state.faults import set_base
 from sqlengine.state.lock import EPOCH_FILE, LOCK_FILE, StorageLock
@@ -60,6 +61,7 @@ class Pipeline:
     def __init__(self, sql: str, name: str = "pipeline", storage_dir: Optional[str] = None,
                  spark=None, spark_conf: Optional[Dict[str, str]] = None, runtime_config=None,
                  spark_master: Optional[str] = None, udfs: Sequence = ()):
+        use_jemalloc()   # Arrow's pool for the steps (sqlengine.arrow_memory)
         self.program = compile_program(sql, functions=python_signatures(udfs))
         implemented(self.program, sql)   # the Python functions declared in SQL: imported or run now
         self.name = name

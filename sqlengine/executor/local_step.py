@@ -62,9 +62,9 @@ def scannable(schema: pa.Schema, spec: tuple, probes: List[tuple]) -> bool:
 
 
 def release_memory() -> None:
-    """Return the memory a big step freed to the operating system: Arrow's pool (mimalloc keeps freed pages
-    for reuse) and glibc's heap, so that the process's resident heap follows the state cache's budget rather
-    than the biggest step it ever ran."""
+    """Return the memory a big step freed to the operating system: Arrow's pool (see
+    ``sqlengine.arrow_memory``; an allocator keeps freed pages for reuse) and glibc's heap, so that the
+    process's resident heap follows the state cache's budget rather than the biggest step it ever ran."""
     pa.default_memory_pool().release_unused()
     try:
         import ctypes
@@ -198,14 +198,16 @@ class LocalExecutor:
                 rows = cast_to(map_op.local(self.lowerer, op, [rows]), self.ctx.arrow_schemas[op.id])
             return cast_to(rows, self.ctx.state_arrow[op_id])
         paths, schema = self._runs(op_id, m), self.ctx.state_arrow[op_id]
-        cached, on_disk = [], []
+        cached, on_disk, held = [], [], 0
         for p in paths:
-            (cached if self.cache.load(p, schema) is not None else on_disk).append(p)
+            t = self.cache.load(p, schema)
+            (cached if t is not None else on_disk).append(p)
+            held += t.num_rows if t is not None else 0
         parts = []
         if on_disk:
             parts.append(self._read_files(op_id, on_disk, schema, spec, probe_tables, probe_specs, scan))
-        if not spec:
-            parts.append(self.cache.full(cached, schema))
+        if not spec or sum(t.num_rows for t in probe_tables if t is not None) >= held:
+            parts.append(self.cache.full(cached, schema))   # (as many probes as rows: hashing them saves nothing)
         elif cached:
             hashes = [self.cache.hasher.hashes(t, s) for t, s in zip(probe_tables, probe_specs) if t is not None]
             probe = np.concatenate(hashes) if hashes else np.zeros(0, np.uint64)

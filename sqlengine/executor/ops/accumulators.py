@@ -170,23 +170,40 @@ def final_sql(node: Aggregate, pre: str = "") -> List[str]:
 
 
 # ---------------------------------------------------------------- in Arrow (the fast paths, arrow_ops)
-def weighted(xs, w):
+def weighted(xs, w, narrow: bool = False):
     """x * w for SUM/AVG: exact DECIMAL(38, 0) for integers (a sum that leaves BIGINT is a row error, never a
-    wrapped value), DOUBLE for floating point."""
+    wrapped value), DOUBLE for floating point.  ``narrow``: integers stay BIGINT when the sum of every |x * w|
+    is below 2^62, so that no sum of them per group can wrap (summed in BIGINT, then :func:`widen`ed: much
+    cheaper than summing DECIMALs over a big change)."""
     if pa.types.is_integer(xs.type):
         try:
-            return pc.multiply_checked(xs.cast(pa.int64()), w).cast(HUGE)
+            prod = pc.multiply_checked(xs.cast(pa.int64()), w)
         except pa.ArrowInvalid:   # |x * w| beyond BIGINT (a weight above 1): exact in Python
             return pa.array([None if x is None else Decimal(x * n) for x, n in zip(xs.to_pylist(), w.to_pylist())],
                             HUGE)
+        if narrow and (pc.sum(pc.abs(prod.cast(pa.float64(), safe=False))).as_py() or 0) < NARROW_BOUND:
+            return prod
+        return prod.cast(HUGE)
     return pc.multiply(xs.cast(pa.float64()), w)
 
 
+NARROW_BOUND = float(1 << 62)   # below BIGINT's limit by more than a DOUBLE sum's rounding of the bound
+
+
+def widen(t: pa.Table) -> pa.Table:
+    """``t`` with each integer sum accumulator (of ``weighted(..., narrow=True)``, summed) in DECIMAL(38, 0)."""
+    for i, f in enumerate(t.schema):
+        if f.name.startswith("__s") and pa.types.is_integer(f.type):
+            t = t.set_column(i, f.name, t.column(i).cast(HUGE))
+    return t
+
+
 def partial_arrow(node: Aggregate, t: pa.Table, args: List[Optional[str]],
-                  extremes: bool = False) -> Dict[str, object]:
+                  extremes: bool = False, narrow: bool = False) -> Dict[str, object]:
     """The accumulators of each row of ``t`` (to be summed per group, or for ``extremes`` the MIN and MAX calls'
     values of the inserted rows, to be reduced by :func:`how`), in :func:`columns`' order, for the calls that
-    have them (``args``: each call's argument column, None for COUNT(*))."""
+    have them (``args``: each call's argument column, None for COUNT(*)).  ``narrow``: integer sums may be
+    BIGINT (see :func:`weighted`); :func:`widen` the summed table."""
     w = t.column(W)
     out = {COUNT: w}
     zero = pa.scalar(0, pa.int64())
@@ -199,7 +216,7 @@ def partial_arrow(node: Aggregate, t: pa.Table, args: List[Optional[str]],
             continue
         xs = t.column(x)
         if a.func != "COUNT":
-            out[sum_of(i)] = weighted(xs, w)
+            out[sum_of(i)] = weighted(xs, w, narrow)
         out[count_of(i)] = pc.if_else(pc.is_valid(xs), w, zero)
     return out
 

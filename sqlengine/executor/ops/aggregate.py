@@ -130,11 +130,11 @@ def aggregate_partial(node: Aggregate, d: pa.Table) -> Optional[pa.Table]:
     if not k or args is None or nested.has_nested(d.schema, [col(i) for i in range(k)]):
         return None
     keys = [col(i) for i in range(k)]
-    sums = acc.partial_arrow(node, d, args, extremes=True)
+    sums = acc.partial_arrow(node, d, args, extremes=True, narrow=True)
     t = pa.table({**{c: canonical_float(d.column(c)) for c in keys}, **sums})
     g = t.group_by(keys, use_threads=False).aggregate([(c, acc.how(c)) for c in sums])
-    return g.rename_columns([c[:-4] if c.endswith(("_sum", "_min", "_max")) else c
-                             for c in g.column_names]).select(keys + list(sums))
+    return acc.widen(g.rename_columns([c[:-4] if c.endswith(("_sum", "_min", "_max")) else c
+                                       for c in g.column_names]).select(keys + list(sums)))
 
 
 def _same(a: pa.ChunkedArray, b: pa.ChunkedArray) -> pa.ChunkedArray:
@@ -217,7 +217,7 @@ def aggregate_recompute(node: Aggregate, d: pa.Table, state: Optional[pa.Table],
         z = consolidate_arrow(z) if z.num_rows else z
         z = z.filter(pc.greater(z.column(W), 0))
         cols = {c: canonical_float(z.column(c)) for c in keys}
-        sums = acc.partial_arrow(node, z, args)
+        sums = acc.partial_arrow(node, z, args, narrow=True)
         specs = [(c, "sum") for c in sums]
         cols.update(sums)
         for i, (a, x) in enumerate(zip(node.aggs, args)):
@@ -229,7 +229,7 @@ def aggregate_recompute(node: Aggregate, d: pa.Table, state: Optional[pa.Table],
                     cols[f"__nan{i}"] = nan.cast(pa.int64())
                     cols[f"__num{i}"] = pc.and_(pc.invert(nan), pc.is_valid(z.column(x))).cast(pa.int64())
                     specs += [(f"__nan{i}", "sum"), (f"__num{i}", "sum")]
-        g = pa.table(cols).group_by(keys, use_threads=False).aggregate(specs)
+        g = acc.widen(pa.table(cols).group_by(keys, use_threads=False).aggregate(specs))
         out = [g.column(c) for c in keys]
         for i, a in enumerate(node.aggs):
             if a.func in ("MIN", "MAX"):
