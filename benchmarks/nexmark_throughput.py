@@ -245,7 +245,9 @@ def run_engine(view: str, used: List[str], steps, spark, work: str, sampler: Sam
                             p.input_arrow(t, tables[t])
                         else:
                             p.input_pandas(t, tables[t])
-            p.wait_for_idle()
+            if push != "queued":
+                p.wait_for_idle()
+        p.wait_for_idle()
         wall = time.perf_counter() - t0
         sampler.phase = "between"
         peak = {k: max(v, sampler.peaks.get(phase, {}).get(k, 0)) for k, v in rss().items()}  # short runs
@@ -438,8 +440,10 @@ def render(results, args, cmdline, started, machine, vers, flink_version, load, 
         f"tables {'declared append-only: a table no view reads as state keeps no rows' if args.tables == 'append-only' else 'stored'}) "
         + ("the step's input calls in one `Pipeline.transaction()` (one engine step per step of events) "
            if args.push == "transaction" else "") +
-        "and `wait_for_idle` per step, timed from the first input to the last "
-        "`wait_for_idle`. *engine check*: the integrated change stream equals DuckDB's recomputation over the "
+        ("every step's calls pushed without waiting (queued: the engine takes what is pending, up to "
+         "`RuntimeConfig.max_step_bytes` a step), then one `wait_for_idle`, timed from the first input to it."
+         if args.push == "queued" else "and `wait_for_idle` per step, timed from the first input to the last "
+         "`wait_for_idle`.") + " *engine check*: the integrated change stream equals DuckDB's recomputation over the "
         "same events (row count and an order-independent hash of the rows, numbers rounded to 36 mantissa "
         "bits; *OK (rows)*: the result depends on tie order, so only the row count is compared). **SSS**: "
         "same Spark session, DuckDB text translated by sqlglot, parquet file source (one file "
@@ -490,9 +494,12 @@ def parse_args(argv=None) -> argparse.Namespace:
     ap.add_argument("--tables", choices=("stored", "append-only"), default="stored",
                     help="the engine's tables: stored (queryable, take deletes; the default) or declared "
                          "'append_only' (a table no view reads as state keeps no rows)")
-    ap.add_argument("--push", choices=("calls", "transaction"), default="calls",
+    ap.add_argument("--push", choices=("calls", "transaction", "queued"), default="calls",
                     help="how the engine takes a step's tables: one input call each (the default: a step per "
-                         "table read), or the calls in one Pipeline.transaction() (one step for all of them)")
+                         "table read), or the calls in one Pipeline.transaction() (one step for all of them), "
+                         "each then waited for with wait_for_idle; queued: every step's calls pushed without "
+                         "waiting (the engine takes what is pending, up to RuntimeConfig.max_step_bytes a "
+                         "step), then one wait_for_idle")
     ap.add_argument("--spark-memory", default="4g", help="spark.driver.memory if this process starts Spark")
     ap.add_argument("--flink-heap", default=None, help="Flink JVM heap (default 2g up to 1M events, else 6g)")
     ap.add_argument("--flink-timeout", type=float, default=1800,
