@@ -139,3 +139,25 @@ def test_recompute_min_max_over_floats_with_nan_is_the_rules(values):
     assert got is not None
     want = DuckDBBackend().rule(rules.aggregate_sql(op.node, initial=True), D=d)
     assert repr(rows_of(consolidate_arrow(got.cast(want.schema)))) == repr(rows_of(consolidate_arrow(want)))
+
+
+@pytest.mark.parametrize("big", [False, True])
+def test_integer_sums_are_exact_in_bigint_or_decimal(big):
+    """An aggregate's partial sums of integers: summed in BIGINT while the change's sum of |x * w| stays below
+    2^62 (no group's sum can wrap), else in DECIMAL(38, 0); either way exactly the rule's sums, in DECIMAL(38, 0)
+    (values near BIGINT's limits: a BIGINT sum would wrap)."""
+    op = next(o for o in compile_program(SQL).circuit.ops if o.kind == "aggregate")
+    rng = random.Random(7)
+    top = (1 << 63) - 1 if big else (1 << 40)
+    xs = [rng.choice([top, -top, top // 3, None, 0, 5]) for _ in range(200)]
+    d = pa.table({"c0": pa.array([rng.randrange(4) for _ in xs], pa.int32()),
+                  "c1": pa.array([rng.choice([None, 1, -7]) for _ in xs], pa.int32()),
+                  "c2": pa.array(xs, pa.int64()),
+                  W: pa.array([rng.choice([1, -1, 2]) if abs(x or 0) < (1 << 62) else rng.choice([1, -1])
+                               for x in xs], pa.int64())})
+    sums = acc.partial_arrow(op.node, d, [None, "c1", "c2", "c1"], narrow=True)
+    assert pa.types.is_integer(sums[acc.sum_of(2)].type) != big   # the narrow form only when no sum can wrap
+    got = agg_op.aggregate_partial(op.node, d)
+    want = DuckDBBackend().rule(rules.partial_sql(op.node), D=d)
+    assert got.schema.field(acc.sum_of(2)).type == pa.decimal128(38, 0)
+    assert rows_of(got) == rows_of(want.select(got.column_names).cast(got.schema))
