@@ -159,24 +159,18 @@ def test_a_backlog_is_taken_in_steps_of_max_step_bytes(make_pipeline):
     not one step per input call."""
     import pyarrow as pa
     call = orders([(i, 1) for i in range(1000)])
-    p = make_pipeline(SQL)
-    p.wait_for_idle()
-    p.pause()
-    for _ in range(8):
-        p.input_pandas("orders", call)
-    before = p.status()["step"]
-    p.resume()
-    p.wait_for_idle()
-    assert p.status()["step"] - before == 1
-    assert list(p.query("SELECT * FROM totals")) == [{"n": 8000, "t": 8000}]
+
+    def steps_for_eight_calls(p) -> int:
+        p.wait_for_idle()
+        p.pause()
+        for _ in range(8):
+            p.input_pandas("orders", call)
+        before = p.status()["step"]
+        p.resume()
+        p.wait_for_idle()
+        assert list(p.query("SELECT * FROM totals")) == [{"n": 8000, "t": 8000}]
+        return p.status()["step"] - before
+
+    assert steps_for_eight_calls(make_pipeline(SQL)) == 1
     three_calls = 3 * pa.Table.from_pandas(call, preserve_index=False).nbytes
-    q = make_pipeline(SQL, runtime_config=RuntimeConfig(max_step_bytes=three_calls))
-    q.wait_for_idle()
-    q.pause()
-    for _ in range(8):
-        q.input_pandas("orders", call)
-    before = q.status()["step"]
-    q.resume()
-    q.wait_for_idle()
-    assert q.status()["step"] - before == 3
-    assert list(q.query("SELECT * FROM totals")) == [{"n": 8000, "t": 8000}]
+    assert steps_for_eight_calls(make_pipeline(SQL, runtime_config=RuntimeConfig(max_step_bytes=three_calls))) == 3
