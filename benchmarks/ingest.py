@@ -5,7 +5,7 @@ Usage: python -m benchmarks.ingest [--rows 10000000] [--chunk 1000000] [--out be
 The DataFrame (id BIGINT, k INT, v BIGINT, x DOUBLE; 100,000 keys) is generated
 first; then one ``input_pandas`` call validates, converts and logs it in chunks
 of ``--chunk`` rows (``sqlengine.ingest.batches.CHUNK_ROWS``) as one atomic batch, and
-``wait_for_idle`` processes it (steps of at most 1M rows) into a GROUP BY view.
+``wait_for_idle`` processes it (steps of up to ``RuntimeConfig.max_step_bytes``) into a GROUP BY view.
 A background thread samples the RSS of the driver (this Python process) and of
 the JVM (its ``java`` child) every 0.1 s, so the report gives the peak of each
 during the input call and during the steps, next to the memory of the
@@ -91,8 +91,8 @@ def main(argv=None) -> int:
         f"{mib(df_bytes)} MiB in memory; view `SELECT k, COUNT(*), SUM(v) FROM ev GROUP BY k`; "
         f"spark.driver.memory 4g.",
         f"- `input_pandas` validated, converted and logged it in chunks of {args.chunk:,} rows as one atomic batch "
-        f"({mib(log_bytes)} MiB of Arrow IPC in the input log); the steps then processed it in slices of at most "
-        f"1,000,000 rows.",
+        f"({mib(log_bytes)} MiB of Arrow IPC in the input log); the steps then processed it in slices of up to "
+        f"`RuntimeConfig.max_step_bytes`.",
         "",
         "| phase | wall time (s) | rows/s | driver RSS peak (MiB) | JVM RSS peak (MiB) |",
         "|---|---|---|---|---|",
