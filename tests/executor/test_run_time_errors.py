@@ -60,6 +60,22 @@ def test_a_failing_operand_beside_a_null_is_a_row_error(make_pipeline, executor)
     assert json.loads(err["row"])["s"] == "abc" and "Could not convert" in err["error"]
 
 
+def test_a_failing_argument_after_a_null_one_is_a_row_error(make_pipeline, executor):
+    """DuckDB evaluates every argument of ``POWER``, ``LOG(b, x)`` and ``STRPOS`` where an earlier one is NULL, so
+    a cast that fails in a later one fails the row; Spark's generated code skips the later arguments then: a row
+    error on both executors, not a silent NULL."""
+    schema = "CREATE TABLE t (a INT, x INT, s VARCHAR);"
+    rows = ["INSERT INTO t VALUES (1, NULL, 'abc'), (2, 3, '2'), (3, NULL, '7')"]
+    views = {"p": "SELECT a, POWER(x, CAST(s AS INT)) AS y FROM t",
+             "l": "SELECT a, LOG(x, CAST(s AS INT)) AS y FROM t",
+             "i": "SELECT a, STRPOS(CAST(x AS VARCHAR), CAST(CAST(s AS INT) AS VARCHAR)) AS y FROM t"}
+    p = run(make_pipeline, schema, views, rows)
+    for v in views:
+        want = expected(schema, ["INSERT INTO t VALUES (2, 3, '2'), (3, NULL, '7')"], views[v])
+        assert not diff(got(p, v), want), v
+    assert p.status()["errors"] == {v: 1 for v in views}
+
+
 def test_an_overflow_in_an_outer_join_key_fails_the_row_not_the_pipeline(make_pipeline, executor):
     schema = "CREATE TABLE t (a INT); CREATE TABLE u (k INT);"
     rows = ["INSERT INTO t VALUES (2147483647), (1), (5)", "INSERT INTO u VALUES (2), (6)"]
