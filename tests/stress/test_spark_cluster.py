@@ -65,6 +65,23 @@ def test_cluster_equals_local_mode_and_survives_a_killed_worker(cluster, make_pi
     cluster.wait_for_workers(2)
 
 
+def test_a_driver_killed_during_a_spark_step_loses_and_doubles_nothing(cluster, tmp_path):
+    """The driver is SIGKILLed while a step (every step on Spark) runs a job on the cluster; a new driver on the
+    same storage holds exactly the acknowledged steps (the killed step's input, durable in the input log, is
+    applied once), every view equal to DuckDB's recomputation, and runs the remaining steps likewise."""
+    n_steps, kill_at = 4, 2
+    storage = str(tmp_path / "s")
+    proc = subprocess.run([sys.executable, "-m", "tests.support.cluster_workload", "--master", cluster.master_url,
+                           "--storage", storage, "--out", str(tmp_path / "killed.json"), "--steps", str(n_steps),
+                           "--kill-driver-at-step", str(kill_at)],
+                          cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=600)
+    text = proc.stdout.decode(errors="replace")
+    assert proc.returncode == -9 and "killing the driver" in text, text[-3000:]
+    got = child(["--master", cluster.master_url, "--storage", storage, "--out", str(tmp_path / "r.json"),
+                 "--steps", str(n_steps), "--resume-after", str(kill_at)])
+    assert got["resumed"] and got["steps_run_on"]["driver"] == 0 and got["steps_run_on"]["spark"] >= 2, got
+
+
 def test_ops_on_the_driver_with_state_scanned_by_the_cluster(cluster, tmp_path):
     """With a cluster master, a Spark step's ops run on the driver where their changes are, and the state rows
     those changes meet, which the driver does not cache, are found by Spark jobs on the cluster's executors

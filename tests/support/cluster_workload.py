@@ -6,7 +6,9 @@ process: one SparkContext per process) and in local mode, and their per-step vie
 
 Run on a cluster: ``python -m tests.support.cluster_workload --master spark://... --storage DIR --out FILE``
 (``--kill-pgid PID --kill-at-step K`` SIGKILLs that process group, a worker and its executor, while step K
-runs on Spark).
+runs on Spark; ``--kill-driver-at-step K`` SIGKILLs this process, the driver, while step K runs on Spark, and
+``--resume-after K`` reopens the storage after that, checks that the views hold steps 0 to K exactly, and runs
+the rest).
 """
 from __future__ import annotations
 
@@ -145,6 +147,27 @@ def _jsonable(v):
     return v
 
 
+def push(p, model: Model, step) -> None:
+    """One step's input calls (each durable when it returns), and the same rows into ``model``."""
+    for table, kind, rows in step:
+        p.input_pandas(table, pd.DataFrame([list(r) for r in rows], columns=COLUMNS[table], dtype=object),
+                       delete=(kind == "delete"))
+        (model.insert if kind == "insert" else model.delete)(table, rows)
+
+
+def check(p, model: Model, i: int, handlers=None) -> None:
+    """Every view's query result (and, with ``handlers``, its change stream) equals DuckDB's recomputation."""
+    con = model.duck()
+    for name, select, oracle in VIEWS:
+        expected = model.view(con, oracle or select)
+        got = bag([tuple(r.values()) for r in p.query(f"SELECT * FROM {name}")])
+        assert not diff(got, expected), f"step {i}: view {name} differs from DuckDB: {diff(got, expected)}"
+        if handlers is not None:
+            stream = bag_from_changes(handlers[name].to_pandas())
+            assert not diff(stream, expected), f"step {i}: view {name} (change stream) differs: {diff(stream, expected)}"
+    con.close()
+
+
 def run(p, all_steps, on_step=None) -> List[Dict[str, list]]:
     """Feed ``all_steps`` to the started pipeline ``p``, one step each (``wait_for_idle`` between them); after
     each, every view's query result and change stream must equal DuckDB's recomputation.  Returns the view
@@ -155,22 +178,47 @@ def run(p, all_steps, on_step=None) -> List[Dict[str, list]]:
     for i, step in enumerate(all_steps):
         if on_step:
             on_step(i)
-        for table, kind, rows in step:
-            p.input_pandas(table, pd.DataFrame([list(r) for r in rows], columns=COLUMNS[table], dtype=object),
-                           delete=(kind == "delete"))
-            (model.insert if kind == "insert" else model.delete)(table, rows)
+        push(p, model, step)
         p.wait_for_idle(timeout_s=600)
-        con = model.duck()
-        for name, select, oracle in VIEWS:
-            expected = model.view(con, oracle or select)
-            got = bag([tuple(r.values()) for r in p.query(f"SELECT * FROM {name}")])
-            assert not diff(got, expected), f"step {i}: view {name} differs from DuckDB: {diff(got, expected)}"
-            changes = handlers[name].to_pandas()
-            stream = bag_from_changes(changes)
-            assert not diff(stream, expected), f"step {i}: view {name} (change stream) differs: {diff(stream, expected)}"
-        con.close()
+        check(p, model, i, handlers)
         snapshots.append(_snapshot(p))
     return snapshots
+
+
+def run_until_killed(p, all_steps, kill_at: int) -> None:
+    """Steps before ``kill_at`` as :func:`run`; step ``kill_at``'s input calls in one transaction (durable
+    together), then this process SIGKILLs itself as soon as a Spark job of that step runs."""
+    model = Model(SCHEMA, COLUMNS)
+    for i, step in enumerate(all_steps[:kill_at]):
+        push(p, model, step)
+        p.wait_for_idle(timeout_s=600)
+        check(p, model, i)
+    tracker = p.engine.spark.sparkContext.statusTracker()
+    with p.transaction():
+        push(p, model, all_steps[kill_at])
+    end = time.monotonic() + 300
+    while time.monotonic() < end:
+        if tracker.getActiveJobsIds():
+            print(f"killing the driver (pid {os.getpid()}) during a Spark job of step {kill_at}", flush=True)
+            os.kill(os.getpid(), signal.SIGKILL)
+        time.sleep(0.005)
+    raise AssertionError(f"step {kill_at} ran no Spark job to be killed in")
+
+
+def resume(p, all_steps, after: int) -> dict:
+    """After a driver killed during step ``after``: the views hold exactly steps 0 to ``after`` (acknowledged,
+    so neither lost nor applied twice), then the remaining steps run, each checked against DuckDB."""
+    model = Model(SCHEMA, COLUMNS)
+    for step in all_steps[:after + 1]:
+        for table, kind, rows in step:
+            (model.insert if kind == "insert" else model.delete)(table, rows)
+    p.wait_for_idle(timeout_s=600)
+    check(p, model, after)
+    for i, step in enumerate(all_steps[after + 1:], start=after + 1):
+        push(p, model, step)
+        p.wait_for_idle(timeout_s=600)
+        check(p, model, i)
+    return {"resumed": True, "steps": len(all_steps)}
 
 
 def kill_during_step(spark, pgid: int, deadline_s: float = 300) -> threading.Thread:
@@ -202,6 +250,8 @@ def main(argv: Optional[List[str]] = None) -> None:
     ap.add_argument("--steps", type=int, default=4)
     ap.add_argument("--kill-pgid", type=int)
     ap.add_argument("--kill-at-step", type=int, default=1)
+    ap.add_argument("--kill-driver-at-step", type=int, help="SIGKILL this process during that step's Spark job")
+    ap.add_argument("--resume-after", type=int, help="reopen the storage of a driver killed during that step")
     ap.add_argument("--tpch", help="comma-separated TPC-H views to run instead (SF 0.001, checked per batch)")
     ap.add_argument("--start-only", action="store_true", help="only start the pipeline (the storage check)")
     ap.add_argument("--driver-ops", action="store_true",
@@ -240,6 +290,15 @@ def main(argv: Optional[List[str]] = None) -> None:
         return
     p = make(program())
     p.start()
+    if a.kill_driver_at_step is not None:
+        run_until_killed(p, steps(a.seed, a.steps), a.kill_driver_at_step)
+    if a.resume_after is not None:
+        result = resume(p, steps(a.seed, a.steps), a.resume_after)
+        result["steps_run_on"] = p.status()["steps_run_on"]
+        p.stop()
+        with open(a.out, "w") as f:
+            json.dump(result, f)
+        return
     if a.driver_ops:
         p.engine.local.cache.hold_nothing()
     killed = []
