@@ -17,8 +17,15 @@ settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 
 @pytest.fixture(scope="session")
 def spark():
-    from sqlengine.executor.session import get_spark
-    s = get_spark({"spark.sql.shuffle.partitions": "1", "spark.driver.memory": "2g"})
+    """The tests' SparkSession: local, or with ``$SQLENGINE_SPARK_MASTER`` on that cluster (the cluster tests run
+    the Spark path's differential tests so, in a child process: ``tests/stress/test_spark_cluster.py``)."""
+    from sqlengine.executor.session import MASTER_ENV, get_spark
+    conf = {"spark.sql.shuffle.partitions": "1", "spark.driver.memory": "2g"}
+    if os.environ.get(MASTER_ENV):
+        conf.update({"spark.master": os.environ[MASTER_ENV], "spark.executor.memory": "1g",
+                     "spark.sql.shuffle.partitions": "2", "spark.task.maxFailures": "8"})
+    s = get_spark(conf)
+    assert s.sparkContext.master == conf.get("spark.master", s.sparkContext.master), "a session on another master"
     yield s
 
 

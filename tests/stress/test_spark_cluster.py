@@ -7,6 +7,7 @@ after every step; here the same steps run again in local mode and the views must
 """
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -80,6 +81,22 @@ def test_a_driver_killed_during_a_spark_step_loses_and_doubles_nothing(cluster, 
     got = child(["--master", cluster.master_url, "--storage", storage, "--out", str(tmp_path / "r.json"),
                  "--steps", str(n_steps), "--resume-after", str(kill_at)])
     assert got["resumed"] and got["steps_run_on"]["driver"] == 0 and got["steps_run_on"]["spark"] >= 2, got
+
+
+# the Spark path's differential tests run again in a child pytest whose session is on the cluster (conftest's
+# ``spark`` fixture with $SQLENGINE_SPARK_MASTER): a small form of them, for CI's time
+CLUSTER_DIFFERENTIAL = ["tests/executor/test_spark_path.py::test_joins", "tests/executor/test_spark_path.py::test_aggregates",
+                        "tests/executor/test_backfill_spark.py"]
+
+
+def test_the_spark_paths_differential_tests_pass_on_the_cluster(cluster):
+    from sqlengine.executor.session import MASTER_ENV
+    proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider", *CLUSTER_DIFFERENTIAL],
+                          cwd=ROOT, env=dict(os.environ, **{MASTER_ENV: cluster.master_url}),
+                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=1200)
+    text = proc.stdout.decode(errors="replace")
+    assert proc.returncode == 0, text[-4000:]
+    assert re.search(r"\b4 passed\b", text), text[-2000:]
 
 
 def test_ops_on_the_driver_with_state_scanned_by_the_cluster(cluster, tmp_path):
