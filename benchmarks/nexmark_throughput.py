@@ -66,7 +66,8 @@ from benchmarks.memory import Sampler, rss
 from benchmarks.peers.flink_queries import QUERIES as FLINK_QUERIES
 from benchmarks.report import write_section
 from benchmarks.soak import mib
-from benchmarks.step_latency import _fmt_ratio, code_version, log, machine_info, md_table, text_table, versions
+from benchmarks.step_latency import (EngineProbe, _fmt_ratio, code_version, log, machine_info, md_table, text_table,
+                                     versions)
 from tests.support.workload_oracle import Tables
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -235,16 +236,20 @@ def run_engine(view: str, used: List[str], steps, spark, work: str, sampler: Sam
         p.start()
         p.wait_for_idle()
         step0 = p.status()["step"]
+        probe = EngineProbe(p.engine, p.store, spark, p._compactor)   # where the step thread's time goes
+        inputs = 0.0   # seconds in the input calls (this thread)
         phase = sampler.phase = f"engine {view}"
         t0 = time.perf_counter()
         for tables in steps:
             with (p.transaction() if push == "transaction" else contextlib.nullcontext()):
                 for t in used:
                     if len(tables[t]):
+                        t1 = time.perf_counter()
                         if ingest == "arrow":
                             p.input_arrow(t, tables[t])
                         else:
                             p.input_pandas(t, tables[t])
+                        inputs += time.perf_counter() - t1
             if push != "queued":
                 p.wait_for_idle()
         p.wait_for_idle()
@@ -255,7 +260,9 @@ def run_engine(view: str, used: List[str], steps, spark, work: str, sampler: Sam
         for chunk in kept:
             out.add_chunk(chunk.to_pandas(integer_object_nulls=True))
         kept.clear()
+        phases = {"input calls": inputs * 1000, **probe.snapshot()}
         return {"wall_s": wall, "engine_steps": st["step"] - step0, "state": st["state_size"], "output": out,
+                "phases_ms": phases,
                 "driver_peak": peak["driver_rss"], "jvm_peak": peak["jvm_rss"]}
     finally:
         p.stop(force=True)
@@ -392,6 +399,28 @@ def engine_rows(results: Dict[str, dict]) -> List[List[str]]:
     return rows
 
 
+BREAKDOWN = ["query", "wall (s)", "input calls (s)", "clamp deletes (s)", "circuit (s)", "of it: Spark actions (s)",
+             "commit (s)", "merges put in place (s)", "state runs written (s, any thread)", "rest (s)"]
+
+
+def breakdown_rows(results: Dict[str, dict]) -> List[List[str]]:
+    """Where each query's engine time went (``benchmarks.step_latency.EngineProbe``'s phases of the step thread,
+    and the input calls of the pushing thread); *rest*: the wall time minus the input calls and the step
+    thread's phases (the hand-over to the step thread, the delivery, waiting), negative where steps ran while
+    the next input calls were made."""
+    rows = []
+    for v, r in results.items():
+        e = r["engine"]
+        if "error" in e or "phases_ms" not in e:
+            continue
+        ph = {k: x / 1000 for k, x in e["phases_ms"].items()}
+        top = ph["input calls"] + sum(ph.get(k, 0.0) for k in EngineProbe.TOP)
+        rows.append([v, f"{e['wall_s']:.2f}", f"{ph['input calls']:.2f}", f"{ph.get('clamp_deletes', 0):.2f}",
+                     f"{ph.get('run_step', 0):.2f}", f"{ph.get('spark_actions', 0):.2f}", f"{ph.get('commit', 0):.2f}",
+                     f"{ph.get('compact', 0):.2f}", f"{ph.get('write_run', 0):.2f}", f"{e['wall_s'] - top:.2f}"])
+    return rows
+
+
 def peer_lines(results: Dict[str, dict], n: int) -> List[str]:
     out = []
     for v, r in results.items():
@@ -466,6 +495,14 @@ def render(results, args, cmdline, started, machine, vers, flink_version, load, 
         "(it holds the generated events, see above), the JVM is the Spark driver JVM (its `java` child, "
         "shared by all queries and by SSS, so it does not shrink between queries). State: "
         "`status()[\"state_size\"]` after the last step (operator key: size (parquet runs, rows)).", "",
+        "## Where the engine's time goes", "",
+        md_table(BREAKDOWN, breakdown_rows(results)), "",
+        "Seconds of each query's timed run: the input calls (the pushing thread), then the step thread's phases "
+        "(`benchmarks.step_latency.EngineProbe`): turning deletes into deletes of existing copies, the circuit "
+        "(the operators; Spark actions are part of it), the manifest commit, putting background merges in "
+        "place; state runs written are counted on every thread (mostly overlapping the circuit). *rest* is the "
+        "wall time minus the input calls and the step thread's phases: the hand-over to the step thread, the "
+        "delivery to the callback and waiting; negative when steps overlapped the input calls (queued pushes).", "",
     ]
     peers = peer_lines(results, n)
     if peers:
