@@ -29,9 +29,11 @@ from typing import Dict, List
 
 import pandas as pd
 
+from benchmarks.report import write_section
 from benchmarks.scale import CHUNK, G, J, SQL, flink_load, rows, views_match, workload
 
 CALL_ROWS = 500_000
+SECTION = "bulk_loads"   # of benchmarks/RESULTS.md
 FORMS = ("calls", "one-call")
 
 
@@ -118,7 +120,7 @@ def main() -> None:
     ap.add_argument("--n", default="1000000,10000000", help="rows of t, comma-separated")
     ap.add_argument("--forms", default=",".join(FORMS), help=f"of {', '.join(FORMS)}")
     ap.add_argument("--flink", action="store_true", help="also load the same rows on Flink SQL (.peer-flink)")
-    ap.add_argument("--out", help="write the markdown section to this file")
+    ap.add_argument("--out", help="replace the section 'bulk_loads' of this file (benchmarks/RESULTS.md)")
     args = ap.parse_args()
     load_before = " ".join(f"{x:.2f}" for x in os.getloadavg())
     results = [load(n, form, print) for n in map(int, args.n.split(",")) for form in args.forms.split(",")]
@@ -132,8 +134,7 @@ def main() -> None:
     text = report(results, flinks, cmd, load_before, " ".join(f"{x:.2f}" for x in os.getloadavg()))
     print(text)
     if args.out:
-        with open(args.out, "w") as f:
-            f.write(text)
+        write_section(args.out, SECTION, text)
 
 
 if __name__ == "__main__":

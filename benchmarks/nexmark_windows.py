@@ -112,7 +112,10 @@ FLINK_TABLES = {t: (f"CREATE TEMPORARY TABLE {t} ({_columns(cols, 'STRING')}, da
 
 
 def query_tables(q: str):
+    """The tables query ``q`` reads."""
     return QUERY_TABLES.get(q, ("bid",))
+
+
 _HOP = "TABLE(HOP(TABLE bid, DESCRIPTOR(date_time), INTERVAL '2' SECOND, INTERVAL '10' SECOND))"
 _TUMBLE = "TABLE(TUMBLE(TABLE bid, DESCRIPTOR(date_time), INTERVAL '10' SECOND))"
 SCAN = "SELECT auction, bidder, price, date_time FROM bid"      # Flink's input cost alone: CSV read + watermarks

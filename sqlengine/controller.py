@@ -37,7 +37,6 @@ from sqlengine.state.faults import SimulatedCrash, crash_point
 from sqlengine.state.store import Manifest, StorageError
 from sqlengine.zset import W, WEIGHT
 
-MAX_STEP_BYTES = 1 << 30   # RuntimeConfig.max_step_bytes's default
 STORAGE_RETRY_S = 1.0   # wait before retrying a step whose commit failed (disk full, read-only storage)
 log = logging.getLogger(__name__)
 
@@ -54,8 +53,8 @@ class Controller:
     """
 
     def __init__(self, name: str, program, store, log_, event_time, outbox, dispatcher, *, storage_dir: str,
-                 declared: list, sources: dict, sink_runners: dict, pipeline_id: str, lock,
-                 batching=(0, 0), max_step_bytes: int = MAX_STEP_BYTES, clock_resolution_usecs: int = 1):
+                 declared: list, sources: dict, sink_runners: dict, pipeline_id: str, lock, max_step_bytes: int,
+                 batching=(0, 0), clock_resolution_usecs: int = 1):
         self.name = name
         self.program = program
         self.store = store
@@ -488,4 +487,4 @@ class Controller:
         crash_point("delivered", step)
 
 
-__all__ = ["Controller", "MAX_STEP_BYTES", "STORAGE_RETRY_S"]
+__all__ = ["Controller", "STORAGE_RETRY_S"]

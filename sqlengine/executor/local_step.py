@@ -200,9 +200,9 @@ class LocalExecutor:
         paths, schema = self._runs(op_id, m), self.ctx.state_arrow[op_id]
         cached, on_disk, held = [], [], 0
         for p in paths:
-            t = self.cache.load(p, schema)
-            (cached if t is not None else on_disk).append(p)
-            held += t.num_rows if t is not None else 0
+            run = self.cache.load(p, schema)
+            (cached if run is not None else on_disk).append(p)
+            held += run.num_rows if run is not None else 0
         parts = []
         if on_disk:
             parts.append(self._read_files(op_id, on_disk, schema, spec, probe_tables, probe_specs, scan))

@@ -164,7 +164,8 @@ def check(p, model: Model, i: int, handlers=None) -> None:
         assert not diff(got, expected), f"step {i}: view {name} differs from DuckDB: {diff(got, expected)}"
         if handlers is not None:
             stream = bag_from_changes(handlers[name].to_pandas())
-            assert not diff(stream, expected), f"step {i}: view {name} (change stream) differs: {diff(stream, expected)}"
+            assert not diff(stream, expected), \
+                f"step {i}: view {name} (change stream) differs: {diff(stream, expected)}"
     con.close()
 
 
@@ -186,16 +187,12 @@ def run(p, all_steps, on_step=None) -> List[Dict[str, list]]:
 
 
 def run_until_killed(p, all_steps, kill_at: int) -> None:
-    """Steps before ``kill_at`` as :func:`run`; step ``kill_at``'s input calls in one transaction (durable
+    """Steps before ``kill_at`` by :func:`run`; step ``kill_at``'s input calls in one transaction (durable
     together), then this process SIGKILLs itself as soon as a Spark job of that step runs."""
-    model = Model(SCHEMA, COLUMNS)
-    for i, step in enumerate(all_steps[:kill_at]):
-        push(p, model, step)
-        p.wait_for_idle(timeout_s=600)
-        check(p, model, i)
+    run(p, all_steps[:kill_at])
     tracker = p.engine.spark.sparkContext.statusTracker()
     with p.transaction():
-        push(p, model, all_steps[kill_at])
+        push(p, Model(SCHEMA, COLUMNS), all_steps[kill_at])   # (the model dies with the process)
     end = time.monotonic() + 300
     while time.monotonic() < end:
         if tracker.getActiveJobsIds():

@@ -35,11 +35,12 @@ from sqlengine.zset import W
 
 COUNT = "__cnt"        # the sum of the weights of the group's rows
 PREFIX = "__"          # every accumulator's name starts with it (no data column's does)
+SUM_PREFIX = "__s"     # the sum accumulators' names: __s<i>
 
 
 def sum_of(i: int) -> str:
     """The accumulator of call ``i``'s sum of ``x * w``."""
-    return f"__s{i}"
+    return f"{SUM_PREFIX}{i}"
 
 
 def count_of(i: int) -> str:
@@ -193,7 +194,7 @@ NARROW_BOUND = float(1 << 62)   # below BIGINT's limit by more than a DOUBLE sum
 def widen(t: pa.Table) -> pa.Table:
     """``t`` with each integer sum accumulator (of ``weighted(..., narrow=True)``, summed) in DECIMAL(38, 0)."""
     for i, f in enumerate(t.schema):
-        if f.name.startswith("__s") and pa.types.is_integer(f.type):
+        if f.name.startswith(SUM_PREFIX) and pa.types.is_integer(f.type):
             t = t.set_column(i, f.name, t.column(i).cast(HUGE))
     return t
 
